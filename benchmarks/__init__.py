@@ -1,0 +1,1 @@
+"""Benchmarks for counterpoint against hand-written asyncio and LangGraph baselines."""

@@ -1,0 +1,58 @@
+"""JSON encoding of node outputs and errors through pydantic (never pickle)."""
+
+from __future__ import annotations
+
+import json
+import traceback
+from functools import lru_cache
+from typing import Any
+
+import pydantic
+import pydantic_core
+
+from .errors import OutputNotSerializable, RunFailure
+
+
+def encode(value: Any) -> str:
+    """Encode an output as JSON text; raises :class:`OutputNotSerializable`."""
+    if value is None:
+        return "null"
+    try:
+        return pydantic_core.to_json(value).decode()
+    except (pydantic_core.PydanticSerializationError, TypeError, ValueError) as exc:
+        raise OutputNotSerializable(
+            f"output of type {type(value).__name__} cannot be stored as JSON ({exc}); return "
+            "JSON-compatible data, a dataclass or a pydantic model") from exc
+
+
+@lru_cache(maxsize=512)
+def _adapter(annotation: Any) -> pydantic.TypeAdapter[Any]:
+    return pydantic.TypeAdapter(annotation)
+
+
+def decode(text: str, annotation: Any = Any) -> Any:
+    """Decode JSON text written by :func:`encode`, validated as ``annotation`` when known."""
+    if annotation is Any or annotation is None:
+        return json.loads(text)
+    try:
+        return _adapter(annotation).validate_json(text)
+    except (pydantic.ValidationError, TypeError, pydantic.PydanticSchemaGenerationError):
+        return json.loads(text)
+
+
+def error_info(exc: BaseException, *, final: bool, retryable: bool,
+               retry_in: float | None = None) -> dict[str, Any]:
+    """A JSON-compatible description of a failure for the log."""
+    tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    info: dict[str, Any] = {
+        "final": final,
+        "type": type(exc).__name__,
+        "message": str(exc) or type(exc).__name__,
+        "retryable": retryable,
+        "traceback": "".join(tb[-6:])[-4000:],
+    }
+    if retry_in is not None:
+        info["retry_in"] = round(retry_in, 4)
+    if isinstance(exc, RunFailure) and exc.retry_after is not None:
+        info["retry_after"] = exc.retry_after
+    return info

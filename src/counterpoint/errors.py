@@ -1,0 +1,122 @@
+"""Every exception counterpoint raises, in one hierarchy.
+
+::
+
+    CounterpointError                 base of everything below
+    ├── UserError                     misuse found before anything runs (exit code 2)
+    │   ├── GraphError                a graph is invalid: cycle, duplicate / missing id,
+    │   │                             unknown input, annotated type mismatch
+    │   ├── PatchError                a live edit was rejected (cycle, finished node, stale version)
+    │   ├── SourceError               a graph file or module cannot be loaded or has no graph
+    │   ├── RunNotFound               no run with that id in the store
+    │   └── StoreError                the store cannot be used (nothing in it was modified)
+    │       ├── StoreLocked           another process holds the database lock
+    │       ├── StoreCorrupt          the file is not a counterpoint database
+    │       └── StoreTooNew           written by a newer counterpoint (unknown migrations)
+    ├── RunFailure                    failures during a run (recorded as events, never lost)
+    │   ├── NodeFailed                a node's own code raised (application failure)
+    │   ├── NodeTimeout               an attempt exceeded the node's timeout (retryable)
+    │   ├── OutputNotSerializable     a node returned a value that cannot be stored as JSON
+    │   ├── UpstreamFailed            a node was blocked because a dependency failed
+    │   └── DeadlineExceeded          the run's deadline passed
+    └── ControlSignal                 steers the loop; never counted as a failure
+        └── Retry                     raise inside a node to ask for another attempt
+
+Failures carry ``retryable`` (and ``retry_after`` where the cause says how long to
+wait), after Temporal's ``ApplicationError``. Application failures (the node's
+code failed: the node ends FAILED) are kept apart from system failures (the
+process died: the node is re-run on resume).
+"""
+
+from __future__ import annotations
+
+
+class CounterpointError(Exception):
+    """Base class of every counterpoint error."""
+
+
+class UserError(CounterpointError):
+    """Misuse that is detected before a run starts. The CLI exits with code 2."""
+
+
+class GraphError(UserError):
+    """A graph failed validation. The message names the graph and the nodes concerned."""
+
+
+class PatchError(UserError):
+    """A live edit was rejected; the run is unchanged."""
+
+
+class SourceError(UserError):
+    """A graph's source file or module cannot be loaded."""
+
+
+class RunNotFound(UserError):
+    """No run with the given id exists in the store."""
+
+
+class StoreError(UserError):
+    """The store cannot be opened or used. Nothing in it was modified."""
+
+
+class StoreLocked(StoreError):
+    """Another connection holds the database lock for longer than the busy timeout."""
+
+
+class StoreCorrupt(StoreError):
+    """The file exists but is not a readable counterpoint database."""
+
+
+class StoreTooNew(StoreError):
+    """The database carries migrations this version of counterpoint does not know."""
+
+
+class RunFailure(CounterpointError):
+    """A failure during a run. ``retryable`` tells the scheduler whether to try again."""
+
+    retryable: bool = True
+
+    def __init__(self, message: str, *, retryable: bool | None = None,
+                 retry_after: float | None = None) -> None:
+        super().__init__(message)
+        if retryable is not None:
+            self.retryable = retryable
+        self.retry_after = retry_after
+
+
+class NodeFailed(RunFailure):
+    """Raise from a node to fail it with an explicit ``retryable`` flag."""
+
+
+class NodeTimeout(RunFailure):
+    """An attempt ran longer than the node's ``timeout``."""
+
+
+class OutputNotSerializable(RunFailure):
+    """A node's output cannot be encoded as JSON (counterpoint never pickles)."""
+
+    retryable = False
+
+
+class UpstreamFailed(RunFailure):
+    """A node did not run because a node it depends on failed."""
+
+    retryable = False
+
+
+class DeadlineExceeded(RunFailure):
+    """The run's deadline passed before this node finished."""
+
+    retryable = False
+
+
+class ControlSignal(CounterpointError):
+    """Signals that steer the scheduler; they are never reported as failures."""
+
+
+class Retry(ControlSignal):
+    """Raise inside a node to request another attempt (counts against ``retries``)."""
+
+    def __init__(self, reason: str = "retry requested", *, after: float | None = None) -> None:
+        super().__init__(reason)
+        self.after = after

@@ -1,0 +1,52 @@
+"""The events that make up a run's log. The run state is a projection of them.
+
+Events are small slotted records. ``value`` carries a node output already
+encoded as JSON text (the store keeps large values once, by content hash);
+``output`` and ``patch`` carry the decoded Python objects for the in-process
+projection and are never persisted directly.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+from .ids import NodeId
+
+
+class EventKind(enum.StrEnum):
+    """Every kind of state change a run records."""
+
+    RUN_CREATED = "run_created"
+    RUN_RESUMED = "run_resumed"
+    RUN_FINISHED = "run_finished"
+    NODE_READY = "node_ready"
+    NODE_STARTED = "node_started"
+    NODE_SUCCEEDED = "node_succeeded"
+    NODE_FAILED = "node_failed"
+    """An attempt failed; ``data["final"]`` says whether the node is now FAILED."""
+    NODE_CANCELLED = "node_cancelled"
+    NODE_SKIPPED = "node_skipped"
+    NODE_BLOCKED = "node_blocked"
+    MAP_EXPANDED = "map_expanded"
+    PATCH_APPLIED = "patch_applied"
+
+
+@dataclass(slots=True)
+class Event:
+    """One state change of a run. Treat it as immutable once it has been appended."""
+
+    kind: EventKind
+    at: float
+    """Wall-clock time (seconds since the epoch) when it happened."""
+    node: NodeId | None = None
+    attempt: int = 0
+    data: dict[str, Any] | None = None
+    """Small JSON-compatible details (error, reason, patch, run options)."""
+    value: str | None = None
+    """A node output encoded as JSON text (``NODE_SUCCEEDED`` only)."""
+    output: Any = None
+    """The decoded output; in memory only, rebuilt from ``value`` when replaying."""
+    seq: int = 0
+    """Position in the run's log, assigned when appended (1-based)."""

@@ -1,0 +1,173 @@
+"""Find graphs in user files and modules, and re-import step functions on resume."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import re
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from .errors import SourceError
+from .graph import Graph, step_key
+
+
+def module_name_for(path: Path) -> str:
+    """A stable module name for a user file (stable names keep step keys stable)."""
+    stem = re.sub(r"\W", "_", path.stem)
+    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]
+    return f"cp_file_{stem}_{digest}"
+
+
+def load_file(path: str | Path) -> ModuleType:
+    """Import a Python file as a module (its ``__main__`` block does not run)."""
+    file = Path(path)
+    if not file.is_file():
+        raise SourceError(f"{path}: no such file; pass FILE.py[:GRAPH]")
+    name = module_name_for(file)
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:
+        raise SourceError(f"{path}: cannot be imported as Python")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    folder = str(file.resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    try:
+        spec.loader.exec_module(module)
+    except SourceError:
+        sys.modules.pop(name, None)
+        raise
+    except Exception as exc:
+        sys.modules.pop(name, None)
+        raise SourceError(f"{path}: importing it raised {type(exc).__name__}: {exc}") from exc
+    return module
+
+
+def find_graph(module: ModuleType, attr: str | None, *, name: str | None = None,
+               where: str) -> Graph:
+    """The graph named by ``attr`` (a Graph or a zero-argument function returning one), else
+    the module's only graph, else the one called ``name``."""
+    if attr:
+        target = getattr(module, attr, None)
+        if target is None:
+            raise SourceError(f"{where}: has no attribute {attr!r}; graphs here: "
+                              f"{_graph_names(module) or 'none'}")
+        if callable(target) and not isinstance(target, Graph):
+            target = target()
+        if not isinstance(target, Graph):
+            raise SourceError(f"{where}:{attr} is {type(target).__name__}, not a Graph")
+        return target
+    graphs = {k: v for k, v in vars(module).items() if isinstance(v, Graph)}
+    if name is not None:
+        named = [g for g in graphs.values() if g.name == name]
+        if len(named) == 1:
+            return named[0]
+    if len(graphs) == 1:
+        return next(iter(graphs.values()))
+    if not graphs:
+        raise SourceError(f"{where}: defines no Graph at module level; define one, or name "
+                          "a function returning one as FILE.py:FUNCTION")
+    raise SourceError(f"{where}: defines several graphs ({', '.join(graphs)}); choose one "
+                      "as FILE.py:NAME")
+
+
+def _graph_names(module: ModuleType) -> str:
+    return ", ".join(k for k, v in vars(module).items() if isinstance(v, Graph))
+
+
+def load_target(target: str) -> Graph:
+    """Load ``FILE.py[:ATTR]`` or ``package.module[:ATTR]``."""
+    path, _, attr = target.partition(":") if not re.match(r"^[A-Za-z]:\\", target) \
+        else (target, "", "")
+    if path.endswith(".py") or "/" in path or Path(path).is_file():
+        return find_graph(load_file(path), attr or None, where=path)
+    try:
+        module = importlib.import_module(path)
+    except ImportError as exc:
+        raise SourceError(f"{path}: no such file or importable module ({exc})") from exc
+    return find_graph(module, attr or None, where=path)
+
+
+def source_record(graph: Graph, attr: str | None = None) -> dict[str, Any]:
+    """What the log records to rebuild ``graph`` later."""
+    return {"module": graph.source.module, "file": graph.source.file, "graph": graph.name,
+            "attr": attr, "fingerprint": graph.fingerprint()}
+
+
+def load_recorded(source: Mapping[str, Any], run: str) -> Graph:
+    """Rebuild the graph of a recorded run from the module or file it came from."""
+    where = f"run {run}"
+    module_name = source.get("module")
+    file = source.get("file")
+    module: ModuleType | None = None
+    if module_name and module_name != "__main__" and not str(module_name).startswith(
+            "cp_file_"):
+        try:
+            module = importlib.import_module(str(module_name))
+        except ImportError:
+            module = None
+    if module is None and file:
+        if not Path(file).is_file():
+            raise SourceError(f"{where}: its graph came from {file}, which no longer exists; "
+                              "restore the file or resume from Python with graph=")
+        module = load_file(file)
+    if module is None:
+        raise SourceError(f"{where}: the log does not say where its graph was defined; resume "
+                          "from Python with resume(run_id, graph=...)")
+    graph = find_graph(module, source.get("attr"), name=source.get("graph"),
+                       where=str(file or module_name))
+    fingerprint = source.get("fingerprint")
+    if fingerprint and graph.fingerprint() != fingerprint:
+        raise SourceError(f"{where}: graph {graph.name!r} in {file or module_name} changed "
+                          "since the run started (different nodes or edges); restore the "
+                          "original definition to resume")
+    return graph
+
+
+def make_resolver(graph: Graph) -> Callable[[str, str], Callable[..., Any]]:
+    """Resolve step keys recorded in patches: first among the graph's own steps, then by
+    importing ``module:qualname``."""
+    known: dict[str, Any] = {}
+    qualnames: dict[str, Any] = {}
+
+    def collect(g: Graph) -> None:
+        for spec in g.nodes.values():
+            for fn in (spec.fn, spec.policy.fallback):
+                if fn is None:
+                    continue
+                key = step_key(fn)
+                known[key] = fn
+                qualnames.setdefault(key.partition(":")[2], fn)
+                if isinstance(fn, Graph):
+                    collect(fn)
+        for value in vars(sys.modules.get(g.source.module) or object()).values():
+            if callable(value):
+                qualnames.setdefault(getattr(value, "__qualname__", ""), value)
+
+    collect(graph)
+
+    def resolve(key: str, node: str) -> Callable[..., Any]:
+        if key in known:
+            return known[key]  # type: ignore[no-any-return]
+        module_name, _, qualname = key.partition(":")
+        if qualname in qualnames:
+            return qualnames[qualname]  # type: ignore[no-any-return]
+        if "<locals>" in qualname or "<lambda>" in qualname:
+            raise SourceError(f"node {node!r}: its step {key} was a local function or lambda "
+                              "and cannot be re-imported on resume; define it at module level")
+        try:
+            target: Any = importlib.import_module(module_name)
+            for part in qualname.split("."):
+                target = getattr(target, part)
+        except (ImportError, AttributeError) as exc:
+            raise SourceError(f"node {node!r}: cannot import its step {key} ({exc})") from exc
+        return target  # type: ignore[no-any-return]
+
+    return resolve

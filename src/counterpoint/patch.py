@@ -1,0 +1,214 @@
+"""Live edits of a running graph.
+
+An :class:`Edit` collects operations (add nodes and edges, cancel nodes,
+replace a node that has not started). It becomes one :class:`Patch`, which the
+scheduler validates against the current run state and applies atomically
+between dispatches, recording it in the log as one versioned event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pydantic_core
+
+from .graph import Graph, InputRef, NodeRef, NodeSpec, _caller_location, step_key
+from .errors import GraphError, PatchError
+from .ids import NodeId
+from .policy import Policy
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Patch:
+    """One validated, atomic change to a run's graph."""
+
+    add: tuple[NodeSpec, ...] = ()
+    edges: tuple[tuple[NodeId, NodeId], ...] = ()
+    """Ordering edges ``(before, after)``; ``after`` must not have started."""
+    cancel: tuple[NodeId, ...] = ()
+    replace: tuple[NodeSpec, ...] = ()
+    """New specs for nodes (same id) that have not started yet."""
+    expected_version: int | None = None
+    """Reject the patch if the graph was patched since this version was read."""
+    reason: str = ""
+
+    @property
+    def touched(self) -> list[NodeId]:
+        """Every node id the patch adds, rewires or replaces."""
+        return [*(s.id for s in self.add), *(s.id for s in self.replace),
+                *(b for _, b in self.edges)]
+
+
+@dataclass(frozen=True, slots=True)
+class _AddOp:
+    id: str
+    fn: Callable[..., Any] | Graph
+    options: Mapping[str, Any]
+    replace: bool
+    where: str
+
+
+class Edit:
+    """A batch of graph edits, applied atomically with ``ctx.apply(edit)`` or ``handle.apply(edit)``.
+
+    >>> edit = Edit()
+    >>> r = edit.add("extra", summarize, text=ref("fetch"))     # doctest: +SKIP
+    >>> edit.cancel("slow_path")                                # doctest: +SKIP
+    """
+
+    def __init__(self, reason: str = "", *, expected_version: int | None = None) -> None:
+        self.reason = reason
+        self.expected_version = expected_version
+        self._ops: list[_AddOp] = []
+        self._edges: list[tuple[NodeId, NodeId]] = []
+        self._cancel: list[NodeId] = []
+
+    def add(self, id: str, fn: Callable[..., Any] | Graph, /, *,
+            after: Iterable[NodeRef | str] = (), policy: Policy | None = None,
+            retries: int | None = None, timeout: float | None = None,
+            fallback: Callable[..., Any] | None = None,
+            resources: Mapping[str, int] | None = None,
+            inputs: Mapping[str, Any] | None = None, **kwargs: Any) -> NodeRef:
+        """Add a node, exactly like :meth:`Graph.add`. Returns a reference to its output."""
+        options = dict(after=tuple(after), policy=policy, retries=retries, timeout=timeout,
+                       fallback=fallback, resources=resources, inputs={**(inputs or {}), **kwargs})
+        self._ops.append(_AddOp(id, fn, options, replace=False, where=_caller_location(1)))
+        return NodeRef(NodeId(id))
+
+    def replace(self, id: str, fn: Callable[..., Any] | Graph, /, *,
+                after: Iterable[NodeRef | str] = (), policy: Policy | None = None,
+                retries: int | None = None, timeout: float | None = None,
+                fallback: Callable[..., Any] | None = None,
+                resources: Mapping[str, int] | None = None,
+                inputs: Mapping[str, Any] | None = None, **kwargs: Any) -> NodeRef:
+        """Rewrite a node that has not started: new step, inputs and policy, same id."""
+        options = dict(after=tuple(after), policy=policy, retries=retries, timeout=timeout,
+                       fallback=fallback, resources=resources, inputs={**(inputs or {}), **kwargs})
+        self._ops.append(_AddOp(id, fn, options, replace=True, where=_caller_location(1)))
+        return NodeRef(NodeId(id))
+
+    def edge(self, before: NodeRef | str, after: NodeRef | str) -> None:
+        """Make ``after`` wait for ``before`` (an ordering edge)."""
+        self._edges.append((_node_id(before), _node_id(after)))
+
+    def cancel(self, *nodes: NodeRef | str) -> None:
+        """Cancel nodes; running ones are interrupted, their dependents end cancelled."""
+        self._cancel.extend(_node_id(n) for n in nodes)
+
+    def build(self, graph_name: str, specs: Mapping[NodeId, NodeSpec]) -> Patch:
+        """Turn the collected operations into a :class:`Patch`, checking each new node's
+        signature and annotated types exactly as :meth:`Graph.add` does."""
+        scratch = Graph(graph_name)
+        scratch.nodes = dict(specs)
+        scratch._any_owner = True
+        added: list[NodeSpec] = []
+        replaced: list[NodeSpec] = []
+        for op in self._ops:
+            if op.replace:
+                scratch.nodes.pop(NodeId(op.id), None)
+            opts = op.options
+            try:
+                scratch.add(op.id, op.fn, after=opts["after"], policy=opts["policy"],
+                            retries=opts["retries"], timeout=opts["timeout"],
+                            fallback=opts["fallback"], resources=opts["resources"],
+                            inputs=opts["inputs"])
+            except GraphError as exc:
+                raise PatchError(f"{op.where}: edit rejected: {exc}") from exc
+            spec = replace(scratch.nodes[NodeId(op.id)], where=op.where)
+            scratch.nodes[spec.id] = spec
+            (replaced if op.replace else added).append(spec)
+        return Patch(add=tuple(added), edges=tuple(self._edges), cancel=tuple(self._cancel),
+                     replace=tuple(replaced), expected_version=self.expected_version,
+                     reason=self.reason)
+
+
+def _node_id(node: NodeRef | str) -> NodeId:
+    return node.node if isinstance(node, NodeRef) else NodeId(node)
+
+
+# ------------------------------------------------------------------ serialization
+def patch_to_data(patch: Patch) -> dict[str, Any]:
+    """The JSON form of a patch recorded in the log; callables are named by step key."""
+    return {
+        "reason": patch.reason,
+        "add": [spec_to_data(s) for s in patch.add],
+        "replace": [spec_to_data(s) for s in patch.replace],
+        "edges": [list(e) for e in patch.edges],
+        "cancel": list(patch.cancel),
+    }
+
+
+def patch_from_data(data: Mapping[str, Any], resolve: Resolver) -> Patch:
+    """Rebuild a recorded patch, resolving step keys to callables with ``resolve``."""
+    return Patch(add=tuple(spec_from_data(s, resolve) for s in data.get("add", ())),
+                 replace=tuple(spec_from_data(s, resolve) for s in data.get("replace", ())),
+                 edges=tuple((NodeId(a), NodeId(b)) for a, b in data.get("edges", ())),
+                 cancel=tuple(NodeId(n) for n in data.get("cancel", ())),
+                 reason=str(data.get("reason", "")))
+
+
+Resolver = Callable[[str, str], Callable[..., Any]]
+"""``(step_key, node_id) -> callable``; raises SourceError when it cannot be found."""
+
+
+def spec_to_data(spec: NodeSpec) -> dict[str, Any]:
+    """The JSON form of a node spec (policy callables by step key)."""
+    policy = spec.policy
+    data: dict[str, Any] = {
+        "id": spec.id, "step": spec.step_key, "kind": spec.kind.value,
+        "inputs": {k: _input_to_data(spec.id, k, v) for k, v in spec.inputs.items()},
+        "after": list(spec.after), "where": spec.where,
+        "policy": {"retries": policy.retries, "timeout": policy.timeout,
+                   "resources": dict(policy.resources),
+                   "fallback": step_key(policy.fallback) if policy.fallback else None},
+    }
+    if spec.map_over is not None:
+        data["map_over"] = _input_to_data(spec.id, "over", spec.map_over)
+        data["map_param"] = spec.map_param
+    return data
+
+
+def spec_from_data(data: Mapping[str, Any], resolve: Resolver) -> NodeSpec:
+    node = str(data["id"])
+    fn = resolve(str(data["step"]), node)
+    pol = data.get("policy", {})
+    fallback = resolve(pol["fallback"], node) if pol.get("fallback") else None
+    policy = Policy(retries=int(pol.get("retries", 0)), timeout=pol.get("timeout"),
+                    resources=dict(pol.get("resources", {})), fallback=fallback)
+    base = getattr(fn, "__counterpoint_policy__", None)
+    if isinstance(base, Policy):
+        policy = replace(base, retries=policy.retries, timeout=policy.timeout,
+                         resources=policy.resources, fallback=fallback or base.fallback)
+    map_over = _input_from_data(data["map_over"]) if "map_over" in data else None
+    scratch = Graph("patch")
+    spec = scratch._build_spec(node, fn, {k: _input_from_data(v)
+                                          for k, v in data.get("inputs", {}).items()},
+                               [NodeId(a) for a in data.get("after", ())], policy,
+                               (None, None, None, None), str(data.get("where", "")),
+                               map_over=map_over if isinstance(map_over, NodeRef) else None,
+                               map_param=data.get("map_param"))
+    return spec
+
+
+def _input_to_data(node: str, name: str, value: Any) -> Any:
+    if isinstance(value, NodeRef):
+        return {"$ref": value.node, "path": list(value.path), "optional": value.optional}
+    if isinstance(value, InputRef):
+        return {"$input": value.name}
+    try:
+        return {"$lit": pydantic_core.to_jsonable_python(value)}
+    except pydantic_core.PydanticSerializationError as exc:
+        raise PatchError(f"node {node!r}: literal input {name!r} of type "
+                         f"{type(value).__name__} cannot be recorded as JSON; pass it "
+                         "through a node output or use JSON-compatible data") from exc
+
+
+def _input_from_data(data: Mapping[str, Any]) -> Any:
+    if "$ref" in data:
+        return NodeRef(NodeId(data["$ref"]), tuple(data.get("path", ())),
+                       bool(data.get("optional", False)))
+    if "$input" in data:
+        return InputRef(str(data["$input"]))
+    return data["$lit"]

@@ -1,0 +1,64 @@
+"""Per-node execution policy: retries with backoff, timeout, fallback, resources."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import UserError
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Backoff:
+    """Exponential backoff with jitter between attempts of a node."""
+
+    initial: float = 0.1
+    """Delay in seconds before the second attempt."""
+    factor: float = 2.0
+    """Multiplier applied for every further attempt."""
+    maximum: float = 30.0
+    """Upper bound of a single delay in seconds."""
+    jitter: float = 0.5
+    """Fraction of the delay drawn at random (0 = none, 1 = full jitter)."""
+
+    def delay(self, attempt: int, rng: random.Random) -> float:
+        """Delay before attempt ``attempt + 1`` (``attempt`` counts from 1)."""
+        base = min(self.maximum, self.initial * self.factor ** max(0, attempt - 1))
+        return base * (1.0 - self.jitter * rng.random())
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Policy:
+    """How one node is executed. Attach with ``Graph.add(..., policy=...)`` or ``@step``."""
+
+    retries: int = 0
+    """Additional attempts after the first one fails with a retryable error."""
+    timeout: float | None = None
+    """Seconds one attempt may take; exceeding it is a retryable ``NodeTimeout``."""
+    backoff: Backoff = field(default_factory=Backoff)
+    """Delay schedule between attempts."""
+    retry_on: tuple[type[BaseException], ...] = (Exception,)
+    """Exception types that are retried (unless they carry ``retryable = False``)."""
+    fallback: Callable[..., Any] | None = None
+    """Called with the node's inputs after the last attempt failed; its result is the output."""
+    resources: Mapping[str, int] = field(default_factory=dict)
+    """Named resources this node holds while it runs, e.g. ``{"openai": 1}``."""
+
+    def __post_init__(self) -> None:
+        if self.retries < 0:
+            raise UserError(f"Policy.retries must be >= 0, got {self.retries}")
+        if self.timeout is not None and self.timeout <= 0:
+            raise UserError(f"Policy.timeout must be > 0 seconds, got {self.timeout}")
+        for name, units in self.resources.items():
+            if units < 1:
+                raise UserError(f"Policy.resources[{name!r}] must be >= 1, got {units}")
+
+    @property
+    def attempts(self) -> int:
+        """Total number of attempts allowed."""
+        return self.retries + 1
+
+
+DEFAULT_POLICY = Policy()

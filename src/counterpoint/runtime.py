@@ -1,0 +1,650 @@
+"""The thin async loop around the pure core: launch, await, apply, persist.
+
+Every state change goes through :meth:`Execution.emit`, which applies the event
+to the state (:func:`~counterpoint.state.evolve`), queues it in the store,
+publishes it to subscribers and feeds the events it implies
+(:func:`~counterpoint.state.react`) back in. After each burst of events the
+loop starts whatever :func:`~counterpoint.state.pick` chooses. Nothing awaits
+between an event and its consequences, so edits are applied atomically
+between dispatches. One :class:`asyncio.TaskGroup` per run holds every node
+task; no task outlives its run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import codec
+from .annotations import return_type
+from .backend import Backend, InProcessBackend
+from .errors import (
+    NodeFailed,
+    NodeTimeout,
+    OutputNotSerializable,
+    PatchError,
+    Retry,
+    RunNotFound,
+    UserError,
+)
+from .events import Event, EventKind
+from .graph import Choose, Graph, InputRef, NodeKind, NodeRef, NodeSpec
+from .ids import NodeId, RunId, new_run_id
+from .loader import load_recorded, make_resolver, source_record
+from .patch import Edit, Patch, patch_from_data, patch_to_data
+from .results import RunResult
+from .state import NodeStatus, RunState, RunStatus, check_patch, evolve, pick, react
+from .store import RunStore, open_store
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunOptions:
+    """How a run is executed. All limits are per run unless noted."""
+
+    max_concurrency: int | None = None
+    """Most nodes running at once (``None``: unlimited)."""
+    limits: Mapping[str, int] = field(default_factory=dict)
+    """Named resource limits, e.g. ``{"openai": 4}``; nodes declare what they hold."""
+    fail_fast: bool = False
+    """Cancel everything once a node fails (default: independent branches keep going)."""
+    deadline: float | None = None
+    """Seconds after which what is left is cancelled and the partial result returned."""
+    seed: int | None = None
+    """Seed for retry jitter, for reproducible runs."""
+
+    def __post_init__(self) -> None:
+        if self.max_concurrency is not None and self.max_concurrency < 1:
+            raise UserError(f"max_concurrency must be >= 1, got {self.max_concurrency}")
+        if self.deadline is not None and self.deadline <= 0:
+            raise UserError(f"deadline must be > 0 seconds, got {self.deadline}")
+        for name, limit in self.limits.items():
+            if limit < 1:
+                raise UserError(f"limit {name!r} must be >= 1, got {limit}")
+
+    def as_data(self) -> dict[str, Any]:
+        return {"max_concurrency": self.max_concurrency, "limits": dict(self.limits),
+                "fail_fast": self.fail_fast, "deadline": self.deadline, "seed": self.seed}
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> RunOptions:
+        return cls(max_concurrency=data.get("max_concurrency"),
+                   limits=dict(data.get("limits") or {}), fail_fast=bool(data.get("fail_fast")),
+                   deadline=data.get("deadline"), seed=data.get("seed"))
+
+
+class NodeContext:
+    """Given to a step that declares a ``ctx`` (or ``NodeContext``-annotated) parameter."""
+
+    def __init__(self, execution: Execution, node: NodeId, attempt: int) -> None:
+        self._execution = execution
+        self.node = node
+        """This node's id."""
+        self.attempt = attempt
+        """This attempt's number, from 1."""
+
+    @property
+    def run_id(self) -> RunId:
+        return self._execution.run_id
+
+    @property
+    def graph_version(self) -> int:
+        """Number of edits applied so far; pass it as ``Edit(expected_version=...)``."""
+        return self._execution.state.version
+
+    def apply(self, edit: Edit) -> int:
+        """Validate and apply ``edit`` atomically; returns the new graph version."""
+        return self._execution.apply(edit)
+
+    async def flush(self) -> None:
+        """Wait until everything this run has recorded so far is durable.
+
+        Call it before an effect outside the run that cannot be repeated.
+        """
+        await self._execution.store.flush()
+
+
+class Execution:
+    """One run being executed in this process."""
+
+    def __init__(self, graph: Graph, state: RunState, store: RunStore, options: RunOptions,
+                 *, backend: Backend, inputs: Mapping[str, Any], seq: int = 0,
+                 parent: RunId | None = None) -> None:
+        self.graph = graph
+        self.state = state
+        self.store = store
+        self.options = options
+        self.backend = backend
+        self.inputs = dict(inputs)
+        self.run_id = state.run_id
+        self.parent = parent
+        self._seq = seq
+        self._tasks: dict[NodeId, asyncio.Task[None]] = {}
+        self._cancelling: dict[NodeId, str] = {}
+        self._timers: dict[NodeId, asyncio.TimerHandle] = {}
+        self._subscribers: list[asyncio.Queue[Event | None]] = []
+        self._pending: deque[Event] = deque()
+        self._emitting = False
+        self._rng = random.Random(options.seed)
+        self._slots = options.max_concurrency or 1 << 30
+        self._done: asyncio.Future[None] | None = None
+        self._group: asyncio.TaskGroup | None = None
+        self._deadline: asyncio.TimerHandle | None = None
+        self.owns_store = False
+        """Whether the run opened its store itself (and closes it at the end)."""
+
+    # ------------------------------------------------------------------ events
+    def emit(self, event: Event) -> None:
+        """Apply, persist and publish ``event`` and everything it implies, then dispatch."""
+        self._pending.append(event)
+        if self._emitting:
+            return
+        self._emitting = True
+        try:
+            self._drain()
+            self._dispatch()
+        finally:
+            self._emitting = False
+
+    def _drain(self) -> None:
+        pending = self._pending
+        state = self.state
+        store = self.store
+        run_id = self.run_id
+        while pending:
+            ev = pending.popleft()
+            self._seq += 1
+            ev.seq = self._seq
+            evolve(state, ev)
+            store.append(run_id, ev)
+            if self._subscribers:
+                for queue in self._subscribers:
+                    queue.put_nowait(ev)
+            kind = ev.kind
+            if kind is EventKind.RUN_FINISHED:
+                self._finished()
+            elif kind is not EventKind.NODE_STARTED and kind is not EventKind.NODE_READY:
+                pending.extend(react(state, ev, ev.at))
+
+    def _dispatch(self) -> None:
+        state = self.state
+        while state.ready and state.status is RunStatus.RUNNING and state.stop_reason is None:
+            free = self._slots - state.running
+            if free <= 0:
+                return
+            chosen = pick(state, free)
+            if not chosen:
+                return
+            group = self._group
+            assert group is not None
+            for node_id in chosen:
+                ns = state.nodes[node_id]
+                attempt = ns.attempt + 1
+                self._pending.append(Event(EventKind.NODE_STARTED, time.time(), node_id,
+                                           attempt))
+                self._drain()
+                self._tasks[node_id] = group.create_task(self._run_node(ns.spec, attempt))
+            self._drain()
+
+    def _finished(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+        samples: dict[str, list[float]] = {}
+        for ns in self.state.nodes.values():
+            if ns.status is NodeStatus.SUCCEEDED and ns.intervals and \
+                    ns.spec.kind is NodeKind.TASK:
+                start, end = ns.intervals[-1]
+                samples.setdefault(ns.spec.step_key, []).append(end - start)
+        if samples:
+            self.store.record_durations(samples)
+        for queue in self._subscribers:
+            queue.put_nowait(None)
+        if self._done is not None and not self._done.done():
+            self._done.set_result(None)
+
+    # ------------------------------------------------------------------ running
+    async def execute(self, first: Event) -> RunResult:
+        """Run until the run finishes; returns its result."""
+        loop = asyncio.get_running_loop()
+        self._done = loop.create_future()
+        unwatch = self.store.watch_cancel(self.run_id, loop, lambda: self.stop("cancelled"))
+        try:
+            async with asyncio.TaskGroup() as group:
+                self._group = group
+                if self.options.deadline is not None:
+                    self._deadline = loop.call_later(self.options.deadline, self.stop,
+                                                     "deadline")
+                self.emit(first)
+                if not self._done.done():
+                    await self._done
+        except BaseExceptionGroup as group_error:
+            raise group_error.exceptions[0] from None
+        finally:
+            unwatch()
+            for timer in self._timers.values():
+                timer.cancel()
+        return RunResult(run_id=self.run_id, graph=self.graph.name, status=self.state.status,
+                         state=self.state, output_ref=self.graph.output_ref)
+
+    async def _run_node(self, spec: NodeSpec, attempt: int) -> None:
+        node_id = spec.id
+        try:
+            if spec.kind is NodeKind.JOIN:
+                self._join(spec)
+                return
+            kwargs = self._arguments(spec)
+            if spec.context_param:
+                kwargs[spec.context_param] = NodeContext(self, node_id, attempt)
+            if spec.policy.timeout is None:
+                output = await self._call(spec, kwargs, attempt)
+            else:
+                scope = asyncio.timeout(spec.policy.timeout)
+                try:
+                    async with scope:
+                        output = await self._call(spec, kwargs, attempt)
+                except TimeoutError as exc:
+                    if not scope.expired():
+                        raise
+                    raise NodeTimeout(f"run {self.run_id}, node {node_id!r}: attempt "
+                                      f"{attempt} exceeded its timeout of "
+                                      f"{spec.policy.timeout:g}s") from exc
+            self._succeed(spec, output)
+        except asyncio.CancelledError:
+            reason = self._cancelling.pop(node_id, None) or self.state.stop_reason
+            if reason is None:
+                raise  # the whole run is being torn down: leave it resumable
+            self.emit(Event(EventKind.NODE_CANCELLED, time.time(), node_id, attempt,
+                            data={"reason": reason}))
+        except Exception as exc:
+            self._failed(spec, attempt, exc)
+        finally:
+            self._tasks.pop(node_id, None)
+
+    async def _call(self, spec: NodeSpec, kwargs: dict[str, Any], attempt: int) -> Any:
+        if isinstance(spec.fn, Graph):
+            return await self._run_subgraph(spec.fn, spec.id, kwargs, attempt)
+        return await self.backend.call(spec.fn, kwargs, is_async=spec.is_async)
+
+    def _arguments(self, spec: NodeSpec) -> dict[str, Any]:
+        nodes = self.state.nodes
+        kwargs: dict[str, Any] = {}
+        for name, value in spec.inputs.items():
+            if isinstance(value, NodeRef):
+                source = nodes[value.node]
+                if source.status is not NodeStatus.SUCCEEDED:
+                    kwargs[name] = None  # an optional input whose source was skipped
+                else:
+                    kwargs[name] = value.resolve(source.output) if value.path \
+                        else source.output
+            elif isinstance(value, InputRef):
+                kwargs[name] = self.inputs[value.name]
+            else:
+                kwargs[name] = value
+        return kwargs
+
+    def _succeed(self, spec: NodeSpec, output: Any, data: dict[str, Any] | None = None) -> None:
+        if isinstance(output, Choose):
+            unknown = [s for s in output.successors
+                       if s not in self.state.nodes[spec.id].dependents]
+            if unknown:
+                raise NodeFailed(f"run {self.run_id}, node {spec.id!r} chose {unknown}, which "
+                                 f"are not its successors "
+                                 f"({list(self.state.nodes[spec.id].dependents)})",
+                                 retryable=False)
+            data = {**(data or {}), "chosen": list(output.successors)}
+            output = output.value
+        value = codec.encode(output)
+        self.emit(Event(EventKind.NODE_SUCCEEDED, time.time(), spec.id,
+                        self.state.nodes[spec.id].attempt, data=data, value=value,
+                        output=output))
+
+    def _join(self, spec: NodeSpec) -> None:
+        nodes = self.state.nodes
+        children = [nodes[c] for c in spec.after]
+        output = [c.output for c in children]
+        value = "[" + ",".join(c.value or "null" for c in children) + "]"
+        self.emit(Event(EventKind.NODE_SUCCEEDED, time.time(), spec.id,
+                        nodes[spec.id].attempt, value=value, output=output))
+
+    def _failed(self, spec: NodeSpec, attempt: int, exc: Exception) -> None:
+        node_id = spec.id
+        ns = self.state.nodes[node_id]
+        if ns.status is not NodeStatus.RUNNING:
+            return
+        policy = spec.policy
+        if isinstance(exc, Retry):
+            retryable = True
+        elif isinstance(exc, OutputNotSerializable):
+            retryable = False
+        else:
+            retryable = isinstance(exc, policy.retry_on) and getattr(exc, "retryable", True)
+        failures = ns.failures + 1
+        if retryable and failures < policy.attempts and self.state.stop_reason is None:
+            delay = policy.backoff.delay(failures, self._rng)
+            hint = getattr(exc, "retry_after", None) or getattr(exc, "after", None)
+            if isinstance(hint, int | float):
+                delay = max(delay, float(hint))
+            self.emit(Event(EventKind.NODE_FAILED, time.time(), node_id, attempt,
+                            data=codec.error_info(exc, final=False, retryable=True,
+                                                  retry_in=delay)))
+            loop = asyncio.get_running_loop()
+            self._timers[node_id] = loop.call_later(delay, self._retry, node_id)
+            return
+        if policy.fallback is not None and not (isinstance(exc, _FallbackFailed)):
+            self.emit(Event(EventKind.NODE_FAILED, time.time(), node_id, attempt,
+                            data={**codec.error_info(exc, final=False, retryable=retryable),
+                                  "fallback": True}))
+            self.emit(Event(EventKind.NODE_STARTED, time.time(), node_id, attempt + 1,
+                            data={"fallback": True}))
+            assert self._group is not None
+            self._tasks[node_id] = self._group.create_task(self._run_fallback(spec, attempt + 1))
+            return
+        self.emit(Event(EventKind.NODE_FAILED, time.time(), node_id, attempt,
+                        data=codec.error_info(exc, final=True, retryable=retryable)))
+        if self.options.fail_fast:
+            self.stop("fail_fast")
+
+    async def _run_fallback(self, spec: NodeSpec, attempt: int) -> None:
+        fallback = spec.policy.fallback
+        assert fallback is not None
+        try:
+            kwargs = self._arguments(spec)
+            output = await self.backend.call(fallback, kwargs,
+                                             is_async=asyncio.iscoroutinefunction(fallback))
+            self._succeed(spec, output, data={"via": "fallback"})
+        except asyncio.CancelledError:
+            reason = self._cancelling.pop(spec.id, None) or self.state.stop_reason
+            if reason is None:
+                raise
+            self.emit(Event(EventKind.NODE_CANCELLED, time.time(), spec.id, attempt,
+                            data={"reason": reason}))
+        except Exception as exc:
+            wrapped = _FallbackFailed(f"run {self.run_id}, node {spec.id!r}: the fallback "
+                                      f"{getattr(fallback, '__qualname__', fallback)} failed "
+                                      f"too: {type(exc).__name__}: {exc}")
+            wrapped.__cause__ = exc
+            self._failed(spec, attempt, wrapped)
+        finally:
+            self._tasks.pop(spec.id, None)
+
+    def _retry(self, node_id: NodeId) -> None:
+        self._timers.pop(node_id, None)
+        ns = self.state.nodes[node_id]
+        if ns.status is NodeStatus.RETRYING and self.state.stop_reason is None:
+            self.emit(Event(EventKind.NODE_READY, time.time(), node_id, ns.attempt))
+
+    async def _run_subgraph(self, sub: Graph, node: NodeId, kwargs: dict[str, Any],
+                            attempt: int) -> Any:
+        child = RunId(f"{self.run_id}/{node}" + (f"~{attempt}" if attempt > 1 else ""))
+        try:
+            record = self.store.run(child)
+        except RunNotFound:
+            record = None
+        if record is not None:  # this process crashed while the sub-run was going
+            result = await resume(child, store=self.store, graph=sub, backend=self.backend)
+        else:
+            result = await run(sub, inputs=kwargs, store=self.store, run_id=child,
+                               options=RunOptions(limits=self.options.limits,
+                                                  fail_fast=self.options.fail_fast),
+                               backend=self.backend, _parent=self.run_id)
+        if not result.ok:
+            failed = [k for k, n in result.nodes.items()
+                      if n.status in (NodeStatus.FAILED, NodeStatus.BLOCKED)]
+            raise NodeFailed(f"sub-graph run {child} {result.status} (nodes {failed}); see "
+                             f"`counterpoint show {child}`", retryable=False)
+        return result.output
+
+    # ------------------------------------------------------------------ control
+    def apply(self, edit: Edit) -> int:
+        """Validate ``edit`` against the current state and apply it as one event."""
+        patch = edit.build(self.state.graph, self.state.specs())
+        return self.apply_patch(patch)
+
+    def apply_patch(self, patch: Patch) -> int:
+        check_patch(self.state, patch)
+        for spec in (*patch.add, *patch.replace):
+            for name, units in spec.policy.resources.items():
+                limit = self.state.limits.get(name)
+                if limit is not None and units > limit:
+                    raise PatchError(f"run {self.run_id}: node {spec.id!r} needs {units} of "
+                                     f"{name!r} but the limit is {limit}")
+        data = {**patch_to_data(patch), "version": self.state.version + 1}
+        running = [n for n in patch.cancel if n in self._tasks]
+        self.emit(Event(EventKind.PATCH_APPLIED, time.time(), data=data, output=patch))
+        for node in running:
+            self._cancel_task(node, patch.reason or "cancelled by an edit")
+        return self.state.version
+
+    def _cancel_task(self, node: NodeId, reason: str) -> None:
+        task = self._tasks.get(node)
+        if task is not None and not task.done():
+            self._cancelling[node] = reason
+            task.cancel()
+
+    def stop(self, reason: str) -> None:
+        """Stop the run early: ``cancelled``, ``deadline`` or ``fail_fast``."""
+        state = self.state
+        if state.status.terminal or state.stop_reason is not None:
+            return
+        state.stop_reason = reason
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        now = time.time()
+        message = {"deadline": f"the run's deadline of {self.options.deadline}s passed",
+                   "fail_fast": "another node failed and fail_fast is on",
+                   "cancelled": "the run was cancelled"}.get(reason, reason)
+        for node_id, ns in list(state.nodes.items()):
+            if ns.status.terminal:
+                continue
+            if node_id in self._tasks:
+                self._cancel_task(node_id, message)
+            elif ns.status is not NodeStatus.RUNNING:
+                self.emit(Event(EventKind.NODE_CANCELLED, now, node_id, ns.attempt,
+                                data={"reason": message}))
+
+    def subscribe(self) -> asyncio.Queue[Event | None]:
+        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        self._subscribers.append(queue)
+        return queue
+
+
+class _FallbackFailed(NodeFailed):
+    retryable = False
+
+
+class RunHandle:
+    """A run in progress: follow its events, edit it, cancel it, await its result."""
+
+    def __init__(self, execution: Execution, task: asyncio.Task[RunResult]) -> None:
+        self._execution = execution
+        self._task = task
+
+    @property
+    def run_id(self) -> RunId:
+        return self._execution.run_id
+
+    @property
+    def state(self) -> RunState:
+        """The live run state (read-only by convention)."""
+        return self._execution.state
+
+    def apply(self, edit: Edit) -> int:
+        """Apply a live edit from outside the run; returns the new graph version."""
+        return self._execution.apply(edit)
+
+    def cancel(self) -> None:
+        """Cancel the run: in-flight nodes are interrupted, the rest end cancelled."""
+        self._execution.stop("cancelled")
+
+    async def flush(self) -> None:
+        await self._execution.store.flush()
+
+    async def events(self) -> AsyncIterator[Event]:
+        """Events from now until the run finishes."""
+        queue = self._execution.subscribe()
+        while True:
+            event = await queue.get()
+            if event is None:
+                return
+            yield event
+
+    async def result(self) -> RunResult:
+        return await self._task
+
+
+# ---------------------------------------------------------------------- entry points
+async def start(graph: Graph, *, inputs: Mapping[str, Any] | None = None,
+                options: RunOptions | None = None, store: RunStore | str | None = None,
+                run_id: str | None = None, backend: Backend | None = None,
+                source_attr: str | None = None, _parent: RunId | None = None) -> RunHandle:
+    """Start running ``graph`` in the background of the current event loop."""
+    execution, first = _prepare(graph, inputs or {}, options or RunOptions(), store, run_id,
+                                backend, source_attr, _parent)
+    task = asyncio.get_running_loop().create_task(_execute(execution, first))
+    await asyncio.sleep(0)
+    return RunHandle(execution, task)
+
+
+async def run(graph: Graph, *, inputs: Mapping[str, Any] | None = None,
+              options: RunOptions | None = None, store: RunStore | str | None = None,
+              run_id: str | None = None, backend: Backend | None = None,
+              source_attr: str | None = None, _parent: RunId | None = None) -> RunResult:
+    """Run ``graph`` to the end and return its :class:`RunResult`.
+
+    ``store`` is a :class:`RunStore`, a path, ``"memory"``, or ``None`` for the
+    default SQLite file (``$COUNTERPOINT_DB`` or ``.counterpoint/runs.db``).
+    """
+    execution, first = _prepare(graph, inputs or {}, options or RunOptions(), store, run_id,
+                                backend, source_attr, _parent)
+    return await _execute(execution, first)
+
+
+def run_sync(graph: Graph, **kwargs: Any) -> RunResult:
+    """:func:`run` for code that has no event loop."""
+    return asyncio.run(run(graph, **kwargs))
+
+
+async def _execute(execution: Execution, first: Event) -> RunResult:
+    try:
+        return await execution.execute(first)
+    finally:
+        if execution.owns_store:
+            execution.store.close()
+        elif execution.parent is None:
+            await execution.store.flush()
+
+
+def _prepare(graph: Graph, inputs: Mapping[str, Any], options: RunOptions,
+             store: RunStore | str | None, run_id: str | None, backend: Backend | None,
+             source_attr: str | None, parent: RunId | None) -> tuple[Execution, Event]:
+    topology = graph.validate()
+    missing = sorted(set(graph.inputs) - set(inputs))
+    if missing:
+        raise UserError(f"graph {graph.name!r} needs input(s) {missing}; pass inputs={{...}}")
+    unknown = sorted(set(inputs) - set(graph.inputs))
+    if unknown:
+        raise UserError(f"graph {graph.name!r} has no input(s) {unknown}; declared: "
+                        f"{sorted(graph.inputs) or 'none'}")
+    for spec in graph.nodes.values():
+        for name, units in spec.policy.resources.items():
+            limit = options.limits.get(name)
+            if limit is not None and units > limit:
+                raise UserError(f"{spec.where}: node {spec.id!r} needs {units} of {name!r} but "
+                                f"the run's limit is {limit}; raise the limit")
+    owns = not isinstance(store, RunStore)
+    the_store = store if isinstance(store, RunStore) else open_store(store)
+    rid = RunId(run_id) if run_id else new_run_id()
+    specs = [graph.nodes[n] for n in topology.order]
+    state = RunState.new(rid, graph.name, specs, estimates=the_store.estimates(),
+                         limits=options.limits)
+    execution = Execution(graph, state, the_store, options,
+                          backend=backend or InProcessBackend(), inputs=inputs, parent=parent)
+    execution.owns_store = owns
+    data: dict[str, Any] = {"graph": graph.name, "source": source_record(graph, source_attr),
+                            "options": options.as_data(), "nodes": len(specs)}
+    if inputs:
+        data["inputs"] = {k: codec.encode(v) for k, v in inputs.items()}
+    if parent is not None:
+        data["parent"] = parent
+    return execution, Event(EventKind.RUN_CREATED, time.time(), data=data)
+
+
+async def resume(run_id: str, *, store: RunStore | str | None = None,
+                 graph: Graph | None = None, options: RunOptions | None = None,
+                 backend: Backend | None = None) -> RunResult:
+    """Continue a run that was interrupted (the process died or was killed).
+
+    Nodes whose success reached the log are not run again; nodes that were in
+    flight run again. The graph is rebuilt from where the log says it was
+    defined, unless ``graph`` is given.
+    """
+    owns = not isinstance(store, RunStore)
+    the_store = store if isinstance(store, RunStore) else open_store(store)
+    try:
+        rid = RunId(run_id)
+        record = the_store.run(rid)
+        if record.status == RunStatus.RUNNING and record.owner_pid not in (None, os.getpid()) \
+                and _alive(record.owner_pid):
+            raise UserError(f"run {rid} is still running in process {record.owner_pid}; "
+                            "cancel it first or wait for it")
+        the_graph = graph or load_recorded(record.source, rid)
+        events = the_store.events(rid)
+        recorded = RunOptions.from_data(record.options)
+        opts = options or recorded
+        created = events[0].data or {}
+        inputs = {k: codec.decode(v) for k, v in (created.get("inputs") or {}).items()}
+        topology = the_graph.validate()
+        state = RunState.new(rid, the_graph.name,
+                             [the_graph.nodes[n] for n in topology.order],
+                             estimates=the_store.estimates(), limits=opts.limits)
+        replay(state, events, the_graph)
+        execution = Execution(the_graph, state, the_store, opts,
+                              backend=backend or InProcessBackend(), inputs=inputs,
+                              seq=events[-1].seq, parent=record.parent)
+        execution.owns_store = False
+        if state.status.terminal:
+            return RunResult(run_id=rid, graph=the_graph.name, status=state.status,
+                             state=state, output_ref=the_graph.output_ref)
+        result = await execution.execute(Event(EventKind.RUN_RESUMED, time.time(),
+                                               data={"pid": os.getpid()}))
+        await the_store.flush()
+        return result
+    finally:
+        if owns:
+            the_store.close()
+
+
+def replay(state: RunState, events: list[Event], graph: Graph) -> None:
+    """Rebuild ``state`` from recorded events (outputs and patches decoded)."""
+    resolver = make_resolver(graph)
+    for ev in events:
+        kind = ev.kind
+        if kind is EventKind.NODE_SUCCEEDED and ev.value is not None:
+            ns = state.nodes[ev.node]  # type: ignore[index]
+            if ns.spec.kind is NodeKind.JOIN:
+                ev.output = [state.nodes[c].output for c in ns.spec.after]
+            elif isinstance(ns.spec.fn, Graph) or (ev.data or {}).get("via") == "fallback":
+                ev.output = codec.decode(ev.value)
+            else:
+                ev.output = codec.decode(ev.value, return_type(ns.spec.fn))
+        elif kind is EventKind.PATCH_APPLIED:
+            ev.output = patch_from_data(ev.data or {}, resolver)
+        evolve(state, ev)
+
+
+def _alive(pid: int | None) -> bool:
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

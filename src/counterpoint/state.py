@@ -1,0 +1,585 @@
+"""The pure scheduling core: run state as data, and plain functions over it.
+
+* :func:`evolve` applies one event to the state (the projection of the log).
+* :func:`react` returns the events that follow from an event by the graph's
+  rules alone: successors becoming ready, skipped, blocked or cancelled, a map
+  node expanding, the run finishing.
+* :func:`pick` chooses which ready nodes to start, longest remaining path
+  first, within the concurrency and resource limits.
+* :func:`check_patch` validates a live edit against the state.
+
+None of them awaits, sleeps, reads a clock or does I/O: time comes in as an
+argument. The async executor only launches, awaits, applies and persists.
+They mutate the state in place for speed; the state is owned by one run loop.
+"""
+
+from __future__ import annotations
+
+import enum
+import heapq
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .errors import PatchError
+from .events import Event, EventKind
+from .graph import Choose, NodeKind, NodeRef, NodeSpec, find_cycle
+from .ids import NodeId, RunId
+from .patch import Patch
+
+DEFAULT_ESTIMATE = 1.0
+"""Estimated duration of a step never seen before (the unit of upward rank)."""
+
+
+class NodeStatus(enum.StrEnum):
+    """Lifecycle of a node. Terminal statuses never change again."""
+
+    PENDING = "pending"
+    READY = "ready"
+    RUNNING = "running"
+    RETRYING = "retrying"
+    """Waiting for its backoff delay before the next attempt."""
+    WAITING = "waiting"
+    """Waiting on something outside the run (reserved for approvals and external events)."""
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    SKIPPED = "skipped"
+    BLOCKED = "blocked"
+
+    @property
+    def terminal(self) -> bool:
+        return self in _TERMINAL
+
+
+_TERMINAL = frozenset({NodeStatus.SUCCEEDED, NodeStatus.FAILED, NodeStatus.CANCELLED,
+                       NodeStatus.SKIPPED, NodeStatus.BLOCKED})
+_UNSTARTED = frozenset({NodeStatus.PENDING, NodeStatus.READY})
+
+
+class RunStatus(enum.StrEnum):
+    """Lifecycle of a run."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"
+    """The run's deadline passed; finished nodes keep their outputs."""
+
+    @property
+    def terminal(self) -> bool:
+        return self is not RunStatus.RUNNING
+
+
+@dataclass(slots=True)
+class NodeState:
+    """Everything the scheduler knows about one node."""
+
+    spec: NodeSpec
+    order: int
+    """Insertion index: breaks rank ties deterministically."""
+    status: NodeStatus = NodeStatus.PENDING
+    unmet: int = 0
+    """Dependencies not yet in a terminal status."""
+    rank: float = 0.0
+    """Upward rank: estimated duration of the longest path from this node to a sink."""
+    attempt: int = 0
+    """Attempts started so far (including attempts interrupted by a crash)."""
+    failures: int = 0
+    """Attempts that failed; compared against the policy's retries."""
+    ready_at: float | None = None
+    started_at: float | None = None
+    first_started_at: float | None = None
+    finished_at: float | None = None
+    run_time: float = 0.0
+    """Seconds spent running, summed over attempts."""
+    first_ready_at: float | None = None
+    intervals: list[tuple[float, float]] = field(default_factory=list)
+    """``(start, end)`` of every attempt that ended while this process watched it."""
+    output: Any = None
+    value: str | None = None
+    error: dict[str, Any] | None = None
+    chosen: frozenset[str] | None = None
+    dependents: list[NodeId] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class RunState:
+    """The projection of a run's events."""
+
+    run_id: RunId
+    graph: str
+    nodes: dict[NodeId, NodeState]
+    estimates: Mapping[str, float] = field(default_factory=dict)
+    limits: Mapping[str, int] = field(default_factory=dict)
+    status: RunStatus = RunStatus.RUNNING
+    version: int = 0
+    """Number of patches applied."""
+    open: int = 0
+    """Nodes not yet terminal."""
+    running: int = 0
+    in_use: dict[str, int] = field(default_factory=dict)
+    ready: list[tuple[float, int, NodeId]] = field(default_factory=list)
+    created_at: float = 0.0
+    finished_at: float | None = None
+    stop_reason: str | None = None
+    """Why the run is being stopped early: ``cancelled``, ``deadline`` or ``fail_fast``."""
+
+    @classmethod
+    def new(cls, run_id: RunId, graph: str, specs: Iterable[NodeSpec], *,
+            estimates: Mapping[str, float] | None = None,
+            limits: Mapping[str, int] | None = None) -> RunState:
+        """A fresh state holding ``specs`` (all PENDING), with ranks computed."""
+        state = cls(run_id=run_id, graph=graph, nodes={}, estimates=estimates or {},
+                    limits=limits or {})
+        _add_specs(state, specs)
+        compute_ranks(state)
+        return state
+
+    def node(self, node: NodeId) -> NodeState:
+        return self.nodes[node]
+
+    def specs(self) -> dict[NodeId, NodeSpec]:
+        return {k: v.spec for k, v in self.nodes.items()}
+
+
+def _add_specs(state: RunState, specs: Iterable[NodeSpec]) -> list[NodeId]:
+    added: list[NodeId] = []
+    nodes = state.nodes
+    for spec in specs:
+        nodes[spec.id] = NodeState(spec=spec, order=len(nodes))
+        added.append(spec.id)
+    for node_id in added:
+        ns = nodes[node_id]
+        unmet = 0
+        for dep in ns.spec.deps:
+            dep_state = nodes[dep]
+            dep_state.dependents.append(node_id)
+            if not dep_state.status.terminal:
+                unmet += 1
+        ns.unmet = unmet
+    state.open += len(added)
+    return added
+
+
+def compute_ranks(state: RunState) -> None:
+    """Upward rank of every node over estimated durations (HEFT), then rebuild the ready heap."""
+    order = _topological(state)
+    estimates = state.estimates
+    nodes = state.nodes
+    for node_id in reversed(order):
+        ns = nodes[node_id]
+        best = 0.0
+        for nxt in ns.dependents:
+            rank = nodes[nxt].rank
+            if rank > best:
+                best = rank
+        ns.rank = estimates.get(ns.spec.step_key, DEFAULT_ESTIMATE) + best
+    state.ready = [(-ns.rank, ns.order, ns.spec.id) for ns in nodes.values()
+                   if ns.status is NodeStatus.READY]
+    heapq.heapify(state.ready)
+
+
+def _topological(state: RunState) -> list[NodeId]:
+    nodes = state.nodes
+    indegree = {k: len(v.spec.deps) for k, v in nodes.items()}
+    stack = [k for k, d in indegree.items() if d == 0]
+    order: list[NodeId] = []
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        for nxt in nodes[node].dependents:
+            indegree[nxt] -= 1
+            if indegree[nxt] == 0:
+                stack.append(nxt)
+    return order
+
+
+# --------------------------------------------------------------------------- evolve
+def evolve(state: RunState, event: Event) -> None:
+    """Apply one event to the state. Deterministic; the only way the state changes."""
+    kind = event.kind
+    if kind is EventKind.NODE_STARTED:
+        ns = state.nodes[event.node]  # type: ignore[index]
+        ns.status = NodeStatus.RUNNING
+        ns.attempt = event.attempt
+        ns.started_at = event.at
+        if ns.first_started_at is None:
+            ns.first_started_at = event.at
+        state.running += 1
+        _acquire(state, ns.spec)
+    elif kind is EventKind.NODE_READY:
+        ns = state.nodes[event.node]  # type: ignore[index]
+        ns.status = NodeStatus.READY
+        ns.ready_at = event.at
+        if ns.first_ready_at is None:
+            ns.first_ready_at = event.at
+        heapq.heappush(state.ready, (-ns.rank, ns.order, ns.spec.id))
+    elif kind is EventKind.NODE_SUCCEEDED:
+        ns = state.nodes[event.node]  # type: ignore[index]
+        if ns.status is NodeStatus.RUNNING:
+            _stop_running(state, ns, event.at)
+        ns.output = event.output
+        ns.value = event.value
+        if event.data and "chosen" in event.data:
+            ns.chosen = frozenset(event.data["chosen"])
+        _finish(state, ns, NodeStatus.SUCCEEDED, event.at)
+    elif kind is EventKind.NODE_FAILED:
+        ns = state.nodes[event.node]  # type: ignore[index]
+        if ns.status is NodeStatus.RUNNING:
+            _stop_running(state, ns, event.at)
+        ns.failures += 1
+        ns.error = event.data
+        if event.data and event.data.get("final"):
+            _finish(state, ns, NodeStatus.FAILED, event.at)
+        else:
+            ns.status = NodeStatus.RETRYING
+    elif kind in _FINISHING:
+        ns = state.nodes[event.node]  # type: ignore[index]
+        if ns.status is NodeStatus.RUNNING:
+            _stop_running(state, ns, event.at)
+        ns.error = event.data
+        _finish(state, ns, _FINISHING[kind], event.at)
+    elif kind is EventKind.MAP_EXPANDED:
+        _expand_map(state, event)
+    elif kind is EventKind.PATCH_APPLIED:
+        _apply_patch(state, event.output)
+    elif kind is EventKind.RUN_CREATED:
+        state.created_at = event.at
+        state.status = RunStatus.RUNNING
+    elif kind is EventKind.RUN_RESUMED:
+        _interrupt(state)
+    elif kind is EventKind.RUN_FINISHED:
+        state.status = RunStatus((event.data or {}).get("status", RunStatus.FAILED))
+        state.finished_at = event.at
+
+
+_FINISHING = {
+    EventKind.NODE_CANCELLED: NodeStatus.CANCELLED,
+    EventKind.NODE_SKIPPED: NodeStatus.SKIPPED,
+    EventKind.NODE_BLOCKED: NodeStatus.BLOCKED,
+}
+
+
+def _stop_running(state: RunState, ns: NodeState, at: float) -> None:
+    state.running -= 1
+    if ns.started_at is not None:
+        ns.run_time += at - ns.started_at
+        ns.intervals.append((ns.started_at, at))
+    resources = ns.spec.policy.resources
+    if resources:
+        for name, units in resources.items():
+            state.in_use[name] -= units
+
+
+def _acquire(state: RunState, spec: NodeSpec) -> None:
+    resources = spec.policy.resources
+    if resources:
+        for name, units in resources.items():
+            state.in_use[name] = state.in_use.get(name, 0) + units
+
+
+def _finish(state: RunState, ns: NodeState, status: NodeStatus, at: float) -> None:
+    if ns.status.terminal:
+        return
+    ns.status = status
+    ns.finished_at = at
+    state.open -= 1
+    nodes = state.nodes
+    for dep in ns.dependents:
+        nodes[dep].unmet -= 1
+
+
+def _interrupt(state: RunState) -> None:
+    """A resumed run: whatever was in flight or queued starts over from PENDING."""
+    for ns in state.nodes.values():
+        if ns.status in (NodeStatus.RUNNING, NodeStatus.READY, NodeStatus.RETRYING):
+            ns.status = NodeStatus.PENDING
+            ns.started_at = None
+    state.running = 0
+    state.in_use.clear()
+    state.ready.clear()
+    state.status = RunStatus.RUNNING
+    state.finished_at = None
+    state.stop_reason = None
+
+
+def _expand_map(state: RunState, event: Event) -> None:
+    map_id: NodeId = event.node  # type: ignore[assignment]
+    ns = state.nodes[map_id]
+    spec = ns.spec
+    count = int((event.data or {})["count"])
+    assert spec.map_over is not None and spec.map_param is not None
+    children: list[NodeSpec] = []
+    for i in range(count):
+        item = NodeRef(spec.map_over.node, (*spec.map_over.path, i))
+        children.append(NodeSpec(
+            id=NodeId(f"{map_id}[{i}]"), fn=spec.fn,
+            inputs={**spec.inputs, spec.map_param: item}, after=spec.after,
+            policy=spec.policy, kind=NodeKind.TASK, context_param=spec.context_param,
+            is_async=spec.is_async, step_key=spec.step_key, where=spec.where))
+    _add_specs(state, children)
+    for dep in spec.deps:  # the join depends on the spawned nodes only
+        state.nodes[dep].dependents.remove(map_id)
+    join = NodeSpec(id=map_id, fn=spec.fn, inputs={}, after=tuple(c.id for c in children),
+                    kind=NodeKind.JOIN, step_key="counterpoint:join", where=spec.where)
+    ns.spec = join
+    for child in children:
+        state.nodes[child.id].dependents.append(map_id)
+    ns.unmet = count
+    compute_ranks(state)
+
+
+def _apply_patch(state: RunState, patch: Patch) -> None:
+    nodes = state.nodes
+    for spec in patch.replace:
+        ns = nodes[spec.id]
+        for dep in ns.spec.deps:
+            nodes[dep].dependents.remove(spec.id)
+        ns.spec = spec
+        ns.unmet = 0
+        for dep in spec.deps:
+            nodes[dep].dependents.append(spec.id)
+            if not nodes[dep].status.terminal:
+                ns.unmet += 1
+        if ns.status is NodeStatus.READY and ns.unmet:
+            ns.status = NodeStatus.PENDING
+    _add_specs(state, patch.add)
+    for before, after in patch.edges:
+        target = nodes[after]
+        target.spec = replace(target.spec, after=(*target.spec.after, before))
+        if after not in nodes[before].dependents:
+            nodes[before].dependents.append(after)
+            if not nodes[before].status.terminal:
+                target.unmet += 1
+                if target.status is NodeStatus.READY:
+                    target.status = NodeStatus.PENDING
+    state.version += 1
+    compute_ranks(state)
+
+
+# --------------------------------------------------------------------------- react
+def react(state: RunState, event: Event, now: float) -> list[Event]:
+    """Events implied by ``event`` (already applied) under the graph's rules."""
+    kind = event.kind
+    out: list[Event] = []
+    if kind is EventKind.NODE_SUCCEEDED:
+        ns = state.nodes[event.node]  # type: ignore[index]
+        if ns.chosen is not None:
+            for dep in ns.dependents:
+                if dep not in ns.chosen and state.nodes[dep].status in _UNSTARTED:
+                    out.append(Event(EventKind.NODE_SKIPPED, now, dep,
+                                     data={"reason": f"not chosen by {ns.spec.id!r}"}))
+        _settle(state, ns.dependents, now, out)
+    elif kind is EventKind.NODE_FAILED:
+        if event.data and event.data.get("final"):
+            _propagate(state, event.node, now, out)  # type: ignore[arg-type]
+    elif kind in _FINISHING:
+        _propagate(state, event.node, now, out)  # type: ignore[arg-type]
+    elif kind is EventKind.MAP_EXPANDED:
+        ns = state.nodes[event.node]  # type: ignore[index]
+        _settle(state, [*ns.spec.after, ns.spec.id], now, out)
+    elif kind is EventKind.PATCH_APPLIED:
+        patch: Patch = event.output
+        for node in patch.cancel:
+            if state.nodes[node].status in (NodeStatus.PENDING, NodeStatus.READY,
+                                            NodeStatus.RETRYING, NodeStatus.WAITING):
+                out.append(Event(EventKind.NODE_CANCELLED, now, node,
+                                 data={"reason": patch.reason or "cancelled by an edit"}))
+        _settle(state, patch.touched, now, out)
+    elif kind in (EventKind.RUN_CREATED, EventKind.RUN_RESUMED):
+        _settle(state, list(state.nodes), now, out)
+    if state.open == 0 and state.status is RunStatus.RUNNING and not out \
+            and kind is not EventKind.RUN_FINISHED:
+        out.append(Event(EventKind.RUN_FINISHED, now, data={"status": final_status(state)}))
+    return out
+
+
+def final_status(state: RunState) -> RunStatus:
+    """The status a run ends with, given its nodes and why it was stopped."""
+    if state.stop_reason == "cancelled":
+        return RunStatus.CANCELLED
+    if state.stop_reason == "deadline":
+        return RunStatus.TIMED_OUT
+    for ns in state.nodes.values():
+        if ns.status is NodeStatus.FAILED or ns.status is NodeStatus.BLOCKED:
+            return RunStatus.FAILED
+    return RunStatus.SUCCEEDED
+
+
+def _propagate(state: RunState, node: NodeId, now: float, out: list[Event]) -> None:
+    """Dependents of a node that ended without success end too (blocked, cancelled, skipped)."""
+    ns = state.nodes[node]
+    status = ns.status
+    for dep_id in ns.dependents:
+        dep = state.nodes[dep_id]
+        if dep.status not in _UNSTARTED:
+            continue
+        if status is NodeStatus.FAILED or status is NodeStatus.BLOCKED:
+            cause = (ns.error or {}).get("cause", node) if status is NodeStatus.BLOCKED else node
+            message = (ns.error or {}).get("message", "")
+            out.append(Event(EventKind.NODE_BLOCKED, now, dep_id,
+                             data={"cause": cause, "message": message}))
+        elif status is NodeStatus.CANCELLED:
+            reason = (ns.error or {}).get("reason", "")
+            out.append(Event(EventKind.NODE_CANCELLED, now, dep_id,
+                             data={"reason": f"upstream {node!r} cancelled: {reason}".rstrip(": ")}))
+        elif node in dep.spec.data_deps():
+            out.append(Event(EventKind.NODE_SKIPPED, now, dep_id,
+                             data={"reason": f"input {node!r} was skipped"}))
+        elif dep.unmet == 0 and dep.status is NodeStatus.PENDING:
+            _settle(state, [dep_id], now, out)
+
+
+def _settle(state: RunState, candidates: Iterable[NodeId], now: float,
+            out: list[Event]) -> None:
+    """Decide, for pending nodes whose dependencies are all terminal, what happens next."""
+    nodes = state.nodes
+    for node_id in candidates:
+        ns = nodes[node_id]
+        if ns.unmet or ns.status is not NodeStatus.PENDING:
+            continue
+        verdict = _verdict(state, ns, now)
+        if verdict is not None:
+            out.append(verdict)
+        elif ns.spec.kind is NodeKind.MAP:
+            out.append(_expansion(state, ns, now))
+        else:
+            out.append(Event(EventKind.NODE_READY, now, node_id))
+
+
+def _verdict(state: RunState, ns: NodeState, now: float) -> Event | None:
+    """The non-success end a node must take given its (terminal) dependencies, if any."""
+    nodes = state.nodes
+    node_id = ns.spec.id
+    data_deps: set[NodeId] | None = None
+    for dep_id in ns.spec.deps:
+        dep = nodes[dep_id]
+        status = dep.status
+        if status is NodeStatus.SUCCEEDED:
+            if dep.chosen is not None and node_id not in dep.chosen:
+                return Event(EventKind.NODE_SKIPPED, now, node_id,
+                             data={"reason": f"not chosen by {dep_id!r}"})
+            continue
+        if status is NodeStatus.FAILED or status is NodeStatus.BLOCKED:
+            cause = (dep.error or {}).get("cause", dep_id) if status is NodeStatus.BLOCKED \
+                else dep_id
+            return Event(EventKind.NODE_BLOCKED, now, node_id,
+                         data={"cause": cause, "message": (dep.error or {}).get("message", "")})
+        if status is NodeStatus.CANCELLED:
+            return Event(EventKind.NODE_CANCELLED, now, node_id,
+                         data={"reason": f"upstream {dep_id!r} cancelled"})
+        if status is NodeStatus.SKIPPED:
+            if data_deps is None:
+                data_deps = ns.spec.data_deps()
+            if dep_id in data_deps:
+                return Event(EventKind.NODE_SKIPPED, now, node_id,
+                             data={"reason": f"input {dep_id!r} was skipped"})
+    return None
+
+
+def _expansion(state: RunState, ns: NodeState, now: float) -> Event:
+    spec = ns.spec
+    assert spec.map_over is not None
+    source = state.nodes[spec.map_over.node]
+    try:
+        items = spec.map_over.resolve(source.output)
+    except (KeyError, IndexError, TypeError) as exc:
+        items = exc
+    if not isinstance(items, list | tuple):
+        got = type(items).__name__
+        return Event(EventKind.NODE_FAILED, now, spec.id, data={
+            "final": True, "type": "TypeError", "retryable": False,
+            "message": f"map node {spec.id!r} needs a list from {spec.map_over.node!r}, "
+                       f"got {got}; return a list from that step or map over a part of "
+                       "its output (over=ref['key'])"})
+    return Event(EventKind.MAP_EXPANDED, now, spec.id, data={"count": len(items)})
+
+
+# --------------------------------------------------------------------------- pick
+def pick(state: RunState, slots: int) -> list[NodeId]:
+    """Up to ``slots`` ready nodes to start now, highest upward rank first.
+
+    A node whose resources are exhausted is passed over (it stays ready), so a
+    busy resource never holds back nodes that do not need it.
+    """
+    chosen: list[NodeId] = []
+    deferred: list[tuple[float, int, NodeId]] = []
+    heap = state.ready
+    nodes = state.nodes
+    limits = state.limits
+    in_use = dict(state.in_use) if limits else state.in_use
+    while heap and len(chosen) < slots:
+        entry = heapq.heappop(heap)
+        ns = nodes[entry[2]]
+        if ns.status is not NodeStatus.READY:
+            continue
+        resources = ns.spec.policy.resources
+        if resources and limits:
+            if any(in_use.get(r, 0) + u > limits[r] for r, u in resources.items()
+                   if r in limits):
+                deferred.append(entry)
+                continue
+            for r, u in resources.items():
+                in_use[r] = in_use.get(r, 0) + u
+        chosen.append(entry[2])
+    for entry in deferred:
+        heapq.heappush(heap, entry)
+    return chosen
+
+
+# --------------------------------------------------------------------------- patches
+def check_patch(state: RunState, patch: Patch) -> None:
+    """Raise :class:`PatchError` unless ``patch`` can be applied to ``state`` as a whole."""
+    where = f"run {state.run_id}"
+    if state.status.terminal:
+        raise PatchError(f"{where}: the run has finished ({state.status}); it cannot be edited")
+    if patch.expected_version is not None and patch.expected_version != state.version:
+        raise PatchError(f"{where}: edit was based on graph version {patch.expected_version}, "
+                         f"but the graph is at version {state.version}; re-read and retry")
+    nodes = state.nodes
+    new_ids = {s.id for s in patch.add}
+    if len(new_ids) != len(patch.add):
+        raise PatchError(f"{where}: the edit adds the same node id twice")
+    for spec in patch.add:
+        if spec.id in nodes:
+            raise PatchError(f"{where}: node {spec.id!r} already exists; use replace()")
+    known = nodes.keys() | new_ids
+    for spec in (*patch.add, *patch.replace):
+        for dep in spec.deps:
+            if dep not in known:
+                raise PatchError(f"{where}: node {spec.id!r} depends on unknown node {dep!r}")
+    for spec in patch.replace:
+        ns = nodes.get(spec.id)
+        if ns is None:
+            raise PatchError(f"{where}: cannot replace unknown node {spec.id!r}")
+        if ns.status not in _UNSTARTED or ns.attempt or ns.spec.kind is NodeKind.JOIN:
+            raise PatchError(f"{where}: cannot replace node {spec.id!r}: it is {ns.status} "
+                             "(only nodes that have not started can be replaced)")
+    for before, after in patch.edges:
+        for end in (before, after):
+            if end not in known:
+                raise PatchError(f"{where}: edge {before!r} -> {after!r} names unknown "
+                                 f"node {end!r}")
+        target = nodes.get(after)
+        if target is not None and (target.status not in _UNSTARTED or target.attempt):
+            raise PatchError(f"{where}: cannot add edge {before!r} -> {after!r}: {after!r} "
+                             f"is {target.status}; only nodes that have not started gain "
+                             "dependencies")
+    for node in patch.cancel:
+        ns = nodes.get(node)
+        if ns is None:
+            raise PatchError(f"{where}: cannot cancel unknown node {node!r}")
+        if ns.status.terminal:
+            raise PatchError(f"{where}: cannot cancel node {node!r}: it already "
+                             f"{ns.status}; finished nodes are immutable")
+    if patch.add or patch.edges or patch.replace:
+        deps: dict[NodeId, tuple[NodeId, ...]] = {k: v.spec.deps for k, v in nodes.items()}
+        for spec in (*patch.add, *patch.replace):
+            deps[spec.id] = spec.deps
+        for before, after in patch.edges:
+            deps[after] = (*deps[after], before)
+        cycle = find_cycle(deps)
+        if cycle:
+            raise PatchError(f"{where}: the edit would create a cycle: {' -> '.join(cycle)}")

@@ -1,0 +1,108 @@
+"""The run-store seam: an append-only event log per run, plus small indexes.
+
+Contract for every implementation:
+
+* :meth:`RunStore.append` never blocks and is called from the event-loop thread
+  only; events of one run are appended in sequence order.
+* What survives a crash is a prefix of each run's event sequence, never a later
+  event without the earlier ones.
+* :meth:`RunStore.flush` returns once everything appended before the call is
+  durable (the flush barrier before an effect that cannot be repeated).
+* Reads (:meth:`events`, :meth:`runs`, :meth:`run`) may block briefly and are
+  safe to call from any thread.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..events import Event
+from ..ids import RunId
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunRecord:
+    """One row of the run index (a projection of the run's first and last events)."""
+
+    run_id: RunId
+    graph: str
+    status: str
+    created_at: float
+    updated_at: float
+    parent: RunId | None = None
+    source: Mapping[str, Any] = field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=dict)
+    owner_pid: int | None = None
+    owner_host: str | None = None
+
+
+class RunStore(abc.ABC):
+    """Where runs are recorded. See the module docstring for the contract."""
+
+    location: str = "memory"
+    """Where the store lives, for messages (a file path or ``memory``)."""
+
+    @abc.abstractmethod
+    def append(self, run_id: RunId, event: Event) -> None:
+        """Queue ``event`` (its ``seq`` already set) for durable storage. Never blocks."""
+
+    @abc.abstractmethod
+    async def flush(self) -> None:
+        """Wait until every event appended so far is durable."""
+
+    @abc.abstractmethod
+    def flush_sync(self) -> None:
+        """Blocking :meth:`flush`, for use outside an event loop."""
+
+    @abc.abstractmethod
+    def events(self, run_id: RunId) -> list[Event]:
+        """All durable events of a run, in order, with ``value`` resolved (``output`` unset)."""
+
+    @abc.abstractmethod
+    def run(self, run_id: RunId) -> RunRecord:
+        """The index record of a run; raises :class:`~counterpoint.errors.RunNotFound`."""
+
+    @abc.abstractmethod
+    def runs(self, limit: int = 50) -> list[RunRecord]:
+        """Runs, newest first."""
+
+    @abc.abstractmethod
+    def estimates(self) -> Mapping[str, float]:
+        """Mean duration in seconds of each step key seen in earlier runs."""
+
+    @abc.abstractmethod
+    def record_durations(self, samples: Mapping[str, Sequence[float]]) -> None:
+        """Fold observed durations into the estimates. Never blocks."""
+
+    @abc.abstractmethod
+    def request_cancel(self, run_id: RunId) -> None:
+        """Ask the process running ``run_id`` to cancel it (picked up by :meth:`cancel_requests`)."""
+
+    @abc.abstractmethod
+    def cancel_requests(self) -> set[RunId]:
+        """Runs whose cancellation was requested and not yet acknowledged."""
+
+    @abc.abstractmethod
+    def watch_cancel(self, run_id: RunId, loop: asyncio.AbstractEventLoop,
+                     callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` on ``loop`` once a cancel of ``run_id`` is requested (from any
+        process). Returns a function that stops watching."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Flush and release resources. Idempotent."""
+
+
+def fold_estimates(current: dict[str, tuple[int, float]],
+                   samples: Mapping[str, Sequence[float]]) -> None:
+    """Update ``step -> (count, mean)`` with new samples (running mean)."""
+    for key, values in samples.items():
+        count, mean = current.get(key, (0, 0.0))
+        for v in values:
+            count += 1
+            mean += (v - mean) / count
+        current[key] = (count, mean)

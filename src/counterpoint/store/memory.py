@@ -1,0 +1,110 @@
+"""An in-memory run store: the reference implementation and the test double."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import threading
+from collections.abc import Callable, Mapping, Sequence
+
+from ..errors import RunNotFound
+from ..events import Event, EventKind
+from ..ids import RunId
+from .base import RunRecord, RunStore, fold_estimates
+
+
+class MemoryStore(RunStore):
+    """Keeps every run in process memory. Appends are immediately "durable"."""
+
+    location = "memory"
+
+    def __init__(self) -> None:
+        self._events: dict[RunId, list[Event]] = {}
+        self._records: dict[RunId, RunRecord] = {}
+        self._stats: dict[str, tuple[int, float]] = {}
+        self._cancel: set[RunId] = set()
+        self._estimates: dict[str, float] | None = None
+        self._lock = threading.Lock()
+        self._watch: dict[RunId, tuple[asyncio.AbstractEventLoop, Callable[[], None]]] = {}
+
+    def append(self, run_id: RunId, event: Event) -> None:
+        stored = Event(event.kind, event.at, event.node, event.attempt, event.data,
+                       event.value, None, event.seq)
+        with self._lock:
+            self._events.setdefault(run_id, []).append(stored)
+            self._index(run_id, stored)
+
+    def _index(self, run_id: RunId, event: Event) -> None:
+        if event.kind is EventKind.RUN_CREATED:
+            data = event.data or {}
+            self._records[run_id] = RunRecord(
+                run_id=run_id, graph=data.get("graph", "?"), status="running",
+                created_at=event.at, updated_at=event.at, parent=data.get("parent"),
+                source=data.get("source", {}), options=data.get("options", {}),
+                owner_pid=os.getpid(), owner_host=socket.gethostname())
+            return
+        record = self._records.get(run_id)
+        if record is None:
+            return
+        status = record.status
+        if event.kind is EventKind.RUN_FINISHED:
+            status = (event.data or {}).get("status", "failed")
+            self._cancel.discard(run_id)
+        elif event.kind is EventKind.RUN_RESUMED:
+            status = "running"
+        self._records[run_id] = RunRecord(
+            run_id=run_id, graph=record.graph, status=status, created_at=record.created_at,
+            updated_at=event.at, parent=record.parent, source=record.source,
+            options=record.options, owner_pid=os.getpid(), owner_host=record.owner_host)
+
+    async def flush(self) -> None:
+        return None
+
+    def flush_sync(self) -> None:
+        return None
+
+    def events(self, run_id: RunId) -> list[Event]:
+        with self._lock:
+            if run_id not in self._events:
+                raise RunNotFound(f"run {run_id} not found in the memory store")
+            return list(self._events[run_id])
+
+    def run(self, run_id: RunId) -> RunRecord:
+        with self._lock:
+            if run_id not in self._records:
+                raise RunNotFound(f"run {run_id} not found in the memory store")
+            return self._records[run_id]
+
+    def runs(self, limit: int = 50) -> list[RunRecord]:
+        with self._lock:
+            ordered = sorted(self._records.values(), key=lambda r: r.created_at, reverse=True)
+        return ordered[:limit]
+
+    def estimates(self) -> Mapping[str, float]:
+        if self._estimates is None:
+            self._estimates = {k: mean for k, (_, mean) in self._stats.items()}
+        return self._estimates
+
+    def record_durations(self, samples: Mapping[str, Sequence[float]]) -> None:
+        with self._lock:
+            fold_estimates(self._stats, samples)
+            self._estimates = None
+
+    def request_cancel(self, run_id: RunId) -> None:
+        self.run(run_id)
+        self._cancel.add(run_id)
+        watcher = self._watch.get(run_id)
+        if watcher is not None:
+            watcher[0].call_soon_threadsafe(watcher[1])
+
+    def watch_cancel(self, run_id: RunId, loop: asyncio.AbstractEventLoop,
+                     callback: Callable[[], None]) -> Callable[[], None]:
+        self._watch[run_id] = (loop, callback)
+        return lambda: self._watch.pop(run_id, None) and None
+
+    def cancel_requests(self) -> set[RunId]:
+        return set(self._cancel)
+
+    def close(self) -> None:
+        return None

@@ -1,0 +1,389 @@
+"""The default run store: one SQLite file in WAL mode, written by one group-commit thread.
+
+The event loop only queues events (a deque append); a writer thread drains the
+queue and commits everything it holds in one transaction. Transactions commit
+in append order, so a crash (even SIGKILL) leaves a prefix of every run's
+events. With ``synchronous=NORMAL`` in WAL mode a committed transaction survives
+the process being killed; only a power loss can drop the newest ones, and then
+still as a suffix.
+
+Large values (node outputs over :data:`BLOB_THRESHOLD` bytes) are stored once in
+the ``blobs`` table by SHA-256 and referenced from the events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import os
+import socket
+import sqlite3
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import RunNotFound, StoreCorrupt, StoreError, StoreLocked, StoreTooNew
+from ..events import Event, EventKind
+from ..ids import NodeId, RunId
+from .base import RunRecord, RunStore, fold_estimates
+
+BLOB_THRESHOLD = 1024
+"""Outputs whose JSON is longer than this many characters are stored by content hash."""
+
+MIGRATIONS: tuple[tuple[str, str], ...] = (
+    ("0001_initial", """
+        CREATE TABLE runs (
+            run_id TEXT PRIMARY KEY, graph TEXT NOT NULL, status TEXT NOT NULL,
+            created_at REAL NOT NULL, updated_at REAL NOT NULL, parent TEXT,
+            source TEXT, options TEXT, owner_pid INTEGER, owner_host TEXT);
+        CREATE INDEX runs_by_created ON runs (created_at DESC);
+        CREATE TABLE events (
+            run_id TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, node TEXT,
+            attempt INTEGER NOT NULL DEFAULT 0, at REAL NOT NULL, data TEXT, value TEXT,
+            blob TEXT, PRIMARY KEY (run_id, seq)) WITHOUT ROWID;
+        CREATE TABLE blobs (hash TEXT PRIMARY KEY, data TEXT NOT NULL) WITHOUT ROWID;
+        CREATE TABLE step_stats (step TEXT PRIMARY KEY, count INTEGER NOT NULL,
+                                 mean REAL NOT NULL);
+    """),
+    ("0002_commands", """
+        CREATE TABLE commands (
+            id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, kind TEXT NOT NULL,
+            created_at REAL NOT NULL, done INTEGER NOT NULL DEFAULT 0);
+        CREATE INDEX commands_open ON commands (done, run_id);
+    """),
+)
+"""Ordered, named schema migrations. Append only; never edit a released one."""
+
+_POLL_SECONDS = 0.25
+_Waiter = tuple[asyncio.AbstractEventLoop, "asyncio.Future[None]", int]
+
+
+class SQLiteStore(RunStore):
+    """A run store in one SQLite file. See the module docstring."""
+
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 5.0,
+                 migrations: Sequence[tuple[str, str]] = MIGRATIONS) -> None:
+        self.path = Path(path)
+        self.location = str(self.path)
+        self._busy_timeout = busy_timeout
+        self._migrations = tuple(migrations)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._check_and_migrate()
+        self._read_lock = threading.Lock()
+        self._reader = self._connect()
+        self._stats: dict[str, tuple[int, float]] = {
+            row[0]: (row[1], row[2])
+            for row in self._reader.execute("SELECT step, count, mean FROM step_stats")}
+        self._estimates: dict[str, float] | None = None
+        self._queue: deque[tuple[Any, ...]] = deque()
+        self._waiters: deque[_Waiter] = deque()
+        self._appended = 0
+        self._committed = 0
+        self._failure: BaseException | None = None
+        self._wake = threading.Event()
+        self._closing = False
+        self._cancel_watch: dict[RunId, tuple[asyncio.AbstractEventLoop, Callable[[], None]]] = {}
+        self._cancel_seen: set[RunId] = set()
+        self._writer = threading.Thread(target=self._write_loop, name="counterpoint-store",
+                                        daemon=True)
+        self._writer.start()
+
+    # ------------------------------------------------------------------ opening
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None,
+                               check_same_thread=False)
+        conn.execute("PRAGMA synchronous=NORMAL")
+        return conn
+
+    def _check_and_migrate(self) -> None:
+        existed = self.path.exists() and self.path.stat().st_size > 0
+        where = f"store {self.path}"
+        try:
+            conn = sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{where}: cannot open ({exc}); check the path and permissions") \
+                from exc
+        try:
+            applied: list[str] = []
+            if existed:
+                tables = {r[0] for r in conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type='table'")}
+                if tables and "migrations" not in tables:
+                    raise StoreCorrupt(
+                        f"{where}: this SQLite file is not a counterpoint database (tables: "
+                        f"{', '.join(sorted(tables))}); point --db / COUNTERPOINT_DB elsewhere")
+                if tables:
+                    applied = [r[0] for r in conn.execute(
+                        "SELECT name FROM migrations ORDER BY rowid")]
+            known = [name for name, _ in self._migrations]
+            unknown = [name for name in applied if name not in known]
+            if unknown:
+                raise StoreTooNew(
+                    f"{where}: written by a newer counterpoint (unknown migrations: "
+                    f"{', '.join(unknown)}); upgrade counterpoint to use it. The file was "
+                    "not modified")
+            if applied != known[:len(applied)]:
+                raise StoreCorrupt(f"{where}: migrations applied out of order: {applied}")
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("CREATE TABLE IF NOT EXISTS migrations "
+                             "(name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+                for name, sql in self._migrations[len(applied):]:
+                    for statement in sql.split(";"):
+                        if statement.strip():
+                            conn.execute(statement)
+                    conn.execute("INSERT INTO migrations VALUES (?, ?)", (name, time.time()))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise StoreLocked(
+                    f"{where}: the database is locked by another process (waited "
+                    f"{self._busy_timeout:g}s); wait for it to finish or use another --db") \
+                    from exc
+            raise StoreCorrupt(f"{where}: cannot be read as a counterpoint database ({exc})") \
+                from exc
+        except sqlite3.DatabaseError as exc:
+            raise StoreCorrupt(f"{where}: not a readable SQLite database ({exc}); the file was "
+                               "not modified; move it away or use another --db") from exc
+        finally:
+            conn.close()
+
+    # ------------------------------------------------------------------ writing
+    def append(self, run_id: RunId, event: Event) -> None:
+        if self._failure is not None:
+            raise StoreError(f"store {self.path}: the writer failed earlier: {self._failure}")
+        self._queue.append((run_id, event))
+        self._appended += 1
+        if not self._wake.is_set():
+            self._wake.set()
+
+    async def flush(self) -> None:
+        target = self._appended
+        if self._committed >= target:
+            self._raise_failure()
+            return
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        self._waiters.append((loop, fut, target))
+        self._wake.set()
+        await fut
+
+    def flush_sync(self) -> None:
+        target = self._appended
+        self._wake.set()
+        while self._committed < target and self._failure is None and self._writer.is_alive():
+            time.sleep(0.001)
+        self._raise_failure()
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            raise StoreError(f"store {self.path}: writing failed: {self._failure}")
+
+    def record_durations(self, samples: Mapping[str, Sequence[float]]) -> None:
+        fold_estimates(self._stats, samples)
+        self._estimates = None
+        rows = [(k, *self._stats[k]) for k in samples]
+        self._queue.append(("stats", rows))
+        self._wake.set()
+
+    def _write_loop(self) -> None:
+        conn = self._connect()
+        known_blobs: set[str] = set()
+        next_poll = 0.0
+        try:
+            while True:
+                self._wake.wait(timeout=_POLL_SECONDS)
+                self._wake.clear()
+                batch: list[tuple[Any, ...]] = []
+                queue = self._queue
+                while queue:
+                    batch.append(queue.popleft())
+                if batch:
+                    self._commit(conn, batch, known_blobs)
+                self._release_waiters()
+                now = time.monotonic()
+                if self._cancel_watch and now >= next_poll:
+                    next_poll = now + _POLL_SECONDS
+                    self._poll_cancels(conn)
+                if self._closing and not self._queue:
+                    break
+        except BaseException as exc:  # the writer must never die silently
+            self._failure = exc
+            for loop, fut, _ in list(self._waiters):
+                loop.call_soon_threadsafe(_fail, fut, exc)
+        finally:
+            conn.close()
+
+    def _commit(self, conn: sqlite3.Connection, batch: list[tuple[Any, ...]],
+                known_blobs: set[str]) -> None:
+        rows: list[tuple[Any, ...]] = []
+        blobs: list[tuple[str, str]] = []
+        created: list[tuple[Any, ...]] = []
+        status: list[tuple[str, float, str]] = []
+        stats: list[tuple[Any, ...]] = []
+        pid, host = os.getpid(), socket.gethostname()
+        events = 0
+        for item in batch:
+            if item[0] == "stats":
+                stats.extend(item[1])
+                continue
+            run_id, ev = item
+            events += 1
+            value, blob = ev.value, None
+            if value is not None and len(value) > BLOB_THRESHOLD:
+                blob = hashlib.sha256(value.encode()).hexdigest()
+                if blob not in known_blobs:
+                    known_blobs.add(blob)
+                    blobs.append((blob, value))
+                value = None
+            data = ev.data
+            rows.append((run_id, ev.seq, ev.kind.value, ev.node, ev.attempt, ev.at,
+                         json.dumps(data) if data else None, value, blob))
+            kind = ev.kind
+            if kind is EventKind.RUN_CREATED:
+                d = data or {}
+                created.append((run_id, d.get("graph", "?"), "running", ev.at, ev.at,
+                                d.get("parent"), json.dumps(d.get("source", {})),
+                                json.dumps(d.get("options", {})), pid, host))
+            elif kind is EventKind.RUN_FINISHED:
+                status.append(((data or {}).get("status", "failed"), ev.at, run_id))
+            elif kind is EventKind.RUN_RESUMED:
+                status.append(("running", ev.at, run_id))
+        for attempt in range(20):
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                break
+            except sqlite3.OperationalError:
+                if attempt == 19:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+        try:
+            if blobs:
+                conn.executemany("INSERT OR IGNORE INTO blobs VALUES (?, ?)", blobs)
+            if created:
+                conn.executemany("INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?,?,?)",
+                                 created)
+            if rows:
+                conn.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?)", rows)
+            if status:
+                conn.executemany("UPDATE runs SET status=?, updated_at=?, owner_pid="
+                                 f"{pid} WHERE run_id=?", status)
+                conn.executemany("UPDATE commands SET done=1 WHERE run_id=? AND done=0",
+                                 [(s[2],) for s in status if s[0] != "running"])
+            if stats:
+                conn.executemany("INSERT OR REPLACE INTO step_stats VALUES (?, ?, ?)", stats)
+            conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise
+        self._committed += events
+
+    def _release_waiters(self) -> None:
+        committed = self._committed
+        keep: list[_Waiter] = []
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if waiter[2] <= committed:
+                waiter[0].call_soon_threadsafe(_resolve, waiter[1])
+            else:
+                keep.append(waiter)
+        self._waiters.extend(keep)
+
+    # ------------------------------------------------------------------ cancel
+    def request_cancel(self, run_id: RunId) -> None:
+        self.run(run_id)
+        conn = self._connect()
+        try:
+            conn.execute("INSERT INTO commands (run_id, kind, created_at) VALUES (?, ?, ?)",
+                         (run_id, "cancel", time.time()))
+        finally:
+            conn.close()
+
+    def cancel_requests(self) -> set[RunId]:
+        with self._read_lock:
+            rows = self._reader.execute(
+                "SELECT DISTINCT run_id FROM commands WHERE done=0 AND kind='cancel'")
+            return {RunId(r[0]) for r in rows}
+
+    def watch_cancel(self, run_id: RunId, loop: asyncio.AbstractEventLoop,
+                     callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` on ``loop`` when a cancel of ``run_id`` is requested."""
+        self._cancel_watch[run_id] = (loop, callback)
+        return lambda: self._cancel_watch.pop(run_id, None) and None
+
+    def _poll_cancels(self, conn: sqlite3.Connection) -> None:
+        rows = conn.execute("SELECT DISTINCT run_id FROM commands WHERE done=0 AND kind='cancel'")
+        for (run_id,) in rows:
+            watcher = self._cancel_watch.get(run_id)
+            if watcher is not None and run_id not in self._cancel_seen:
+                self._cancel_seen.add(run_id)
+                watcher[0].call_soon_threadsafe(watcher[1])
+
+    # ------------------------------------------------------------------ reading
+    def events(self, run_id: RunId) -> list[Event]:
+        with self._read_lock:
+            rows = self._reader.execute(
+                "SELECT e.seq, e.kind, e.node, e.attempt, e.at, e.data, "
+                "COALESCE(e.value, b.data) FROM events e LEFT JOIN blobs b ON b.hash = e.blob "
+                "WHERE e.run_id = ? ORDER BY e.seq", (run_id,)).fetchall()
+        if not rows:
+            self.run(run_id)
+        return [Event(EventKind(kind), at, NodeId(node) if node is not None else None,
+                      attempt, json.loads(data) if data else None, value, None, seq)
+                for seq, kind, node, attempt, at, data, value in rows]
+
+    def run(self, run_id: RunId) -> RunRecord:
+        with self._read_lock:
+            row = self._reader.execute("SELECT * FROM runs WHERE run_id = ?",
+                                       (run_id,)).fetchone()
+        if row is None:
+            raise RunNotFound(f"run {run_id} not found in store {self.path}; list runs with "
+                              "`counterpoint runs`")
+        return _record(row)
+
+    def runs(self, limit: int = 50) -> list[RunRecord]:
+        with self._read_lock:
+            rows = self._reader.execute(
+                "SELECT * FROM runs ORDER BY created_at DESC LIMIT ?", (limit,)).fetchall()
+        return [_record(r) for r in rows]
+
+    def estimates(self) -> Mapping[str, float]:
+        if self._estimates is None:
+            self._estimates = {k: mean for k, (_, mean) in self._stats.items()}
+        return self._estimates
+
+    def close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        self._wake.set()
+        self._writer.join()
+        with self._read_lock:
+            self._reader.close()
+        self._raise_failure()
+
+
+def _record(row: tuple[Any, ...]) -> RunRecord:
+    return RunRecord(run_id=RunId(row[0]), graph=row[1], status=row[2], created_at=row[3],
+                     updated_at=row[4], parent=row[5], source=json.loads(row[6] or "{}"),
+                     options=json.loads(row[7] or "{}"), owner_pid=row[8], owner_host=row[9])
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+def _fail(fut: asyncio.Future[None], exc: BaseException) -> None:
+    if not fut.done():
+        fut.set_exception(StoreError(f"writing to the store failed: {exc}"))
