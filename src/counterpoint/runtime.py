@@ -6,8 +6,9 @@ publishes it to subscribers and feeds the events it implies
 (:func:`~counterpoint.state.react`) back in. After each burst of events the
 loop starts whatever :func:`~counterpoint.state.pick` chooses. Nothing awaits
 between an event and its consequences, so edits are applied atomically
-between dispatches. One :class:`asyncio.TaskGroup` per run holds every node
-task; no task outlives its run.
+between dispatches. Every node task belongs to its run's :meth:`Execution.execute`
+call, which cancels and awaits any still going before it returns: no task
+outlives its run.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import os
 import random
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -133,9 +134,10 @@ class Execution:
         self._rng = random.Random(options.seed)
         self._slots = options.max_concurrency or 1 << 30
         self._done: asyncio.Future[None] | None = None
-        self._group: asyncio.TaskGroup | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._deadline: asyncio.TimerHandle | None = None
         self.owns_store = False
+        self._inline_async = type(backend) is InProcessBackend
         """Whether the run opened its store itself (and closes it at the end)."""
 
     # ------------------------------------------------------------------ events
@@ -180,16 +182,15 @@ class Execution:
             chosen = pick(state, free)
             if not chosen:
                 return
-            group = self._group
-            assert group is not None
+            now = time.time()
+            nodes = state.nodes
             for node_id in chosen:
-                ns = state.nodes[node_id]
-                attempt = ns.attempt + 1
-                self._pending.append(Event(EventKind.NODE_STARTED, time.time(), node_id,
-                                           attempt))
-                self._drain()
-                self._tasks[node_id] = group.create_task(self._run_node(ns.spec, attempt))
+                self._pending.append(Event(EventKind.NODE_STARTED, now, node_id,
+                                           nodes[node_id].attempt + 1))
             self._drain()
+            for node_id in chosen:
+                ns = nodes[node_id]
+                self._spawn(node_id, self._run_node(ns.spec, ns.attempt))
 
     def _finished(self) -> None:
         if self._deadline is not None:
@@ -208,26 +209,37 @@ class Execution:
             self._done.set_result(None)
 
     # ------------------------------------------------------------------ running
+    def _spawn(self, node_id: NodeId, coro: Coroutine[Any, Any, None]) -> None:
+        assert self._loop is not None
+        self._tasks[node_id] = self._loop.create_task(coro)
+
     async def execute(self, first: Event) -> RunResult:
-        """Run until the run finishes; returns its result."""
-        loop = asyncio.get_running_loop()
+        """Run until the run finishes; returns its result.
+
+        Node tasks belong to this call: if it is cancelled (the process is
+        shutting down), every node task is cancelled and awaited before it
+        returns, and the run stays resumable in the log.
+        """
+        loop = self._loop = asyncio.get_running_loop()
         self._done = loop.create_future()
         unwatch = self.store.watch_cancel(self.run_id, loop, lambda: self.stop("cancelled"))
         try:
-            async with asyncio.TaskGroup() as group:
-                self._group = group
-                if self.options.deadline is not None:
-                    self._deadline = loop.call_later(self.options.deadline, self.stop,
-                                                     "deadline")
-                self.emit(first)
-                if not self._done.done():
-                    await self._done
-        except BaseExceptionGroup as group_error:
-            raise group_error.exceptions[0] from None
+            if self.options.deadline is not None:
+                self._deadline = loop.call_later(self.options.deadline, self.stop, "deadline")
+            self.emit(first)
+            if not self._done.done():
+                await self._done
         finally:
             unwatch()
             for timer in self._timers.values():
                 timer.cancel()
+            if self._deadline is not None:
+                self._deadline.cancel()
+            leftover = [t for t in self._tasks.values() if not t.done()]
+            for task in leftover:
+                task.cancel()
+            if leftover:
+                await asyncio.gather(*leftover, return_exceptions=True)
         return RunResult(run_id=self.run_id, graph=self.graph.name, status=self.state.status,
                          state=self.state, output_ref=self.graph.output_ref)
 
@@ -241,7 +253,10 @@ class Execution:
             if spec.context_param:
                 kwargs[spec.context_param] = NodeContext(self, node_id, attempt)
             if spec.policy.timeout is None:
-                output = await self._call(spec, kwargs, attempt)
+                if spec.is_async and self._inline_async:
+                    output = await spec.fn(**kwargs)  # type: ignore[operator]
+                else:
+                    output = await self._call(spec, kwargs, attempt)
             else:
                 scope = asyncio.timeout(spec.policy.timeout)
                 try:
@@ -268,6 +283,8 @@ class Execution:
     async def _call(self, spec: NodeSpec, kwargs: dict[str, Any], attempt: int) -> Any:
         if isinstance(spec.fn, Graph):
             return await self._run_subgraph(spec.fn, spec.id, kwargs, attempt)
+        if spec.is_async and self._inline_async:
+            return await spec.fn(**kwargs)  # same as InProcessBackend.call, one frame less
         return await self.backend.call(spec.fn, kwargs, is_async=spec.is_async)
 
     def _arguments(self, spec: NodeSpec) -> dict[str, Any]:
@@ -341,8 +358,7 @@ class Execution:
                                   "fallback": True}))
             self.emit(Event(EventKind.NODE_STARTED, time.time(), node_id, attempt + 1,
                             data={"fallback": True}))
-            assert self._group is not None
-            self._tasks[node_id] = self._group.create_task(self._run_fallback(spec, attempt + 1))
+            self._spawn(node_id, self._run_fallback(spec, attempt + 1))
             return
         self.emit(Event(EventKind.NODE_FAILED, time.time(), node_id, attempt,
                         data=codec.error_info(exc, final=True, retryable=retryable)))

@@ -14,6 +14,9 @@ from ..ids import RunId
 from .base import RunRecord, RunStore, fold_estimates
 
 
+_INDEXED = frozenset({EventKind.RUN_CREATED, EventKind.RUN_FINISHED, EventKind.RUN_RESUMED})
+
+
 class MemoryStore(RunStore):
     """Keeps every run in process memory. Appends are immediately "durable"."""
 
@@ -29,11 +32,14 @@ class MemoryStore(RunStore):
         self._watch: dict[RunId, tuple[asyncio.AbstractEventLoop, Callable[[], None]]] = {}
 
     def append(self, run_id: RunId, event: Event) -> None:
-        stored = Event(event.kind, event.at, event.node, event.attempt, event.data,
-                       event.value, None, event.seq)
-        with self._lock:
-            self._events.setdefault(run_id, []).append(stored)
-            self._index(run_id, stored)
+        log = self._events.get(run_id)
+        if log is None:
+            with self._lock:
+                log = self._events.setdefault(run_id, [])
+        log.append(event)  # atomic under the GIL; readers copy the list under the lock
+        if event.kind in _INDEXED:
+            with self._lock:
+                self._index(run_id, event)
 
     def _index(self, run_id: RunId, event: Event) -> None:
         if event.kind is EventKind.RUN_CREATED:
@@ -68,7 +74,8 @@ class MemoryStore(RunStore):
         with self._lock:
             if run_id not in self._events:
                 raise RunNotFound(f"run {run_id} not found in the memory store")
-            return list(self._events[run_id])
+            return [Event(e.kind, e.at, e.node, e.attempt, e.data, e.value, None, e.seq)
+                    for e in self._events[run_id]]
 
     def run(self, run_id: RunId) -> RunRecord:
         with self._lock:

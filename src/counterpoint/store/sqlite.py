@@ -42,10 +42,9 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
             created_at REAL NOT NULL, updated_at REAL NOT NULL, parent TEXT,
             source TEXT, options TEXT, owner_pid INTEGER, owner_host TEXT);
         CREATE INDEX runs_by_created ON runs (created_at DESC);
-        CREATE TABLE events (
-            run_id TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, node TEXT,
-            attempt INTEGER NOT NULL DEFAULT 0, at REAL NOT NULL, data TEXT, value TEXT,
-            blob TEXT, PRIMARY KEY (run_id, seq)) WITHOUT ROWID;
+        CREATE TABLE segments (
+            run_id TEXT NOT NULL, first INTEGER NOT NULL, last INTEGER NOT NULL,
+            events TEXT NOT NULL, PRIMARY KEY (run_id, first)) WITHOUT ROWID;
         CREATE TABLE blobs (hash TEXT PRIMARY KEY, data TEXT NOT NULL) WITHOUT ROWID;
         CREATE TABLE step_stats (step TEXT PRIMARY KEY, count INTEGER NOT NULL,
                                  mean REAL NOT NULL);
@@ -80,6 +79,7 @@ class SQLiteStore(RunStore):
             row[0]: (row[1], row[2])
             for row in self._reader.execute("SELECT step, count, mean FROM step_stats")}
         self._estimates: dict[str, float] | None = None
+        self._known_blobs: set[str] = set()
         self._queue: deque[tuple[Any, ...]] = deque()
         self._waiters: deque[_Waiter] = deque()
         self._appended = 0
@@ -161,7 +161,19 @@ class SQLiteStore(RunStore):
     def append(self, run_id: RunId, event: Event) -> None:
         if self._failure is not None:
             raise StoreError(f"store {self.path}: the writer failed earlier: {self._failure}")
-        self._queue.append((run_id, event))
+        value, blob = event.value, None
+        if value is not None and len(value) > BLOB_THRESHOLD:
+            blob = hashlib.sha256(value.encode()).hexdigest()
+            if blob not in self._known_blobs:
+                self._known_blobs.add(blob)
+                self._queue.append(("blob", blob, value))
+            value = None
+        kind = event.kind
+        self._queue.append((run_id, event.seq, kind.value, event.node, event.attempt, event.at,
+                            event.data, value, blob))
+        if kind is EventKind.RUN_CREATED or kind is EventKind.RUN_FINISHED \
+                or kind is EventKind.RUN_RESUMED:
+            self._queue.append(("run", run_id, kind, event.at, event.data or {}))
         self._appended += 1
         if not self._wake.is_set():
             self._wake.set()
@@ -197,7 +209,6 @@ class SQLiteStore(RunStore):
 
     def _write_loop(self) -> None:
         conn = self._connect()
-        known_blobs: set[str] = set()
         next_poll = 0.0
         try:
             while True:
@@ -208,7 +219,7 @@ class SQLiteStore(RunStore):
                 while queue:
                     batch.append(queue.popleft())
                 if batch:
-                    self._commit(conn, batch, known_blobs)
+                    self._commit(conn, batch)
                 self._release_waiters()
                 now = time.monotonic()
                 if self._cancel_watch and now >= next_poll:
@@ -223,41 +234,37 @@ class SQLiteStore(RunStore):
         finally:
             conn.close()
 
-    def _commit(self, conn: sqlite3.Connection, batch: list[tuple[Any, ...]],
-                known_blobs: set[str]) -> None:
-        rows: list[tuple[Any, ...]] = []
+    def _commit(self, conn: sqlite3.Connection, batch: list[tuple[Any, ...]]) -> None:
+        runs: dict[str, list[tuple[Any, ...]]] = {}
         blobs: list[tuple[str, str]] = []
         created: list[tuple[Any, ...]] = []
         status: list[tuple[str, float, str]] = []
-        stats: list[tuple[Any, ...]] = []
+        stats: dict[str, tuple[Any, ...]] = {}
         pid, host = os.getpid(), socket.gethostname()
-        events = 0
         for item in batch:
-            if item[0] == "stats":
-                stats.extend(item[1])
-                continue
-            run_id, ev = item
-            events += 1
-            value, blob = ev.value, None
-            if value is not None and len(value) > BLOB_THRESHOLD:
-                blob = hashlib.sha256(value.encode()).hexdigest()
-                if blob not in known_blobs:
-                    known_blobs.add(blob)
-                    blobs.append((blob, value))
-                value = None
-            data = ev.data
-            rows.append((run_id, ev.seq, ev.kind.value, ev.node, ev.attempt, ev.at,
-                         json.dumps(data) if data else None, value, blob))
-            kind = ev.kind
-            if kind is EventKind.RUN_CREATED:
-                d = data or {}
-                created.append((run_id, d.get("graph", "?"), "running", ev.at, ev.at,
-                                d.get("parent"), json.dumps(d.get("source", {})),
-                                json.dumps(d.get("options", {})), pid, host))
-            elif kind is EventKind.RUN_FINISHED:
-                status.append(((data or {}).get("status", "failed"), ev.at, run_id))
-            elif kind is EventKind.RUN_RESUMED:
-                status.append(("running", ev.at, run_id))
+            tag = item[0]
+            if tag == "blob":
+                blobs.append((item[1], item[2]))
+            elif tag == "run":
+                _, run_id, kind, at, d = item
+                if kind is EventKind.RUN_CREATED:
+                    created.append((run_id, d.get("graph", "?"), "running", at, at,
+                                    d.get("parent"), json.dumps(d.get("source", {})),
+                                    json.dumps(d.get("options", {})), pid, host))
+                elif kind is EventKind.RUN_FINISHED:
+                    status.append((d.get("status", "failed"), at, run_id))
+                else:
+                    status.append(("running", at, run_id))
+            elif tag == "stats":
+                for row in item[1]:
+                    stats[row[0]] = row
+            else:
+                per_run = runs.get(tag)
+                if per_run is None:
+                    runs[tag] = per_run = []
+                per_run.append(item[1:])
+        segments = [(run_id, evs[0][0], evs[-1][0], json.dumps(evs))
+                    for run_id, evs in runs.items()]
         for attempt in range(20):
             try:
                 conn.execute("BEGIN IMMEDIATE")
@@ -272,21 +279,22 @@ class SQLiteStore(RunStore):
             if created:
                 conn.executemany("INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?,?,?)",
                                  created)
-            if rows:
-                conn.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?)", rows)
+            if segments:
+                conn.executemany("INSERT INTO segments VALUES (?, ?, ?, ?)", segments)
             if status:
                 conn.executemany("UPDATE runs SET status=?, updated_at=?, owner_pid="
                                  f"{pid} WHERE run_id=?", status)
                 conn.executemany("UPDATE commands SET done=1 WHERE run_id=? AND done=0",
                                  [(s[2],) for s in status if s[0] != "running"])
             if stats:
-                conn.executemany("INSERT OR REPLACE INTO step_stats VALUES (?, ?, ?)", stats)
+                conn.executemany("INSERT OR REPLACE INTO step_stats VALUES (?, ?, ?)",
+                                 list(stats.values()))
             conn.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
             raise
-        self._committed += events
+        self._committed += sum(len(evs) for evs in runs.values())
 
     def _release_waiters(self) -> None:
         committed = self._committed
@@ -332,15 +340,25 @@ class SQLiteStore(RunStore):
     # ------------------------------------------------------------------ reading
     def events(self, run_id: RunId) -> list[Event]:
         with self._read_lock:
-            rows = self._reader.execute(
-                "SELECT e.seq, e.kind, e.node, e.attempt, e.at, e.data, "
-                "COALESCE(e.value, b.data) FROM events e LEFT JOIN blobs b ON b.hash = e.blob "
-                "WHERE e.run_id = ? ORDER BY e.seq", (run_id,)).fetchall()
-        if not rows:
-            self.run(run_id)
-        return [Event(EventKind(kind), at, NodeId(node) if node is not None else None,
-                      attempt, json.loads(data) if data else None, value, None, seq)
-                for seq, kind, node, attempt, at, data, value in rows]
+            segments = self._reader.execute(
+                "SELECT events FROM segments WHERE run_id = ? ORDER BY first",
+                (run_id,)).fetchall()
+            if not segments:
+                self.run(run_id)
+            out: list[Event] = []
+            for (payload,) in segments:
+                for seq, kind, node, attempt, at, data, value, blob in json.loads(payload):
+                    if blob is not None:
+                        row = self._reader.execute("SELECT data FROM blobs WHERE hash = ?",
+                                                   (blob,)).fetchone()
+                        if row is None:
+                            raise StoreCorrupt(f"store {self.path}: run {run_id} event {seq} "
+                                               f"refers to missing blob {blob}")
+                        value = row[0]
+                    out.append(Event(EventKind(kind), at,
+                                     NodeId(node) if node is not None else None, attempt,
+                                     data, value, None, seq))
+        return out
 
     def run(self, run_id: RunId) -> RunRecord:
         with self._read_lock:
