@@ -25,7 +25,7 @@ def return_type(fn: Callable[..., Any]) -> Any:
 
 def resolved_hints(fn: Callable[..., Any]) -> dict[str, Any]:
     """Type hints of ``fn`` with forward references resolved; ``{}`` if they cannot be."""
-    target = fn.__call__ if not inspect.isroutine(fn) and callable(fn) else fn
+    target: Any = fn if inspect.isroutine(fn) else getattr(fn, "__call__", fn)  # noqa: B004
     try:
         return typing.get_type_hints(target)
     except Exception:
@@ -36,14 +36,18 @@ def is_assignable(produced: Any, expected: Any) -> bool:
     """Whether a value of type ``produced`` can be passed where ``expected`` is annotated."""
     if produced is Any or expected is Any or produced is expected:
         return True
+    if produced is None:
+        produced = type(None)
+    if expected is None:
+        expected = type(None)
     if isinstance(produced, typing.TypeVar) or isinstance(expected, typing.TypeVar):
         return True
     exp_origin = typing.get_origin(expected)
     prod_origin = typing.get_origin(produced)
-    if exp_origin in _UNION_TYPES:
-        return any(is_assignable(produced, arm) for arm in typing.get_args(expected))
     if prod_origin in _UNION_TYPES:
         return all(is_assignable(arm, expected) for arm in typing.get_args(produced))
+    if exp_origin in _UNION_TYPES:
+        return any(is_assignable(produced, arm) for arm in typing.get_args(expected))
     if exp_origin is typing.Annotated:
         return is_assignable(produced, typing.get_args(expected)[0])
     if prod_origin is typing.Annotated:

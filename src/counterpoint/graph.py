@@ -234,7 +234,7 @@ class Graph:
         return InputRef(name)
 
     def output(self, node: NodeRef) -> None:
-        """Make ``node``'s output the graph's output (default: a dict of the sink nodes' outputs)."""
+        """Make ``node``'s output the graph's output (default: the sink nodes' outputs)."""
         self._check_ref_owner(node, "output", "the graph output")
         self.output_ref = node
 
@@ -314,7 +314,7 @@ class Graph:
     @overload
     def step(self, fn: F, /) -> F: ...
     @overload
-    def step(self, *, id: str | None = None, retries: int | None = None,
+    def step(self, fn: None = None, /, *, id: str | None = None, retries: int | None = None,
              timeout: float | None = None, fallback: Callable[..., Any] | None = None,
              resources: Mapping[str, int] | None = None,
              after: Iterable[NodeRef | str] = ()) -> Callable[[F], F]: ...
@@ -393,7 +393,8 @@ class Graph:
         if isinstance(fn, Graph):
             return self._subgraph_spec(NodeId(id), fn, inputs, tuple(ordering), policy,
                                        overrides, where)
-        base = policy or getattr(fn, _POLICY_ATTR, DEFAULT_POLICY)
+        base: Policy = policy if policy is not None else getattr(fn, _POLICY_ATTR,
+                                                                 DEFAULT_POLICY)
         retries, timeout, fallback, resources = overrides
         ctx = _context_param(fn)
         self._check_signature(label, fn, inputs, map_param, ctx)
@@ -404,7 +405,7 @@ class Graph:
             kind=NodeKind.MAP if map_over is not None else NodeKind.TASK,
             map_over=map_over, map_param=map_param, context_param=ctx,
             is_async=inspect.iscoroutinefunction(fn)
-            or inspect.iscoroutinefunction(getattr(fn, "__call__", None)),
+            or inspect.iscoroutinefunction(getattr(fn, "__call__", None)),  # noqa: B004
             step_key=step_key(fn), where=where)
 
     def _subgraph_spec(self, id: NodeId, sub: Graph, inputs: dict[str, Any],

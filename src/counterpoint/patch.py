@@ -14,8 +14,8 @@ from typing import Any
 
 import pydantic_core
 
-from .graph import Graph, InputRef, NodeRef, NodeSpec, _caller_location, step_key
 from .errors import GraphError, PatchError
+from .graph import Graph, InputRef, NodeRef, NodeSpec, _caller_location, step_key
 from .ids import NodeId
 from .policy import Policy
 
@@ -51,7 +51,7 @@ class _AddOp:
 
 
 class Edit:
-    """A batch of graph edits, applied atomically with ``ctx.apply(edit)`` or ``handle.apply(edit)``.
+    """A batch of graph edits, applied atomically by ``ctx.apply(edit)`` / ``handle.apply(edit)``.
 
     >>> edit = Edit()
     >>> r = edit.add("extra", summarize, text=ref("fetch"))     # doctest: +SKIP

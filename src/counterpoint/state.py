@@ -23,7 +23,7 @@ from typing import Any
 
 from .errors import PatchError
 from .events import Event, EventKind
-from .graph import Choose, NodeKind, NodeRef, NodeSpec, find_cycle
+from .graph import NodeKind, NodeRef, NodeSpec, find_cycle
 from .ids import NodeId, RunId
 from .patch import Patch
 
@@ -423,8 +423,8 @@ def _propagate(state: RunState, node: NodeId, now: float, out: list[Event]) -> N
                              data={"cause": cause, "message": message}))
         elif status is NodeStatus.CANCELLED:
             reason = (ns.error or {}).get("reason", "")
-            out.append(Event(EventKind.NODE_CANCELLED, now, dep_id,
-                             data={"reason": f"upstream {node!r} cancelled: {reason}".rstrip(": ")}))
+            text = f"upstream {node!r} cancelled: {reason}".rstrip(": ")
+            out.append(Event(EventKind.NODE_CANCELLED, now, dep_id, data={"reason": text}))
         elif node in dep.spec.data_deps():
             out.append(Event(EventKind.NODE_SKIPPED, now, dep_id,
                              data={"reason": f"input {node!r} was skipped"}))

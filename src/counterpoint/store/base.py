@@ -80,7 +80,7 @@ class RunStore(abc.ABC):
 
     @abc.abstractmethod
     def request_cancel(self, run_id: RunId) -> None:
-        """Ask the process running ``run_id`` to cancel it (picked up by :meth:`cancel_requests`)."""
+        """Ask the process running ``run_id`` to cancel it (seen by :meth:`cancel_requests`)."""
 
     @abc.abstractmethod
     def cancel_requests(self) -> set[RunId]:

@@ -13,7 +13,6 @@ from ..events import Event, EventKind
 from ..ids import RunId
 from .base import RunRecord, RunStore, fold_estimates
 
-
 _INDEXED = frozenset({EventKind.RUN_CREATED, EventKind.RUN_FINISHED, EventKind.RUN_RESUMED})
 
 

@@ -73,7 +73,7 @@ class SQLiteStore(RunStore):
         self._migrations = tuple(migrations)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._check_and_migrate()
-        self._read_lock = threading.Lock()
+        self._read_lock = threading.RLock()
         self._reader = self._connect()
         self._stats: dict[str, tuple[int, float]] = {
             row[0]: (row[1], row[2])

@@ -1,0 +1,252 @@
+"""What the CLI prints about a finished (or recorded) run: summary, run list, JSON."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from ..ids import NodeId
+from ..metrics import Metrics
+from ..state import NodeState, NodeStatus, RunState
+from ..store import RunRecord
+
+NODE_ROWS = 30
+"""Most node rows a summary lists (failed and unfinished nodes are chosen first)."""
+FAILURE_ROWS = 20
+"""Most failure causes a summary lists."""
+PATH_NODES = 12
+"""Most critical-path nodes named in a summary."""
+
+STYLES = {
+    "succeeded": "green", "failed": "red", "blocked": "red", "cancelled": "yellow",
+    "timed_out": "yellow", "skipped": "dim", "running": "cyan", "retrying": "cyan",
+    "ready": "blue", "pending": "dim", "waiting": "blue", "interrupted": "magenta",
+}
+_PROBLEMS = frozenset({NodeStatus.FAILED, NodeStatus.BLOCKED, NodeStatus.CANCELLED})
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Report:
+    """One run as the summary shows it."""
+
+    run_id: str
+    graph: str
+    status: str
+    """The run's status, or ``interrupted`` for a run whose process died."""
+    state: RunState
+    metrics: Metrics
+    deps_known: bool = True
+    """False when the log does not record dependencies (no critical path then)."""
+    declared: int | None = None
+    """Nodes the graph has, when more than the log mentions (a run that never got far)."""
+    note: str | None = None
+    """A line under the status: why the run stopped, what to do next."""
+
+
+# ------------------------------------------------------------------ small formats
+def seconds(value: float | None) -> str:
+    """``0.012s``, ``3.40s``, ``2m 05s``, ``1h 02m``; ``-`` for unknown."""
+    if value is None:
+        return "-"
+    if value < 10:
+        return f"{value:.3f}s" if value < 1 else f"{value:.2f}s"
+    if value < 60:
+        return f"{value:.1f}s"
+    if value < 3600:
+        return f"{int(value // 60)}m {int(value % 60):02d}s"
+    return f"{int(value // 3600)}h {int(value % 3600 // 60):02d}m"
+
+
+def clock(epoch: float | None) -> str:
+    """Local date and time of ``epoch``."""
+    if not epoch:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
+
+
+def styled(status: str) -> Text:
+    return Text(status, style=STYLES.get(status, ""))
+
+
+def cause(ns: NodeState) -> str:
+    """Why a node did not succeed, in one line (empty if the log says nothing)."""
+    error = ns.error or {}
+    if ns.status is NodeStatus.BLOCKED or "cause" in error:
+        return f"upstream {error.get('cause', '?')!r} failed: {error.get('message', '')}"
+    if "type" in error:
+        return f"{error['type']}: {error.get('message', '')}"
+    return str(error.get("reason", ""))
+
+
+def node_status(ns: NodeState, run_finished: bool) -> str:
+    """A node's status; a node left unfinished by a finished run was ``interrupted``."""
+    if run_finished and not ns.status.terminal:
+        return "interrupted"
+    return ns.status.value
+
+
+# ------------------------------------------------------------------ summary
+def summary(report: Report, *, inspect: str | None) -> RenderableType:
+    """The end-of-run summary: status, nodes, failures, metrics, how to inspect."""
+    parts: list[RenderableType] = []
+    head = Text.assemble(("run ", "bold"), (report.run_id, "bold"), "  graph ",
+                         (report.graph, "bold"), "  ", styled(report.status))
+    parts.append(head)
+    state = report.state
+    parts.append(Text(f"created {clock(state.created_at)}"
+                      + (f", finished {clock(state.finished_at)}" if state.finished_at else ""),
+                      style="dim"))
+    if report.note:
+        parts.append(Text(report.note, style=STYLES.get(report.status, "")))
+    parts.append(Text())
+    parts.append(node_table(report))
+    failures = failure_lines(report.state)
+    if failures:
+        parts.append(Text())
+        parts.append(Text("failures", style="bold red"))
+        parts.extend(failures)
+    parts.append(Text())
+    parts.append(metrics_table(report.metrics, deps_known=report.deps_known))
+    if inspect:
+        parts.append(Text())
+        parts.append(Text.assemble("inspect: ", (inspect, "bold")))
+    return Group(*parts)
+
+
+def node_table(report: Report, limit: int = NODE_ROWS) -> RenderableType:
+    """Each node's status, attempts, queue wait and run time; problems are listed first
+    when there are more nodes than rows."""
+    state = report.state
+    nodes = list(state.nodes.values())
+    shown = nodes
+    if len(nodes) > limit:
+        urgent = [ns for ns in nodes if ns.status in _PROBLEMS or not ns.status.terminal]
+        rest = [ns for ns in nodes if not (ns.status in _PROBLEMS or not ns.status.terminal)]
+        keep = {id(ns) for ns in (urgent + rest)[:limit]}
+        shown = [ns for ns in nodes if id(ns) in keep]
+    finished = state.status.terminal
+    timings = report.metrics.nodes
+    table = Table(title_justify="left", show_edge=False, pad_edge=False, box=None)
+    table.add_column("node", no_wrap=True, overflow="fold")
+    table.add_column("status", no_wrap=True)
+    table.add_column("attempts", justify="right")
+    table.add_column("queue wait", justify="right")
+    table.add_column("run time", justify="right")
+    for ns in shown:
+        timing = timings.get(ns.spec.id)
+        table.add_row(Text(ns.spec.id), styled(node_status(ns, finished)), str(ns.attempt),
+                      seconds(timing.queue_wait if timing else None),
+                      seconds(ns.run_time) if ns.attempt else "-")
+    rows: list[RenderableType] = [table]
+    hidden = len(nodes) - len(shown)
+    unseen = (report.declared or 0) - len(nodes)
+    if hidden > 0:
+        rows.append(Text(f"... and {hidden} more nodes (all of them: counterpoint show "
+                         f"{report.run_id} --json)", style="dim"))
+    if unseen > 0:
+        rows.append(Text(f"{unseen} more nodes never became ready", style="dim"))
+    return Group(*rows)
+
+
+def failure_lines(state: RunState, limit: int = FAILURE_ROWS) -> list[Text]:
+    """Failed nodes with their causes; blocked and cancelled nodes grouped by cause."""
+    lines: list[Text] = []
+    groups: dict[tuple[str, str], list[NodeId]] = {}
+    for node, ns in state.nodes.items():
+        if ns.status is NodeStatus.FAILED:
+            tries = f" after {ns.attempt} attempts" if ns.attempt > 1 else ""
+            lines.append(Text.assemble("  ", (node, "bold"), (f" failed{tries}: ", "red"),
+                                       cause(ns)))
+        elif ns.status in (NodeStatus.BLOCKED, NodeStatus.CANCELLED):
+            groups.setdefault((ns.status.value, cause(ns)), []).append(node)
+    for (status, why), nodes in groups.items():
+        names = ", ".join(repr(n) for n in nodes[:5]) + (
+            f" and {len(nodes) - 5} more" if len(nodes) > 5 else "")
+        label = f"{len(nodes)} nodes" if len(nodes) > 1 else "node"
+        lines.append(Text.assemble(f"  {label} ", (names, "bold"), (f" {status}", STYLES[status]),
+                                   f": {why}" if why else ""))
+    if len(lines) > limit:
+        more = len(lines) - limit
+        lines = [*lines[:limit], Text(f"  ... and {more} more", style="dim")]
+    return lines
+
+
+def metrics_table(metrics: Metrics, *, deps_known: bool = True) -> RenderableType:
+    """Makespan, critical path and their ratio, parallel width, run time and retries."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    grid.add_row("makespan", seconds(metrics.makespan))
+    if deps_known:
+        path = list(metrics.critical_path_nodes)
+        named = " -> ".join(path[:PATH_NODES]) + (
+            f" -> ... ({len(path) - PATH_NODES} more)" if len(path) > PATH_NODES else "")
+        grid.add_row("critical path", Text(f"{seconds(metrics.critical_path)}"
+                                           + (f"  ({named})" if named else "")))
+        ratio = metrics.makespan_over_critical_path
+        grid.add_row("makespan / critical path", f"{ratio:.2f}x" if ratio is not None else "-")
+    else:
+        grid.add_row("critical path", "see the run summary (this log does not record the "
+                                      "nodes' dependencies)")
+    grid.add_row("parallel width", f"mean {metrics.mean_parallel_width:.2f}, "
+                                   f"peak {metrics.peak_parallel_width}")
+    grid.add_row("total run time", seconds(metrics.total_run_time))
+    grid.add_row("retries", str(metrics.retries))
+    return grid
+
+
+# ------------------------------------------------------------------ runs
+def runs_table(records: Iterable[RunRecord], status: Callable[[RunRecord], str]) -> Table:
+    """Runs as listed by ``counterpoint runs`` (in the order given)."""
+    table = Table(show_edge=False, pad_edge=False, box=None)
+    table.add_column("run", no_wrap=True)
+    table.add_column("graph", overflow="fold")
+    table.add_column("status", no_wrap=True)
+    table.add_column("created", no_wrap=True)
+    table.add_column("updated", no_wrap=True)
+    for record in records:
+        table.add_row(Text(record.run_id), Text(record.graph), styled(status(record)),
+                      clock(record.created_at), clock(record.updated_at))
+    return table
+
+
+# ------------------------------------------------------------------ JSON
+def payload(report: Report) -> dict[str, Any]:
+    """The JSON form of a run: id, status, outputs, each node and the metrics."""
+    state = report.state
+    metrics = report.metrics.as_dict()
+    if not report.deps_known:
+        metrics.update(critical_path=None, critical_path_nodes=None,
+                       makespan_over_critical_path=None)
+    finished = state.status.terminal
+    return {
+        "run_id": report.run_id,
+        "graph": report.graph,
+        "status": report.status,
+        "created_at": state.created_at or None,
+        "finished_at": state.finished_at,
+        "outputs": {k: _output(ns) for k, ns in state.nodes.items()
+                    if ns.status is NodeStatus.SUCCEEDED},
+        "nodes": {k: {"status": node_status(ns, finished), "attempts": ns.attempt,
+                      "run_time": ns.run_time, "error": ns.error}
+                  for k, ns in state.nodes.items()},
+        "metrics": metrics,
+    }
+
+
+def _output(ns: NodeState) -> Any:
+    if ns.value is not None:
+        return json.loads(ns.value)
+    return ns.output
+
+
+def dumps(data: Any) -> str:
+    """JSON text for ``--json`` (anything not JSON-native is written as its ``str``)."""
+    return json.dumps(data, indent=2, default=str)

@@ -1,0 +1,288 @@
+"""The pure scheduling core, driven without an event loop."""
+
+from __future__ import annotations
+
+import pytest
+
+import counterpoint as cp
+from counterpoint.events import Event, EventKind
+from counterpoint.graph import Graph
+from counterpoint.ids import NodeId, RunId
+from counterpoint.patch import Edit
+from counterpoint.state import (
+    NodeStatus,
+    RunState,
+    RunStatus,
+    check_patch,
+    evolve,
+    pick,
+    react,
+)
+
+
+async def step(x: int = 0) -> int:
+    return x
+
+
+async def other(x: int = 0) -> int:
+    return x
+
+
+async def maybe(x: int | None = None) -> int:
+    return x or 0
+
+
+def new_state(graph: Graph, **kwargs: object) -> RunState:
+    topo = graph.validate()
+    return RunState.new(RunId("r"), graph.name, [graph.nodes[n] for n in topo.order],
+                        **kwargs)  # type: ignore[arg-type]
+
+
+def apply(state: RunState, event: Event) -> list[Event]:
+    """Apply an event and everything it implies, depth first; return all applied events."""
+    applied: list[Event] = []
+    queue = [event]
+    while queue:
+        ev = queue.pop(0)
+        evolve(state, ev)
+        applied.append(ev)
+        queue.extend(react(state, ev, ev.at))
+    return applied
+
+
+def start(state: RunState, node: str) -> None:
+    apply(state, Event(EventKind.NODE_STARTED, 1.0, NodeId(node), 1))
+
+
+def succeed(state: RunState, node: str, output: object = 1, **data: object) -> list[Event]:
+    return apply(state, Event(EventKind.NODE_SUCCEEDED, 2.0, NodeId(node), 1,
+                              data=dict(data) or None, value="1", output=output))
+
+
+def statuses(state: RunState) -> dict[str, NodeStatus]:
+    return {k: v.status for k, v in state.nodes.items()}
+
+
+def diamond() -> Graph:
+    g = cp.Graph("diamond")
+    a = g.add("a", step)
+    b = g.add("b", step, x=a)
+    c = g.add("c", step, x=a)
+    g.add("d", step, x=b, after=[c])
+    return g
+
+
+def test_created_run_marks_roots_ready() -> None:
+    state = new_state(diamond())
+    apply(state, Event(EventKind.RUN_CREATED, 0.0))
+    assert statuses(state) == {"a": "ready", "b": "pending", "c": "pending", "d": "pending"}
+
+
+def test_success_readies_dependents_only_when_all_inputs_exist() -> None:
+    state = new_state(diamond())
+    apply(state, Event(EventKind.RUN_CREATED, 0.0))
+    assert pick(state, 10) == ["a"]
+    start(state, "a")
+    succeed(state, "a")
+    assert statuses(state)["b"] == "ready" and statuses(state)["c"] == "ready"
+    for node in pick(state, 10):
+        start(state, node)
+    succeed(state, "b")
+    assert statuses(state)["d"] == "pending"  # still waits for c
+    events = succeed(state, "c")
+    assert statuses(state)["d"] == "ready"
+    assert [e.kind for e in events] == [EventKind.NODE_SUCCEEDED, EventKind.NODE_READY]
+    start(state, "d")
+    events = succeed(state, "d")
+    assert events[-1].kind is EventKind.RUN_FINISHED
+    assert state.status is RunStatus.SUCCEEDED
+
+
+def test_failure_blocks_dependents_naming_the_cause_and_spares_others() -> None:
+    g = cp.Graph("g")
+    a = g.add("a", step)
+    b = g.add("b", step, x=a)
+    g.add("c", step, x=b)
+    g.add("other", step)
+    state = new_state(g)
+    apply(state, Event(EventKind.RUN_CREATED, 0.0))
+    start(state, "a")
+    apply(state, Event(EventKind.NODE_FAILED, 1.0, NodeId("a"), 1,
+                       data={"final": True, "type": "ValueError", "message": "boom"}))
+    assert statuses(state) == {"a": "failed", "b": "blocked", "c": "blocked", "other": "ready"}
+    assert state.nodes[NodeId("c")].error == {"cause": "a", "message": "boom"}
+    start(state, "other")
+    events = succeed(state, "other")
+    assert events[-1].data == {"status": RunStatus.FAILED}
+
+
+def test_non_final_failure_waits_for_retry() -> None:
+    g = cp.Graph("g")
+    g.add("a", step)
+    state = new_state(g)
+    apply(state, Event(EventKind.RUN_CREATED, 0.0))
+    start(state, "a")
+    apply(state, Event(EventKind.NODE_FAILED, 1.0, NodeId("a"), 1,
+                       data={"final": False, "message": "flaky"}))
+    assert state.nodes[NodeId("a")].status is NodeStatus.RETRYING
+    assert state.running == 0 and state.open == 1
+
+
+def test_choose_skips_unchosen_successors_and_their_data_dependents() -> None:
+    g = cp.Graph("g")
+    r = g.add("route", step)
+    left = g.add("left", step, x=r)
+    right = g.add("right", step, x=r)
+    g.add("after_right", step, x=right)
+    g.add("join", maybe, x=left.or_none(), after=[right])
+    state = new_state(g)
+    apply(state, Event(EventKind.RUN_CREATED, 0.0))
+    start(state, "route")
+    succeed(state, "route", chosen=["left"])
+    s = statuses(state)
+    assert s["right"] == "skipped" and s["after_right"] == "skipped"
+    assert s["left"] == "ready" and s["join"] == "pending"
+    start(state, "left")
+    succeed(state, "left")
+    assert statuses(state)["join"] == "ready"  # ordering edge to a skipped node is satisfied
+
+
+def test_pick_orders_by_upward_rank() -> None:
+    g = cp.Graph("g")
+    short = g.add("short", step)
+    long_head = g.add("long_head", other)
+    mid = g.add("mid", other, x=long_head)
+    g.add("tail", other, x=mid)
+    g.add("short_tail", step, x=short)
+    state = new_state(g, estimates={"test_state:other": 5.0, "test_state:step": 1.0})
+    apply(state, Event(EventKind.RUN_CREATED, 0.0))
+    assert state.nodes[NodeId("long_head")].rank == 15.0
+    assert pick(state, 1) == ["long_head"]
+    assert pick(state, 1) == ["short"]
+
+
+def test_pick_respects_resource_limits_without_head_of_line_blocking() -> None:
+    g = cp.Graph("g")
+    g.add("llm1", step, resources={"llm": 1})
+    g.add("llm2", step, resources={"llm": 1})
+    g.add("cpu", step)
+    state = new_state(g, limits={"llm": 1})
+    apply(state, Event(EventKind.RUN_CREATED, 0.0))
+    chosen = pick(state, 10)
+    assert sorted(chosen) == ["cpu", "llm1"] or sorted(chosen) == ["cpu", "llm2"]
+    for node in chosen:
+        start(state, node)
+    assert state.in_use == {"llm": 1}
+    assert pick(state, 10) == []  # the other llm node waits
+    llm = next(n for n in chosen if n.startswith("llm"))
+    succeed(state, llm)
+    assert len(pick(state, 10)) == 1
+
+
+def test_map_expansion_spawns_children_and_join() -> None:
+    async def square(x: int) -> int:
+        return x * x
+
+    def nums() -> list[int]:
+        return [1, 2, 3]
+
+    g = cp.Graph("g")
+    n = g.add("n", nums)
+    g.map("sq", square, over=n)
+    state = new_state(g)
+    apply(state, Event(EventKind.RUN_CREATED, 0.0))
+    start(state, "n")
+    events = succeed(state, "n", output=[1, 2, 3])
+    assert EventKind.MAP_EXPANDED in [e.kind for e in events]
+    s = statuses(state)
+    assert [s[f"sq[{i}]"] for i in range(3)] == ["ready"] * 3
+    assert state.nodes[NodeId("sq")].spec.kind is cp.NodeKind.JOIN
+    assert state.nodes[NodeId("sq[1]")].spec.inputs["x"] == cp.NodeRef(NodeId("n"), (1,))
+
+
+def test_map_over_non_list_fails_clearly() -> None:
+    async def square(x: int) -> int:
+        return x
+
+    def nums() -> list[int]:
+        return []
+
+    g = cp.Graph("g")
+    g.map("sq", square, over=g.add("n", nums))
+    state = new_state(g)
+    apply(state, Event(EventKind.RUN_CREATED, 0.0))
+    start(state, "n")
+    succeed(state, "n", output={"not": "a list"})
+    node = state.nodes[NodeId("sq")]
+    assert node.status is NodeStatus.FAILED
+    assert "needs a list from 'n', got dict" in (node.error or {})["message"]
+
+
+def test_patch_validation_rejects_cycles_finished_nodes_and_stale_versions() -> None:
+    g = cp.Graph("g")
+    a = g.add("a", step)
+    g.add("b", step, x=a)
+    state = new_state(g)
+    apply(state, Event(EventKind.RUN_CREATED, 0.0))
+    start(state, "a")
+    succeed(state, "a")
+
+    cyc = Edit()
+    cyc.add("c", step, x=cp.ref("b"))
+    cyc.edge("c", "b")
+    with pytest.raises(cp.PatchError, match="cycle"):
+        check_patch(state, cyc.build(g.name, state.specs()))
+
+    done = Edit()
+    done.cancel("a")
+    with pytest.raises(cp.PatchError, match="finished nodes are immutable"):
+        check_patch(state, done.build(g.name, state.specs()))
+
+    replace_started = Edit()
+    replace_started.replace("a", step)
+    with pytest.raises(cp.PatchError, match="only nodes that have not started"):
+        check_patch(state, replace_started.build(g.name, state.specs()))
+
+    stale = Edit(expected_version=3)
+    stale.add("z", step)
+    with pytest.raises(cp.PatchError, match="version 3"):
+        check_patch(state, stale.build(g.name, state.specs()))
+
+    dup = Edit()
+    dup.add("b", step)
+    with pytest.raises(cp.PatchError, match="duplicate node id"):
+        dup.build(g.name, state.specs())
+
+
+def test_patch_applies_atomically_and_bumps_version() -> None:
+    g = cp.Graph("g")
+    a = g.add("a", step)
+    g.add("b", step, x=a)
+    state = new_state(g)
+    apply(state, Event(EventKind.RUN_CREATED, 0.0))
+    edit = Edit("more work")
+    edit.add("c", step, x=cp.ref("a"))
+    edit.edge("c", "b")
+    patch = edit.build(g.name, state.specs())
+    check_patch(state, patch)
+    apply(state, Event(EventKind.PATCH_APPLIED, 1.0, output=patch))
+    assert state.version == 1
+    assert state.nodes[NodeId("b")].spec.deps == ("a", "c")
+    start(state, "a")
+    succeed(state, "a")
+    assert statuses(state)["c"] == "ready" and statuses(state)["b"] == "pending"
+
+
+def test_resume_event_requeues_in_flight_nodes() -> None:
+    g = cp.Graph("g")
+    g.add("a", step)
+    g.add("b", step)
+    state = new_state(g)
+    apply(state, Event(EventKind.RUN_CREATED, 0.0))
+    start(state, "a")
+    start(state, "b")
+    succeed(state, "b")
+    events = apply(state, Event(EventKind.RUN_RESUMED, 5.0))
+    assert [(e.kind, e.node) for e in events[1:]] == [(EventKind.NODE_READY, "a")]
+    assert state.running == 0
+    assert state.nodes[NodeId("b")].status is NodeStatus.SUCCEEDED

@@ -1,0 +1,227 @@
+"""Store conformance (every store) and the SQLite store's own failure modes."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+import counterpoint as cp
+from counterpoint.events import Event, EventKind
+from counterpoint.ids import NodeId, RunId
+from counterpoint.store import RunStore, SQLiteStore, open_store
+from counterpoint.store.sqlite import BLOB_THRESHOLD, MIGRATIONS
+
+RUN = RunId("r-test")
+
+
+def created(seq: int = 1, at: float = 1.0, graph: str = "g") -> Event:
+    return Event(EventKind.RUN_CREATED, at, data={"graph": graph, "source": {"file": "x.py"},
+                                                  "options": {}}, seq=seq)
+
+
+def node_event(seq: int, kind: EventKind = EventKind.NODE_READY, value: str | None = None,
+               data: dict[str, object] | None = None) -> Event:
+    return Event(kind, float(seq), NodeId(f"n{seq}"), 1, data, value, seq=seq)
+
+
+# ----------------------------------------------------------------- conformance
+def test_events_round_trip_in_order(store: RunStore) -> None:
+    store.append(RUN, created())
+    for seq in range(2, 50):
+        store.append(RUN, node_event(seq, data={"k": seq} if seq % 7 == 0 else None))
+    store.flush_sync()
+    events = store.events(RUN)
+    assert [e.seq for e in events] == list(range(1, 50))
+    assert events[0].kind is EventKind.RUN_CREATED
+    assert events[7].data == {"k": 8} or events[6].data == {"k": 7}
+    assert all(e.output is None for e in events)
+
+
+def test_values_survive_including_large_ones_stored_once(store: RunStore) -> None:
+    big = '"' + "x" * (BLOB_THRESHOLD * 4) + '"'
+    store.append(RUN, created())
+    store.append(RUN, node_event(2, EventKind.NODE_SUCCEEDED, value=big))
+    store.append(RUN, node_event(3, EventKind.NODE_SUCCEEDED, value=big))
+    store.append(RUN, node_event(4, EventKind.NODE_SUCCEEDED, value="42"))
+    store.flush_sync()
+    values = [e.value for e in store.events(RUN)]
+    assert values == [None, big, big, "42"]
+    if isinstance(store, SQLiteStore):
+        conn = sqlite3.connect(store.path)
+        assert conn.execute("SELECT COUNT(*) FROM blobs").fetchone()[0] == 1
+        stored = conn.execute("SELECT SUM(LENGTH(events)) FROM segments").fetchone()[0]
+        assert stored < len(big)  # the value is referenced, not copied
+        conn.close()
+
+
+def test_run_index_follows_the_log(store: RunStore) -> None:
+    store.append(RUN, created(at=1.0))
+    other = RunId("r-other")
+    store.append(other, created(at=2.0, graph="h"))
+    store.append(RUN, Event(EventKind.RUN_FINISHED, 3.0, data={"status": "succeeded"}, seq=2))
+    store.flush_sync()
+    assert [r.run_id for r in store.runs()] == [other, RUN]
+    record = store.run(RUN)
+    assert record.status == "succeeded" and record.graph == "g"
+    assert record.source == {"file": "x.py"}
+    assert store.run(other).status == "running"
+
+
+def test_unknown_run_is_a_clear_error(store: RunStore) -> None:
+    with pytest.raises(cp.RunNotFound, match="run r-missing not found"):
+        store.run(RunId("r-missing"))
+    with pytest.raises(cp.RunNotFound, match="r-missing"):
+        store.events(RunId("r-missing"))
+
+
+def test_flush_barrier_makes_appends_durable(store: RunStore) -> None:
+    async def scenario() -> None:
+        store.append(RUN, created())
+        for seq in range(2, 200):
+            store.append(RUN, node_event(seq))
+        await store.flush()
+        assert len(store.events(RUN)) == 199
+
+    asyncio.run(scenario())
+
+
+def test_estimates_fold_observed_durations(store: RunStore) -> None:
+    assert store.estimates() == {}
+    store.record_durations({"m:f": [1.0, 3.0]})
+    store.record_durations({"m:f": [2.0]})
+    assert store.estimates() == {"m:f": pytest.approx(2.0)}
+
+
+def test_cancel_requests_reach_watchers(store: RunStore) -> None:
+    store.append(RUN, created())
+    store.flush_sync()
+
+    async def scenario() -> None:
+        seen = asyncio.Event()
+        unwatch = store.watch_cancel(RUN, asyncio.get_running_loop(), seen.set)
+        store.request_cancel(RUN)
+        await asyncio.wait_for(seen.wait(), timeout=5)
+        unwatch()
+
+    asyncio.run(scenario())
+    assert RUN in store.cancel_requests()
+    with pytest.raises(cp.RunNotFound):
+        store.request_cancel(RunId("r-missing"))
+
+
+# ----------------------------------------------------------------- sqlite only
+def test_sqlite_estimates_persist_across_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    first = SQLiteStore(path)
+    first.record_durations({"m:f": [0.5]})
+    first.close()
+    second = SQLiteStore(path)
+    assert second.estimates() == {"m:f": pytest.approx(0.5)}
+    second.close()
+
+
+def test_sqlite_uses_wal_and_records_named_migrations(sqlite_store: SQLiteStore) -> None:
+    conn = sqlite3.connect(sqlite_store.path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    names = [r[0] for r in conn.execute("SELECT name FROM migrations ORDER BY rowid")]
+    assert names == [name for name, _ in MIGRATIONS]
+    conn.close()
+
+
+def test_sqlite_applies_new_migrations_in_order(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    SQLiteStore(path, migrations=MIGRATIONS[:1]).close()
+    SQLiteStore(path).close()
+    conn = sqlite3.connect(path)
+    assert [r[0] for r in conn.execute("SELECT name FROM migrations ORDER BY rowid")] == \
+        [name for name, _ in MIGRATIONS]
+    conn.close()
+
+
+def test_sqlite_newer_schema_is_refused_and_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    newer = (*MIGRATIONS, ("9999_from_the_future", "CREATE TABLE future (x INTEGER)"))
+    SQLiteStore(path, migrations=newer).close()
+    before = path.read_bytes()
+    with pytest.raises(cp.StoreTooNew, match=r"newer counterpoint .*9999_from_the_future"):
+        SQLiteStore(path)
+    assert path.read_bytes() == before
+
+
+def test_sqlite_corrupt_file_is_refused_and_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    path.write_bytes(b"this is not a database, it is a shopping list\n" * 100)
+    before = path.read_bytes()
+    with pytest.raises(cp.StoreCorrupt, match=str(path)):
+        SQLiteStore(path)
+    assert path.read_bytes() == before
+
+
+def test_sqlite_foreign_database_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE customers (id INTEGER)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(cp.StoreCorrupt, match="not a counterpoint database"):
+        SQLiteStore(path)
+
+
+def test_sqlite_locked_database_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    SQLiteStore(path).close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        started = time.monotonic()
+        with pytest.raises(cp.StoreLocked, match="locked by another process"):
+            SQLiteStore(path, busy_timeout=0.2)
+        assert time.monotonic() - started < 30  # bounded by the busy timeout, not forever
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    SQLiteStore(path).close()  # usable again once the lock is gone
+
+
+def test_open_store_honours_the_environment(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "elsewhere" / "x.db"
+    monkeypatch.setenv("COUNTERPOINT_DB", str(target))
+    store = open_store()
+    assert isinstance(store, SQLiteStore) and store.path == target
+    store.close()
+    assert target.exists()
+    assert isinstance(open_store("memory"), cp.MemoryStore)
+
+
+def test_sqlite_crash_leaves_a_prefix(tmp_path: Path) -> None:
+    """A writer killed mid-stream leaves each run's events as a gap-free prefix."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "runs.db"
+    script = f"""
+import os, signal, time
+from counterpoint.store import SQLiteStore
+from counterpoint.events import Event, EventKind
+store = SQLiteStore({str(path)!r})
+runs = [f"r{{i}}" for i in range(5)]
+for r in runs:
+    store.append(r, Event(EventKind.RUN_CREATED, 0.0, data={{"graph": "g"}}, seq=1))
+for seq in range(2, 100000):
+    for r in runs:
+        store.append(r, Event(EventKind.NODE_READY, 0.0, "n", seq=seq))
+    if seq == 30000:
+        os.kill(os.getpid(), signal.SIGKILL)
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
+    assert proc.returncode == -9
+    store = SQLiteStore(path)
+    for i in range(5):
+        seqs = [e.seq for e in store.events(RunId(f"r{i}"))]
+        assert seqs == list(range(1, len(seqs) + 1))
+    store.close()
