@@ -485,6 +485,8 @@ class Graph:
         if spec is None or isinstance(spec.fn, Graph):
             return Any
         produced = return_type(spec.fn)
+        if produced is Choose:
+            return Any  # the chosen value's type is not declared
         if spec.kind is NodeKind.MAP:
             return list[produced]  # type: ignore[valid-type]
         return produced

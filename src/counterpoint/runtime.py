@@ -137,6 +137,7 @@ class Execution:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._deadline: asyncio.TimerHandle | None = None
         self.owns_store = False
+        # awaiting an async step directly is exactly what InProcessBackend.call does
         self._inline_async = type(backend) is InProcessBackend
         """Whether the run opened its store itself (and closes it at the end)."""
 
@@ -253,7 +254,7 @@ class Execution:
             if spec.context_param:
                 kwargs[spec.context_param] = NodeContext(self, node_id, attempt)
             if spec.policy.timeout is None:
-                if spec.is_async and self._inline_async:
+                if spec.is_async and self._inline_async and spec.kind is NodeKind.TASK:
                     output = await spec.fn(**kwargs)  # type: ignore[operator]
                 else:
                     output = await self._call(spec, kwargs, attempt)
@@ -283,8 +284,6 @@ class Execution:
     async def _call(self, spec: NodeSpec, kwargs: dict[str, Any], attempt: int) -> Any:
         if isinstance(spec.fn, Graph):
             return await self._run_subgraph(spec.fn, spec.id, kwargs, attempt)
-        if spec.is_async and self._inline_async:
-            return await spec.fn(**kwargs)  # same as InProcessBackend.call, one frame less
         return await self.backend.call(spec.fn, kwargs, is_async=spec.is_async)
 
     def _arguments(self, spec: NodeSpec) -> dict[str, Any]:
@@ -441,6 +440,16 @@ class Execution:
         if task is not None and not task.done():
             self._cancelling[node] = reason
             task.cancel()
+            task.add_done_callback(lambda _: self._cancelled_before_start(node, reason))
+
+    def _cancelled_before_start(self, node: NodeId, reason: str) -> None:
+        """A task cancelled before its first step never runs its handler: record it here."""
+        ns = self.state.nodes[node]
+        if node in self._cancelling and ns.status is NodeStatus.RUNNING:
+            self._cancelling.pop(node)
+            self._tasks.pop(node, None)
+            self.emit(Event(EventKind.NODE_CANCELLED, time.time(), node, ns.attempt,
+                            data={"reason": reason}))
 
     def stop(self, reason: str) -> None:
         """Stop the run early: ``cancelled``, ``deadline`` or ``fail_fast``."""
@@ -648,7 +657,8 @@ def replay(state: RunState, events: list[Event], graph: Graph) -> None:
             elif isinstance(ns.spec.fn, Graph) or (ev.data or {}).get("via") == "fallback":
                 ev.output = codec.decode(ev.value)
             else:
-                ev.output = codec.decode(ev.value, return_type(ns.spec.fn))
+                declared = return_type(ns.spec.fn)
+                ev.output = codec.decode(ev.value, Any if declared is Choose else declared)
         elif kind is EventKind.PATCH_APPLIED:
             ev.output = patch_from_data(ev.data or {}, resolver)
         evolve(state, ev)

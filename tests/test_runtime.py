@@ -1,0 +1,464 @@
+"""The executor: readiness-driven dispatch, limits, failures, retries, edits, deadlines."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import counterpoint as cp
+from counterpoint.events import EventKind
+from counterpoint.state import NodeStatus, RunStatus
+
+
+def run(graph: cp.Graph, **kwargs: Any) -> cp.RunResult:
+    kwargs.setdefault("store", "memory")
+    return cp.run_sync(graph, **kwargs)
+
+
+async def const(value: Any = 1) -> Any:
+    return value
+
+
+async def add(a: int, b: int) -> int:
+    return a + b
+
+
+async def sleep_then(seconds: float, value: Any = None) -> Any:
+    await asyncio.sleep(seconds)
+    return value
+
+
+def test_outputs_flow_along_data_edges() -> None:
+    g = cp.Graph("sum")
+    a = g.add("a", const, value=2)
+    b = g.add("b", const, value=3)
+    g.add("c", add, a=a, b=b)
+    result = run(g)
+    assert result.ok and result.status is RunStatus.SUCCEEDED
+    assert result["c"] == 5
+    assert result.outputs == {"a": 2, "b": 3, "c": 5}
+    assert result.nodes["c"].status is NodeStatus.SUCCEEDED
+    assert result.output == {"c": 5}
+
+
+def test_sync_steps_run_in_worker_threads() -> None:
+    loop_thread = threading.get_ident()
+
+    def blocking() -> int:
+        return threading.get_ident()
+
+    g = cp.Graph("sync")
+    g.add("s", blocking)
+    result = run(g)
+    assert result["s"] != loop_thread
+
+
+def test_indexed_inputs_and_graph_inputs() -> None:
+    async def pair() -> dict[str, int]:
+        return {"x": 4, "y": 5}
+
+    g = cp.Graph("idx")
+    base = g.input("base")
+    p = g.add("p", pair)
+    g.add("s", add, a=p["x"], b=base)
+    result = run(g, inputs={"base": 10})
+    assert result["s"] == 14
+    with pytest.raises(cp.UserError, match=r"needs input\(s\) \['base'\]"):
+        run(g)
+
+
+def test_slow_branch_does_not_hold_back_an_unrelated_one() -> None:
+    order: list[str] = []
+
+    async def record(name: str, seconds: float = 0.0) -> str:
+        await asyncio.sleep(seconds)
+        order.append(name)
+        return name
+
+    g = cp.Graph("branches")
+    slow = g.add("slow", record, name="slow", seconds=0.3)
+    g.add("after_slow", record, name="after_slow", x=slow) if False else None
+    fast1 = g.add("fast1", record, name="fast1", seconds=0.01)
+    fast2 = g.add("fast2", record, name="fast2", seconds=0.01, after=[fast1])
+    g.add("fast3", record, name="fast3", after=[fast2])
+    g.add("end", record, name="end", after=[slow])
+    result = run(g)
+    assert result.ok
+    # the fast chain finished completely while the slow node was still running
+    assert order.index("fast3") < order.index("slow")
+
+
+def test_max_concurrency_is_never_exceeded() -> None:
+    running = 0
+    peak = 0
+
+    async def tracked(i: int) -> int:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.01)
+        running -= 1
+        return i
+
+    g = cp.Graph("limited")
+    for i in range(20):
+        g.add(f"n{i}", tracked, i=i)
+    result = run(g, options=cp.RunOptions(max_concurrency=3))
+    assert result.ok and peak == 3
+    assert result.metrics.peak_parallel_width == 3
+
+
+def test_named_resource_limits() -> None:
+    running = 0
+    peak = 0
+
+    async def llm_call(i: int) -> int:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.01)
+        running -= 1
+        return i
+
+    g = cp.Graph("resources")
+    for i in range(12):
+        g.add(f"llm{i}", llm_call, i=i, resources={"provider": 1})
+    result = run(g, options=cp.RunOptions(limits={"provider": 4}))
+    assert result.ok and peak == 4
+    with pytest.raises(cp.UserError, match=r"needs 5 of 'provider' but the run's limit is 4"):
+        g.add("greedy", llm_call, i=0, resources={"provider": 5})
+        run(g, options=cp.RunOptions(limits={"provider": 4}))
+
+
+def test_failure_blocks_dependents_and_independent_branches_finish() -> None:
+    async def broken() -> int:
+        raise ValueError("bad input row 7")
+
+    g = cp.Graph("isolation")
+    bad = g.add("bad", broken)
+    g.add("child", add, a=bad, b=1)
+    g.add("independent", sleep_then, seconds=0.05, value="done")
+    result = run(g)
+    assert result.status is RunStatus.FAILED
+    assert result.nodes["bad"].status is NodeStatus.FAILED
+    assert result.nodes["bad"].error is not None
+    assert result.nodes["bad"].error["message"] == "bad input row 7"
+    assert result.nodes["child"].status is NodeStatus.BLOCKED
+    assert result.nodes["child"].error == {"cause": "bad", "message": "bad input row 7"}
+    assert result["independent"] == "done"
+    assert result.metrics.failures == {"bad": "ValueError: bad input row 7"}
+    with pytest.raises(cp.NodeFailed, match=r"node 'bad' failed \(ValueError: bad input row 7\)"):
+        result.raise_for_status()
+
+
+def test_fail_fast_cancels_the_rest() -> None:
+    async def broken() -> int:
+        raise RuntimeError("stop")
+
+    g = cp.Graph("ff")
+    g.add("bad", broken)
+    g.add("long", sleep_then, seconds=5)
+    result = run(g, options=cp.RunOptions(fail_fast=True))
+    assert result.status is RunStatus.FAILED
+    assert result.nodes["long"].status is NodeStatus.CANCELLED
+    assert "fail_fast" in (result.nodes["long"].error or {})["reason"]
+
+
+def test_retries_with_backoff_then_success() -> None:
+    calls = 0
+
+    async def flaky() -> str:
+        nonlocal calls
+        calls += 1
+        if calls < 3:
+            raise ConnectionError("transient")
+        return "ok"
+
+    g = cp.Graph("retry")
+    g.add("f", flaky, policy=cp.Policy(retries=3, backoff=cp.Backoff(initial=0.01)))
+    result = run(g, store="memory")
+    assert result["f"] == "ok" and calls == 3
+    assert result.nodes["f"].attempts == 3
+    assert result.metrics.retries == 2
+
+
+def test_non_retryable_errors_are_not_retried() -> None:
+    calls = 0
+
+    async def fatal() -> str:
+        nonlocal calls
+        calls += 1
+        raise cp.NodeFailed("invalid API key", retryable=False)
+
+    g = cp.Graph("fatal")
+    g.add("f", fatal, retries=5)
+    result = run(g)
+    assert calls == 1 and result.status is RunStatus.FAILED
+
+
+def test_timeout_then_fallback() -> None:
+    async def slow(q: str) -> str:
+        await asyncio.sleep(5)
+        return "late"
+
+    def cached(q: str) -> str:
+        return f"cached:{q}"
+
+    g = cp.Graph("fallback")
+    g.add("f", slow, q="x", timeout=0.05, retries=1, fallback=cached,
+          policy=cp.Policy(backoff=cp.Backoff(initial=0.01)))
+    result = run(g)
+    assert result["f"] == "cached:x"
+    assert result.nodes["f"].attempts == 3  # two timed-out attempts, then the fallback
+
+
+def test_timeout_failure_names_node_and_limit() -> None:
+    g = cp.Graph("timeout")
+    g.add("f", sleep_then, seconds=5, timeout=0.05)
+    result = run(g)
+    error = result.nodes["f"].error or {}
+    assert error["type"] == "NodeTimeout"
+    assert "node 'f': attempt 1 exceeded its timeout of 0.05s" in error["message"]
+
+
+def test_deadline_returns_partial_result() -> None:
+    g = cp.Graph("deadline")
+    g.add("quick", const, value="kept")
+    g.add("slow", sleep_then, seconds=10)
+    g.add("after", const, after=["slow"])
+    result = run(g, options=cp.RunOptions(deadline=0.2))
+    assert result.status is RunStatus.TIMED_OUT
+    assert result["quick"] == "kept"
+    assert result.nodes["slow"].status is NodeStatus.CANCELLED
+    assert result.nodes["after"].status is NodeStatus.CANCELLED
+
+
+def test_conditional_branches_skip_the_unchosen() -> None:
+    async def route(n: int) -> cp.Choose:
+        return cp.Choose("small" if n < 10 else "large", value=n)
+
+    async def label(n: int, size: str) -> str:
+        return f"{size}:{n}"
+
+    async def pick_one(a: str | None, b: str | None) -> str:
+        return a or b or "none"
+
+    g = cp.Graph("branch")
+    r = g.add("route", route, n=3)
+    small = g.add("small", label, n=r, size="small")
+    large = g.add("large", label, n=r, size="large")
+    g.add("report", pick_one, a=small.or_none(), b=large.or_none())
+    result = run(g)
+    assert result.ok
+    assert result["route"] == 3
+    assert result.nodes["large"].status is NodeStatus.SKIPPED
+    assert result["report"] == "small:3"
+
+
+def test_choosing_an_unknown_successor_fails_clearly() -> None:
+    async def route() -> cp.Choose:
+        return cp.Choose("nowhere")
+
+    g = cp.Graph("bad-branch")
+    r = g.add("route", route)
+    g.add("x", const, after=[r])
+    result = run(g)
+    assert "chose ['nowhere'], which are not its successors" in \
+        (result.nodes["route"].error or {})["message"]
+
+
+def test_dynamic_fan_out_and_join() -> None:
+    async def split(text: str) -> list[str]:
+        return text.split()
+
+    async def shout(word: str) -> str:
+        return word.upper()
+
+    async def glue(parts: list[str]) -> str:
+        return " ".join(parts)
+
+    g = cp.Graph("fanout")
+    words = g.add("split", split, text="one two three four")
+    loud = g.map("shout", shout, over=words)
+    g.add("glue", glue, parts=loud)
+    result = run(g)
+    assert result["glue"] == "ONE TWO THREE FOUR"
+    assert [result[f"shout[{i}]"] for i in range(4)] == ["ONE", "TWO", "THREE", "FOUR"]
+
+
+def test_empty_fan_out_joins_to_an_empty_list() -> None:
+    async def nothing() -> list[int]:
+        return []
+
+    async def twice(x: int) -> int:
+        return 2 * x
+
+    g = cp.Graph("empty-map")
+    g.map("m", twice, over=g.add("n", nothing))
+    assert run(g)["m"] == []
+
+
+def test_subgraph_as_a_node(tmp_path: Path) -> None:
+    inner = cp.Graph("inner")
+    x = inner.input("x")
+    d = inner.add("double", add, a=x, b=x)
+    inner.output(d)
+
+    outer = cp.Graph("outer")
+    five = outer.add("five", const, value=5)
+    sub = outer.add("sub", inner, x=five)
+    outer.add("plus_one", add, a=sub, b=1)
+    store = cp.SQLiteStore(tmp_path / "runs.db")
+    result = cp.run_sync(outer, store=store)
+    assert result["plus_one"] == 11
+    child = store.run(cp.RunId(f"{result.run_id}/sub"))
+    assert child.status == "succeeded" and child.parent == result.run_id
+    store.close()
+
+
+def test_unserializable_output_fails_the_node_without_losing_the_log(tmp_path: Path) -> None:
+    async def handle() -> object:
+        return threading.Lock()
+
+    g = cp.Graph("unserializable")
+    g.add("ok", const, value=1)
+    g.add("bad", handle)
+    store = cp.SQLiteStore(tmp_path / "runs.db")
+    result = cp.run_sync(g, store=store)
+    error = result.nodes["bad"].error or {}
+    assert error["type"] == "OutputNotSerializable" and "cannot be stored as JSON" in \
+        error["message"]
+    kinds = [e.kind for e in store.events(result.run_id)]
+    assert kinds[0] is EventKind.RUN_CREATED and kinds[-1] is EventKind.RUN_FINISHED
+    store.close()
+
+
+def test_live_edit_from_a_running_node() -> None:
+    async def planner(ctx: cp.NodeContext) -> str:
+        edit = cp.Edit("found more work")
+        extra = edit.add("extra", const, value=41)
+        edit.add("use_extra", add, a=extra, b=1)
+        edit.cancel("obsolete")
+        version = ctx.apply(edit)
+        assert version == 1
+        return "planned"
+
+    g = cp.Graph("edits")
+    p = g.add("plan", planner)
+    g.add("obsolete", sleep_then, seconds=5, after=[p])
+    result = run(g)
+    assert result.ok
+    assert result["use_extra"] == 42
+    assert result.nodes["obsolete"].status is NodeStatus.CANCELLED
+
+
+def test_live_edit_from_outside_cancels_in_flight_and_replaces_pending() -> None:
+    async def scenario() -> cp.RunResult:
+        g = cp.Graph("outside")
+        gate = g.add("gate", sleep_then, seconds=0.1)
+        g.add("long", sleep_then, seconds=10)
+        g.add("later", const, value="old", after=[gate])
+        handle = await cp.start(g, store="memory")
+        await asyncio.sleep(0.02)
+        edit = cp.Edit("operator change")
+        edit.cancel("long")
+        edit.replace("later", const, value="new", after=["gate"])
+        handle.apply(edit)
+        with pytest.raises(cp.PatchError, match="'gate' is running; only nodes that have not"):
+            bad = cp.Edit()
+            bad.edge("later", "gate")
+            handle.apply(bad)
+        return await handle.result()
+
+    result = asyncio.run(scenario())
+    assert result.ok
+    assert result.nodes["long"].status is NodeStatus.CANCELLED
+    assert result["later"] == "new"
+
+
+def test_patch_applied_is_recorded(tmp_path: Path) -> None:
+    async def grow(ctx: cp.NodeContext) -> int:
+        edit = cp.Edit("grow")
+        edit.add("grown", const, value=7)
+        ctx.apply(edit)
+        return 0
+
+    g = cp.Graph("recorded")
+    g.add("grow", grow)
+    store = cp.SQLiteStore(tmp_path / "runs.db")
+    result = cp.run_sync(g, store=store)
+    patches = [e for e in store.events(result.run_id) if e.kind is EventKind.PATCH_APPLIED]
+    assert len(patches) == 1 and patches[0].data is not None
+    assert patches[0].data["version"] == 1
+    assert patches[0].data["add"][0]["id"] == "grown"
+    store.close()
+
+
+def test_handle_cancel_and_event_stream() -> None:
+    async def scenario() -> tuple[cp.RunResult, list[EventKind]]:
+        g = cp.Graph("cancel")
+        g.add("a", const)
+        g.add("b", sleep_then, seconds=10, after=["a"])
+        handle = await cp.start(g, store="memory")
+        kinds: list[EventKind] = []
+        async for event in handle.events():
+            kinds.append(event.kind)
+            if event.kind is EventKind.NODE_STARTED and event.node == "b":
+                handle.cancel()
+        return await handle.result(), kinds
+
+    result, kinds = asyncio.run(scenario())
+    assert result.status is RunStatus.CANCELLED
+    assert kinds[-1] is EventKind.RUN_FINISHED
+    assert result.nodes["b"].status is NodeStatus.CANCELLED
+
+
+def test_learned_estimates_steer_the_order(tmp_path: Path) -> None:
+    order: list[str] = []
+
+    async def quick(tag: str) -> str:
+        order.append(tag)
+        return tag
+
+    async def slow_head(tag: str) -> str:
+        order.append(tag)
+        await asyncio.sleep(0.05)
+        return tag
+
+    g = cp.Graph("learn")
+    g.add("quick", quick, tag="quick")
+    g.add("slow", slow_head, tag="slow")
+    store = cp.SQLiteStore(tmp_path / "runs.db")
+    opts = cp.RunOptions(max_concurrency=1)
+    cp.run_sync(g, store=store, options=opts)
+    estimates = {k.rpartition(".")[2]: v for k, v in store.estimates().items()}
+    assert estimates["slow_head"] > estimates["quick"]
+    order.clear()
+    cp.run_sync(g, store=store, options=opts)
+    assert order == ["slow", "quick"]  # the longer step is on the critical path: first
+    store.close()
+
+
+def test_metrics_are_consistent() -> None:
+    g = cp.Graph("metrics")
+    a = g.add("a", sleep_then, seconds=0.05, value=1)
+    g.add("b", sleep_then, seconds=0.05, value=2, after=[a])
+    g.add("c", sleep_then, seconds=0.05, value=3)
+    m = run(g).metrics
+    assert m.critical_path_nodes == ("a", "b")
+    assert m.makespan >= m.critical_path > 0
+    assert m.makespan_over_critical_path is not None and m.makespan_over_critical_path >= 1
+    assert m.peak_parallel_width == 2
+    assert set(m.nodes) == {"a", "b", "c"}
+    assert all(t.queue_wait is not None and t.queue_wait >= 0 for t in m.nodes.values())
+
+
+def test_invalid_options_are_user_errors() -> None:
+    with pytest.raises(cp.UserError, match="max_concurrency must be >= 1"):
+        cp.RunOptions(max_concurrency=0)
+    with pytest.raises(cp.UserError, match="deadline must be > 0"):
+        cp.RunOptions(deadline=-1)
