@@ -22,6 +22,7 @@ from rich.console import Console
 import counterpoint as cp
 from counterpoint.cli.live import Tally, render_live
 from counterpoint.cli.projection import project
+from counterpoint.metrics import compute
 from counterpoint.store import SQLiteStore
 
 RUN_ID = re.compile(r"r-\d{8}-\d{6}-[0-9a-f]+")
@@ -79,6 +80,22 @@ first = Graph("first")
 first.add("one", one)
 second = Graph("second")
 second.add("one", one)
+"""
+
+MANY = """
+from counterpoint import Graph
+
+graph = Graph("many")
+
+def items() -> list[int]:
+    return list(range(40))
+
+def check(i: int) -> int:
+    if i == 33:
+        raise ValueError(f"item {i} is bad")
+    return i
+
+graph.map("check", check, over=graph.add("items", items))
 """
 
 # `wait` blocks until the test creates the file `release`; every step appends its name to
@@ -165,6 +182,12 @@ def work(tmp_path: Path) -> Workdir:
     return Workdir(tmp_path)
 
 
+def _run_id(text: str) -> str:
+    found = RUN_ID.search(text)
+    assert found is not None, f"no run id in {text!r}"
+    return found.group(0)
+
+
 def _until(check: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -175,19 +198,32 @@ def _until(check: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def _running_run(work: Workdir) -> str:
+    """The id of the run of SLOW once `wait` runs and `runs` lists the run as running."""
+    _until(lambda: "wait" in work.executions(), "the slow step to start")
+
+    def listed() -> str | None:
+        listing = work.cli("runs")
+        return _run_id(listing.stdout) if "running" in listing.stdout else None
+
+    run_id: str = _until(listed, "the run to be listed as running")
+    return run_id
+
+
 @pytest.fixture
 def killed_run(work: Workdir) -> Iterator[str]:
     """The id of a run of SLOW whose process was SIGKILLed while `wait` ran."""
     work.write("slow.py", SLOW)
     proc = work.start("run", "slow.py", "--quiet")
     try:
-        _until(lambda: "wait" in work.executions(), "the slow step to start")
-        listing = _until(lambda: (lambda r: r.returncode == 0 and "running" in r.stdout and r)(
-            work.cli("runs")), "the run to be listed as running")
-        run_id = RUN_ID.search(listing.stdout).group(0)
-        _until(lambda: (lambda n: n["first"]["status"] == "succeeded"
-                        and n["wait"]["status"] == "running")(work.show(run_id)["nodes"]),
-               "first's success to be durable")
+        run_id = _running_run(work)
+
+        def first_is_durable() -> bool:
+            nodes = work.show(run_id)["nodes"]
+            return bool(nodes["first"]["status"] == "succeeded"
+                        and nodes["wait"]["status"] == "running")
+
+        _until(first_is_durable, "first's success to reach the log")
         proc.send_signal(signal.SIGKILL)
         assert proc.wait(timeout=30) == -signal.SIGKILL
         yield run_id
@@ -208,7 +244,7 @@ def test_run_success_prints_summary(work: Workdir) -> None:
     work.write("ok.py", OK)
     done = work.cli("run", "ok.py")
     assert done.returncode == 0, done.stderr
-    run_id = RUN_ID.search(done.stdout).group(0)
+    run_id = _run_id(done.stdout)
     assert "fetch succeeded" in done.stdout  # one plain line per node when piped
     assert "total succeeded" in done.stdout
     for label in ("makespan", "critical path", "makespan / critical path", "parallel width",
@@ -224,6 +260,40 @@ def test_run_failure_exits_1_with_cause(work: Workdir) -> None:
     assert done.returncode == 1, done.stderr
     assert "explode failed: ValueError: cannot explode 1" in done.stdout
     assert "node 'after' blocked: upstream 'explode' failed: cannot explode 1" in done.stdout
+
+
+def test_run_summary_caps_rows_but_keeps_failures(work: Workdir) -> None:
+    work.write("many.py", MANY)
+    done = work.cli("run", "many.py")
+    assert done.returncode == 1
+    summary = done.stdout[done.stdout.index("node  "):]
+    assert "check[33]  failed" in summary
+    assert "check      blocked" in summary
+    assert "... and 12 more nodes" in summary  # 42 nodes: 40 spawned, the join, items
+    assert "check[33] failed: ValueError: item 33 is bad" in summary
+
+
+def test_run_options(work: Workdir) -> None:
+    work.write("ok.py", OK)
+    done = work.cli("run", "ok.py", "--max-concurrency", "2", "--limit", "openai=3",
+                    "--fail-fast", "--json")
+    assert done.returncode == 0, done.stderr
+    store = SQLiteStore(work.db)
+    try:
+        options = store.run(json.loads(done.stdout)["run_id"]).options
+    finally:
+        store.close()
+    assert options["max_concurrency"] == 2
+    assert options["limits"] == {"openai": 3}
+    assert options["fail_fast"] is True
+
+
+def test_run_deadline(work: Workdir) -> None:
+    work.write("slow.py", SLOW)
+    done = work.cli("run", "slow.py", "--deadline", "0.3")
+    assert done.returncode == 1
+    assert "timed_out" in done.stdout
+    assert "deadline passed" in done.stdout
 
 
 def test_run_json_with_inputs_and_function_target(work: Workdir) -> None:
@@ -244,9 +314,11 @@ def test_text_input_and_quiet(work: Workdir) -> None:
     work.write("scaled.py", SCALED)
     done = work.cli("run", "scaled.py:build", "--input", "n=oops", "--input", "factor=2",
                     "--quiet")
-    assert done.returncode == 1  # "oops" is passed as text; "oops" * 2 is not an int
+    assert done.returncode == 0, done.stderr
     assert "scale succeeded" not in done.stdout  # no progress lines with --quiet
-    assert "failures" in done.stdout
+    assert "makespan" in done.stdout
+    run_id = _run_id(done.stdout)
+    assert work.show(run_id)["outputs"] == {"scale": "oopsoops"}  # not JSON: passed as text
 
 
 def test_run_module_target(work: Workdir) -> None:
@@ -395,10 +467,7 @@ def test_cancel_a_live_run(work: Workdir) -> None:
     work.write("slow.py", SLOW)
     proc = work.start("run", "slow.py", "--quiet")
     try:
-        _until(lambda: "wait" in work.executions(), "the slow step to start")
-        listing = _until(lambda: (lambda r: "running" in r.stdout and r)(work.cli("runs")),
-                         "the run to be listed as running")
-        run_id = RUN_ID.search(listing.stdout).group(0)
+        run_id = _running_run(work)
         done = work.cli("cancel", run_id, "--wait", "30")
         assert done.returncode == 0, done.stdout + done.stderr
         assert f"run {run_id} cancelled" in done.stdout
@@ -475,16 +544,18 @@ def _flaky_factory() -> Callable[[], list[int]]:
     return items
 
 
-def _extra(total: list[int]) -> int:
+def _extra(total: Any) -> int:  # Any: the core types a map's join as its step's item type
     return sum(total)
 
 
 def _grow(ctx: cp.NodeContext, values: list[int]) -> int:
-    ctx.apply(cp.Edit("add a node").add("extra", _extra, total=cp.ref("double")))
+    edit = cp.Edit("add a node")
+    edit.add("extra", _extra, total=cp.ref("double"))
+    ctx.apply(edit)
     return len(values)
 
 
-def _projected_run(path: Path) -> tuple[cp.RunResult, list[cp.Event]]:
+def _projected_run(path: Path) -> tuple[cp.Graph, cp.RunResult, list[cp.Event]]:
     graph = cp.Graph("shapes")
     items = graph.add("items", _flaky_factory(), retries=2)
     doubled = graph.map("double", _double, over=items)
@@ -492,13 +563,13 @@ def _projected_run(path: Path) -> tuple[cp.RunResult, list[cp.Event]]:
     store = SQLiteStore(path)
     try:
         result = cp.run_sync(graph, store=store)
-        return result, store.events(result.run_id)
+        return graph, result, store.events(result.run_id)
     finally:
         store.close()
 
 
 def test_projection_matches_the_run(tmp_path: Path) -> None:
-    result, events = _projected_run(tmp_path / "runs.db")
+    _, result, events = _projected_run(tmp_path / "runs.db")
     assert result.ok
     projection = project(result.run_id, events)
     state = projection.state
@@ -519,22 +590,22 @@ def test_projection_matches_the_run(tmp_path: Path) -> None:
 
 
 def test_projection_uses_recorded_deps_for_the_critical_path(tmp_path: Path) -> None:
-    result, events = _projected_run(tmp_path / "runs.db")
+    graph, result, events = _projected_run(tmp_path / "runs.db")
     created = events[0]
     assert created.data is not None
-    created.data.setdefault("deps", {k: list(v.spec.deps) for k, v in result.state.nodes.items()
-                                     if not k.startswith("double[") and k != "extra"})
+    # what run_created would carry if the runtime recorded the static nodes' dependencies
+    created.data.setdefault("deps", {k: list(v.deps) for k, v in graph.nodes.items()})
     projection = project(result.run_id, events)
     assert projection.deps_known
     live = result.metrics
-    seen = cp.metrics.compute(projection.state, projection.state.finished_at or 0.0)
+    seen = compute(projection.state, projection.state.finished_at or 0.0)
     assert seen.critical_path_nodes == live.critical_path_nodes
     assert seen.critical_path == pytest.approx(live.critical_path)
     assert seen.makespan == pytest.approx(live.makespan)
 
 
 def test_live_view_renders_a_run(tmp_path: Path) -> None:
-    result, _ = _projected_run(tmp_path / "runs.db")
+    _, result, _ = _projected_run(tmp_path / "runs.db")
     tally = Tally()
     tally.sync(result.state)
     console = Console(force_terminal=True, width=100, record=True, markup=False)

@@ -111,6 +111,8 @@ class NodeSpec:
     """``module:qualname`` of the step, used for duration estimates and to re-import on resume."""
     where: str = ""
     """``file:line`` where the node was added, for error messages."""
+    estimate: float | None = None
+    """Expected duration in seconds; overrides the estimate learned for the step."""
     deps: tuple[NodeId, ...] = ()
     """All dependencies, data and ordering, in a stable order (derived)."""
 
@@ -250,19 +252,24 @@ class Graph:
         timeout: float | None = None,
         fallback: Callable[..., Any] | None = None,
         resources: Mapping[str, int] | None = None,
+        estimate: float | None = None,
         inputs: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> NodeRef:
         """Add a node that calls ``fn`` (a function or a sub-:class:`Graph`) with ``inputs``.
 
         Inputs may be given as keyword arguments or, when a parameter name
-        collides with an option here, through ``inputs={...}``. Returns a
-        reference to the node's output.
+        collides with an option here, through ``inputs={...}``. ``estimate``
+        (seconds) tells the scheduler how long the node should take, where the
+        duration learned for its step would be wrong. Returns a reference to
+        the node's output.
         """
         where = _caller_location(1)
         merged = {**(inputs or {}), **kwargs}
         spec = self._build_spec(id, fn, merged, after, policy,
                                 (retries, timeout, fallback, resources), where)
+        if estimate is not None:
+            spec = replace(spec, estimate=_check_estimate(estimate, where, self.name, id))
         self._insert(spec)
         return NodeRef(spec.id, owner=id_of(self))
 
@@ -280,6 +287,7 @@ class Graph:
         timeout: float | None = None,
         fallback: Callable[..., Any] | None = None,
         resources: Mapping[str, int] | None = None,
+        estimate: float | None = None,
         inputs: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> NodeRef:
@@ -308,6 +316,8 @@ class Graph:
         spec = self._build_spec(id, fn, merged, after, policy,
                                 (retries, timeout, fallback, resources), where,
                                 map_over=over, map_param=param)
+        if estimate is not None:
+            spec = replace(spec, estimate=_check_estimate(estimate, where, self.name, id))
         self._insert(spec)
         return NodeRef(spec.id, owner=id_of(self))
 
@@ -535,6 +545,8 @@ class Topology:
 
     order: tuple[NodeId, ...]
     dependents: Mapping[NodeId, tuple[NodeId, ...]]
+    cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """Derived data reused by every run of the graph (initial run states)."""
 
     @staticmethod
     def build(specs: Iterable[NodeSpec], graph: str) -> Topology:
@@ -589,6 +601,13 @@ def find_cycle(deps: Mapping[NodeId, Iterable[NodeId]]) -> list[NodeId]:
                 path.append(nxt)
                 stack.append((nxt, iter(deps.get(nxt, ()))))
     return []
+
+
+def _check_estimate(estimate: float, where: str, graph: str, node: str) -> float:
+    if not estimate >= 0:
+        raise GraphError(f"{where}: graph {graph!r}, node {node!r}: estimate must be a "
+                         f"duration >= 0 seconds, got {estimate!r}")
+    return float(estimate)
 
 
 def id_of(graph: Graph) -> int:

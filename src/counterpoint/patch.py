@@ -69,11 +69,12 @@ class Edit:
             after: Iterable[NodeRef | str] = (), policy: Policy | None = None,
             retries: int | None = None, timeout: float | None = None,
             fallback: Callable[..., Any] | None = None,
-            resources: Mapping[str, int] | None = None,
+            resources: Mapping[str, int] | None = None, estimate: float | None = None,
             inputs: Mapping[str, Any] | None = None, **kwargs: Any) -> NodeRef:
         """Add a node, exactly like :meth:`Graph.add`. Returns a reference to its output."""
         options = dict(after=tuple(after), policy=policy, retries=retries, timeout=timeout,
-                       fallback=fallback, resources=resources, inputs={**(inputs or {}), **kwargs})
+                       fallback=fallback, resources=resources, estimate=estimate,
+                       inputs={**(inputs or {}), **kwargs})
         self._ops.append(_AddOp(id, fn, options, replace=False, where=_caller_location(1)))
         return NodeRef(NodeId(id))
 
@@ -81,11 +82,12 @@ class Edit:
                 after: Iterable[NodeRef | str] = (), policy: Policy | None = None,
                 retries: int | None = None, timeout: float | None = None,
                 fallback: Callable[..., Any] | None = None,
-                resources: Mapping[str, int] | None = None,
+                resources: Mapping[str, int] | None = None, estimate: float | None = None,
                 inputs: Mapping[str, Any] | None = None, **kwargs: Any) -> NodeRef:
         """Rewrite a node that has not started: new step, inputs and policy, same id."""
         options = dict(after=tuple(after), policy=policy, retries=retries, timeout=timeout,
-                       fallback=fallback, resources=resources, inputs={**(inputs or {}), **kwargs})
+                       fallback=fallback, resources=resources, estimate=estimate,
+                       inputs={**(inputs or {}), **kwargs})
         self._ops.append(_AddOp(id, fn, options, replace=True, where=_caller_location(1)))
         return NodeRef(NodeId(id))
 
@@ -113,7 +115,7 @@ class Edit:
                 scratch.add(op.id, op.fn, after=opts["after"], policy=opts["policy"],
                             retries=opts["retries"], timeout=opts["timeout"],
                             fallback=opts["fallback"], resources=opts["resources"],
-                            inputs=opts["inputs"])
+                            estimate=opts["estimate"], inputs=opts["inputs"])
             except GraphError as exc:
                 raise PatchError(f"{op.where}: edit rejected: {exc}") from exc
             spec = replace(scratch.nodes[NodeId(op.id)], where=op.where)
@@ -159,7 +161,7 @@ def spec_to_data(spec: NodeSpec) -> dict[str, Any]:
     data: dict[str, Any] = {
         "id": spec.id, "step": spec.step_key, "kind": spec.kind.value,
         "inputs": {k: _input_to_data(spec.id, k, v) for k, v in spec.inputs.items()},
-        "after": list(spec.after), "where": spec.where,
+        "after": list(spec.after), "where": spec.where, "estimate": spec.estimate,
         "policy": {"retries": policy.retries, "timeout": policy.timeout,
                    "resources": dict(policy.resources),
                    "fallback": step_key(policy.fallback) if policy.fallback else None},
@@ -189,6 +191,8 @@ def spec_from_data(data: Mapping[str, Any], resolve: Resolver) -> NodeSpec:
                                (None, None, None, None), str(data.get("where", "")),
                                map_over=map_over if isinstance(map_over, NodeRef) else None,
                                map_param=data.get("map_param"))
+    if data.get("estimate") is not None:
+        spec = replace(spec, estimate=float(data["estimate"]))
     return spec
 
 

@@ -131,7 +131,7 @@ class Execution:
         self._subscribers: list[asyncio.Queue[Event | None]] = []
         self._pending: deque[Event] = deque()
         self._emitting = False
-        self._rng = random.Random(options.seed)
+        self._rng: random.Random | None = None
         self._slots = options.max_concurrency or 1 << 30
         self._done: asyncio.Future[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -341,6 +341,8 @@ class Execution:
             retryable = isinstance(exc, policy.retry_on) and getattr(exc, "retryable", True)
         failures = ns.failures + 1
         if retryable and failures < policy.attempts and self.state.stop_reason is None:
+            if self._rng is None:
+                self._rng = random.Random(self.options.seed)
             delay = policy.backoff.delay(failures, self._rng)
             hint = getattr(exc, "retry_after", None) or getattr(exc, "after", None)
             if isinstance(hint, int | float):
@@ -585,14 +587,13 @@ def _prepare(graph: Graph, inputs: Mapping[str, Any], options: RunOptions,
     owns = not isinstance(store, RunStore)
     the_store = store if isinstance(store, RunStore) else open_store(store)
     rid = RunId(run_id) if run_id else new_run_id()
-    specs = [graph.nodes[n] for n in topology.order]
-    state = RunState.new(rid, graph.name, specs, estimates=the_store.estimates(),
-                         limits=options.limits)
+    state = RunState.fresh(rid, graph.name, topology, graph.nodes,
+                           estimates=the_store.estimates(), limits=options.limits)
     execution = Execution(graph, state, the_store, options,
                           backend=backend or InProcessBackend(), inputs=inputs, parent=parent)
     execution.owns_store = owns
     data: dict[str, Any] = {"graph": graph.name, "source": source_record(graph, source_attr),
-                            "options": options.as_data(), "nodes": len(specs)}
+                            "options": options.as_data(), "nodes": len(state.nodes)}
     if inputs:
         data["inputs"] = {k: codec.encode(v) for k, v in inputs.items()}
     if parent is not None:

@@ -23,7 +23,7 @@ from typing import Any
 
 from .errors import PatchError
 from .events import Event, EventKind
-from .graph import NodeKind, NodeRef, NodeSpec, find_cycle
+from .graph import NodeKind, NodeRef, NodeSpec, Topology, find_cycle
 from .ids import NodeId, RunId
 from .patch import Patch
 
@@ -137,6 +137,24 @@ class RunState:
         compute_ranks(state)
         return state
 
+    @classmethod
+    def fresh(cls, run_id: RunId, graph: str, topology: Topology, specs: Mapping[NodeId, NodeSpec],
+              *, estimates: Mapping[str, float], limits: Mapping[str, int]) -> RunState:
+        """Like :meth:`new` for a validated graph, reusing the ranks and wiring computed
+        for an earlier run of the same graph under the same estimates."""
+        cached = topology.cache.get("template")
+        if cached is None or cached[0] is not estimates:
+            model = cls.new(run_id, graph, [specs[n] for n in topology.order],
+                            estimates=estimates, limits=limits)
+            rows = [(ns.spec, ns.unmet, ns.rank, tuple(ns.dependents))
+                    for ns in model.nodes.values()]
+            topology.cache["template"] = cached = (estimates, rows)
+        nodes = {spec.id: NodeState(spec=spec, order=i, unmet=unmet, rank=rank,
+                                    dependents=list(dependents))
+                 for i, (spec, unmet, rank, dependents) in enumerate(cached[1])}
+        return cls(run_id=run_id, graph=graph, nodes=nodes, estimates=estimates,
+                   limits=limits, open=len(nodes))
+
     def node(self, node: NodeId) -> NodeState:
         return self.nodes[node]
 
@@ -175,7 +193,9 @@ def compute_ranks(state: RunState) -> None:
             rank = nodes[nxt].rank
             if rank > best:
                 best = rank
-        ns.rank = estimates.get(ns.spec.step_key, DEFAULT_ESTIMATE) + best
+        own = ns.spec.estimate
+        ns.rank = (own if own is not None else estimates.get(ns.spec.step_key,
+                                                               DEFAULT_ESTIMATE)) + best
     state.ready = [(-ns.rank, ns.order, ns.spec.id) for ns in nodes.values()
                    if ns.status is NodeStatus.READY]
     heapq.heapify(state.ready)

@@ -110,7 +110,7 @@ def summary(report: Report, *, inspect: str | None) -> RenderableType:
     failures = failure_lines(report.state)
     if failures:
         parts.append(Text())
-        parts.append(Text("failures", style="bold red"))
+        parts.append(Text("did not succeed", style="bold red"))
         parts.extend(failures)
     parts.append(Text())
     parts.append(metrics_table(report.metrics, deps_known=report.deps_known))

@@ -97,12 +97,29 @@ class RunStore(abc.ABC):
         """Flush and release resources. Idempotent."""
 
 
+ESTIMATE_DRIFT = 0.05
+"""Relative change of a step's mean duration that makes stores publish new estimates.
+
+Ranks are insensitive to small changes, and keeping the estimates object stable
+lets every run of a graph reuse the ranks computed for the first one."""
+
+
 def fold_estimates(current: dict[str, tuple[int, float]],
-                   samples: Mapping[str, Sequence[float]]) -> None:
-    """Update ``step -> (count, mean)`` with new samples (running mean)."""
+                   samples: Mapping[str, Sequence[float]],
+                   published: Mapping[str, float] | None = None) -> bool:
+    """Update ``step -> (count, mean)`` with new samples (running mean).
+
+    Returns whether a mean moved by more than :data:`ESTIMATE_DRIFT` from its
+    ``published`` value (or is new), i.e. whether estimates should be republished.
+    """
+    drifted = published is None
     for key, values in samples.items():
         count, mean = current.get(key, (0, 0.0))
         for v in values:
             count += 1
             mean += (v - mean) / count
         current[key] = (count, mean)
+        if not drifted:
+            old = published.get(key)  # type: ignore[union-attr]
+            drifted = old is None or abs(mean - old) > ESTIMATE_DRIFT * max(old, 1e-6)
+    return drifted

@@ -94,8 +94,8 @@ class MemoryStore(RunStore):
 
     def record_durations(self, samples: Mapping[str, Sequence[float]]) -> None:
         with self._lock:
-            fold_estimates(self._stats, samples)
-            self._estimates = None
+            if fold_estimates(self._stats, samples, self._estimates):
+                self._estimates = None
 
     def request_cancel(self, run_id: RunId) -> None:
         self.run(run_id)

@@ -80,6 +80,7 @@ class SQLiteStore(RunStore):
             for row in self._reader.execute("SELECT step, count, mean FROM step_stats")}
         self._estimates: dict[str, float] | None = None
         self._known_blobs: set[str] = set()
+        self._dirty_stats: set[str] = set()
         self._queue: deque[tuple[Any, ...]] = deque()
         self._waiters: deque[_Waiter] = deque()
         self._appended = 0
@@ -201,11 +202,9 @@ class SQLiteStore(RunStore):
             raise StoreError(f"store {self.path}: writing failed: {self._failure}")
 
     def record_durations(self, samples: Mapping[str, Sequence[float]]) -> None:
-        fold_estimates(self._stats, samples)
-        self._estimates = None
-        rows = [(k, *self._stats[k]) for k in samples]
-        self._queue.append(("stats", rows))
-        self._wake.set()
+        if fold_estimates(self._stats, samples, self._estimates):
+            self._estimates = None
+        self._dirty_stats.update(samples)  # written with the next commit
 
     def _write_loop(self) -> None:
         conn = self._connect()
@@ -218,6 +217,9 @@ class SQLiteStore(RunStore):
                 queue = self._queue
                 while queue:
                     batch.append(queue.popleft())
+                if self._dirty_stats:
+                    dirty, self._dirty_stats = self._dirty_stats, set()
+                    batch.append(("stats", [(k, *self._stats[k]) for k in dirty]))
                 if batch:
                     self._commit(conn, batch)
                 self._release_waiters()
@@ -299,13 +301,17 @@ class SQLiteStore(RunStore):
     def _release_waiters(self) -> None:
         committed = self._committed
         keep: list[_Waiter] = []
+        ready: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
         while self._waiters:
             waiter = self._waiters.popleft()
             if waiter[2] <= committed:
-                waiter[0].call_soon_threadsafe(_resolve, waiter[1])
+                ready.setdefault(waiter[0], []).append(waiter[1])
             else:
                 keep.append(waiter)
         self._waiters.extend(keep)
+        for loop, futures in ready.items():  # one wake-up per loop, not one per waiter
+            with contextlib.suppress(RuntimeError):  # that loop has closed
+                loop.call_soon_threadsafe(_resolve_all, futures)
 
     # ------------------------------------------------------------------ cancel
     def request_cancel(self, run_id: RunId) -> None:
@@ -397,9 +403,10 @@ def _record(row: tuple[Any, ...]) -> RunRecord:
                      options=json.loads(row[7] or "{}"), owner_pid=row[8], owner_host=row[9])
 
 
-def _resolve(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
+def _resolve_all(futures: list[asyncio.Future[None]]) -> None:
+    for fut in futures:
+        if not fut.done():
+            fut.set_result(None)
 
 
 def _fail(fut: asyncio.Future[None], exc: BaseException) -> None:
