@@ -573,7 +573,7 @@ def test_projection_matches_the_run(tmp_path: Path) -> None:
     assert result.ok
     projection = project(result.run_id, events)
     state = projection.state
-    assert not projection.deps_known
+    assert projection.deps_known  # the runtime records the static nodes' dependencies
     assert state.status is cp.RunStatus.SUCCEEDED
     assert state.graph == "shapes"
     assert set(state.nodes) == set(result.state.nodes)  # incl. map children and the edit
@@ -593,8 +593,7 @@ def test_projection_uses_recorded_deps_for_the_critical_path(tmp_path: Path) -> 
     graph, result, events = _projected_run(tmp_path / "runs.db")
     created = events[0]
     assert created.data is not None
-    # what run_created would carry if the runtime recorded the static nodes' dependencies
-    created.data.setdefault("deps", {k: list(v.deps) for k, v in graph.nodes.items()})
+    assert created.data["deps"] == {k: list(v.deps) for k, v in graph.nodes.items()}
     projection = project(result.run_id, events)
     assert projection.deps_known
     live = result.metrics

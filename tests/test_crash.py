@@ -93,7 +93,7 @@ def test_sigkill_at_random_moments_then_resume(tmp_path: Path,
         killed_at = time.time()
         logged = _logged_successes(db, run_id)
         before = Counter(node for node, _ in _executions(side))
-        if not db.exists() or not logged and not before:
+        if not db.exists() or (not logged and not before):
             killed_before_create += 1
         elif len(logged) < len(reference["outputs"]):  # type: ignore[arg-type]
             mid_run += 1

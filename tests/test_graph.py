@@ -44,7 +44,8 @@ def test_add_returns_refs_and_wires_data_edges() -> None:
 def test_duplicate_id_names_both_places() -> None:
     g = cp.Graph("g")
     g.add("a", fetch, city="x")
-    with pytest.raises(cp.GraphError, match=r"node 'a': duplicate node id \(first added at .*test_graph.py:\d+\)"):
+    with pytest.raises(cp.GraphError,
+                       match=r"node 'a': duplicate node id \(first added at .*test_graph.py:\d+\)"):
         g.add("a", fetch, city="y")
 
 
@@ -68,7 +69,7 @@ def test_cycle_through_ordering_edges() -> None:
     g = cp.Graph("g")
     g.add("a", fetch, city="x", after=["b"])
     g.add("b", fetch, city="y", after=["a"])
-    with pytest.raises(cp.GraphError, match="cycle: . -> . -> ."):
+    with pytest.raises(cp.GraphError, match=r"cycle: . -> . -> ."):
         g.validate()
 
 
@@ -103,7 +104,8 @@ def test_compatible_and_unannotated_types_pass() -> None:
 def test_map_checks_item_type() -> None:
     g = cp.Graph("g")
     w = g.add("w", words)
-    with pytest.raises(cp.GraphError, match=r"mapped parameter 'n' expects int but items of node 'w' are str"):
+    with pytest.raises(cp.GraphError,
+                       match=r"mapped parameter 'n' expects int but items of node 'w' are str"):
         g.map("m", double, over=w)
     n = g.add("n", numbers)
     g.map("ok", double, over=n)

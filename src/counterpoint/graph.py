@@ -497,7 +497,7 @@ class Graph:
         produced = return_type(spec.fn)
         if produced is Choose:
             return Any  # the chosen value's type is not declared
-        if spec.kind is NodeKind.MAP:
+        if spec.kind is NodeKind.MAP or spec.kind is NodeKind.JOIN:
             return list[produced]  # type: ignore[valid-type]
         return produced
 

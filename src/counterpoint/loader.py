@@ -82,10 +82,17 @@ def _graph_names(module: ModuleType) -> str:
     return ", ".join(k for k, v in vars(module).items() if isinstance(v, Graph))
 
 
+def split_target(target: str) -> tuple[str, str | None]:
+    """``FILE.py[:ATTR]`` or ``package.module[:ATTR]`` -> (path or module, attr or None)."""
+    if re.match(r"^[A-Za-z]:\\", target):  # a Windows drive letter is not an attribute
+        return target, None
+    path, _, attr = target.partition(":")
+    return path, attr or None
+
+
 def load_target(target: str) -> Graph:
     """Load ``FILE.py[:ATTR]`` or ``package.module[:ATTR]``."""
-    path, _, attr = target.partition(":") if not re.match(r"^[A-Za-z]:\\", target) \
-        else (target, "", "")
+    path, attr = split_target(target)
     if path.endswith(".py") or "/" in path or Path(path).is_file():
         return find_graph(load_file(path), attr or None, where=path)
     try:

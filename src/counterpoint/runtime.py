@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import socket
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Coroutine, Mapping
@@ -41,7 +42,7 @@ from .loader import load_recorded, make_resolver, source_record
 from .patch import Edit, Patch, patch_from_data, patch_to_data
 from .results import RunResult
 from .state import NodeStatus, RunState, RunStatus, check_patch, evolve, pick, react
-from .store import RunStore, open_store
+from .store import RunRecord, RunStore, open_store
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -241,6 +242,10 @@ class Execution:
                 task.cancel()
             if leftover:
                 await asyncio.gather(*leftover, return_exceptions=True)
+        return self.result()
+
+    def result(self) -> RunResult:
+        """The run's result as the state stands now."""
         return RunResult(run_id=self.run_id, graph=self.graph.name, status=self.state.status,
                          state=self.state, output_ref=self.graph.output_ref)
 
@@ -557,8 +562,10 @@ def run_sync(graph: Graph, **kwargs: Any) -> RunResult:
     return asyncio.run(run(graph, **kwargs))
 
 
-async def _execute(execution: Execution, first: Event) -> RunResult:
+async def _execute(execution: Execution, first: Event | None) -> RunResult:
     try:
+        if first is None:  # nothing to do: the run had already finished
+            return execution.result()
         return await execution.execute(first)
     finally:
         if execution.owns_store:
@@ -592,8 +599,12 @@ def _prepare(graph: Graph, inputs: Mapping[str, Any], options: RunOptions,
     execution = Execution(graph, state, the_store, options,
                           backend=backend or InProcessBackend(), inputs=inputs, parent=parent)
     execution.owns_store = owns
+    deps = topology.cache.get("deps")
+    if deps is None:  # recorded so the log alone shows the graph's shape (counterpoint show)
+        deps = topology.cache["deps"] = {n: list(graph.nodes[n].deps) for n in topology.order}
     data: dict[str, Any] = {"graph": graph.name, "source": source_record(graph, source_attr),
-                            "options": options.as_data(), "nodes": len(state.nodes)}
+                            "options": options.as_data(), "nodes": len(state.nodes),
+                            "deps": deps}
     if inputs:
         data["inputs"] = {k: codec.encode(v) for k, v in inputs.items()}
     if parent is not None:
@@ -608,42 +619,51 @@ async def resume(run_id: str, *, store: RunStore | str | None = None,
 
     Nodes whose success reached the log are not run again; nodes that were in
     flight run again. The graph is rebuilt from where the log says it was
-    defined, unless ``graph`` is given.
+    defined, unless ``graph`` is given. A finished run is returned as it is.
     """
+    handle = await start_resume(run_id, store=store, graph=graph, options=options,
+                                backend=backend)
+    return await handle.result()
+
+
+async def start_resume(run_id: str, *, store: RunStore | str | None = None,
+                       graph: Graph | None = None, options: RunOptions | None = None,
+                       backend: Backend | None = None) -> RunHandle:
+    """:func:`resume` in the background: returns a handle to follow the resumed run."""
     owns = not isinstance(store, RunStore)
     the_store = store if isinstance(store, RunStore) else open_store(store)
     try:
-        rid = RunId(run_id)
-        record = the_store.run(rid)
-        if record.status == RunStatus.RUNNING and record.owner_pid not in (None, os.getpid()) \
-                and _alive(record.owner_pid):
-            raise UserError(f"run {rid} is still running in process {record.owner_pid}; "
-                            "cancel it first or wait for it")
-        the_graph = graph or load_recorded(record.source, rid)
-        events = the_store.events(rid)
-        recorded = RunOptions.from_data(record.options)
-        opts = options or recorded
-        created = events[0].data or {}
-        inputs = {k: codec.decode(v) for k, v in (created.get("inputs") or {}).items()}
-        topology = the_graph.validate()
-        state = RunState.new(rid, the_graph.name,
-                             [the_graph.nodes[n] for n in topology.order],
-                             estimates=the_store.estimates(), limits=opts.limits)
-        replay(state, events, the_graph)
-        execution = Execution(the_graph, state, the_store, opts,
-                              backend=backend or InProcessBackend(), inputs=inputs,
-                              seq=events[-1].seq, parent=record.parent)
-        execution.owns_store = False
-        if state.status.terminal:
-            return RunResult(run_id=rid, graph=the_graph.name, status=state.status,
-                             state=state, output_ref=the_graph.output_ref)
-        result = await execution.execute(Event(EventKind.RUN_RESUMED, time.time(),
-                                               data={"pid": os.getpid()}))
-        await the_store.flush()
-        return result
-    finally:
+        execution = _prepare_resume(RunId(run_id), the_store, graph, options, backend)
+    except BaseException:
         if owns:
             the_store.close()
+        raise
+    execution.owns_store = owns
+    first = None if execution.state.status.terminal else \
+        Event(EventKind.RUN_RESUMED, time.time(), data={"pid": os.getpid()})
+    task = asyncio.get_running_loop().create_task(_execute(execution, first))
+    await asyncio.sleep(0)
+    return RunHandle(execution, task)
+
+
+def _prepare_resume(rid: RunId, store: RunStore, graph: Graph | None,
+                    options: RunOptions | None, backend: Backend | None) -> Execution:
+    record = store.run(rid)
+    if record.status == RunStatus.RUNNING and record.owner_pid != os.getpid() \
+            and owner_alive(record):
+        raise UserError(f"run {rid} is still running in process {record.owner_pid} on "
+                        f"{record.owner_host}; cancel it first or wait for it")
+    the_graph = graph or load_recorded(record.source, rid)
+    events = store.events(rid)
+    opts = options or RunOptions.from_data(record.options)
+    created = events[0].data or {}
+    inputs = {k: codec.decode(v) for k, v in (created.get("inputs") or {}).items()}
+    topology = the_graph.validate()
+    state = RunState.new(rid, the_graph.name, [the_graph.nodes[n] for n in topology.order],
+                         estimates=store.estimates(), limits=opts.limits)
+    replay(state, events, the_graph)
+    return Execution(the_graph, state, store, opts, backend=backend or InProcessBackend(),
+                     inputs=inputs, seq=events[-1].seq, parent=record.parent)
 
 
 def replay(state: RunState, events: list[Event], graph: Graph) -> None:
@@ -665,7 +685,18 @@ def replay(state: RunState, events: list[Event], graph: Graph) -> None:
         evolve(state, ev)
 
 
-def _alive(pid: int | None) -> bool:
+def owner_alive(record: RunRecord) -> bool:
+    """Whether the process that last ran ``record`` still runs.
+
+    A run owned by another host is assumed alive: its process cannot be checked from here.
+    """
+    if record.owner_host and record.owner_host != socket.gethostname():
+        return True
+    return process_alive(record.owner_pid)
+
+
+def process_alive(pid: int | None) -> bool:
+    """Whether a process with this id exists on this host."""
     if pid is None:
         return False
     try:

@@ -242,6 +242,7 @@ def evolve(state: RunState, event: Event) -> None:
             _stop_running(state, ns, event.at)
         ns.output = event.output
         ns.value = event.value
+        ns.error = None  # earlier attempts' failures stay in the log
         if event.data and "chosen" in event.data:
             ns.chosen = frozenset(event.data["chosen"])
         _finish(state, ns, NodeStatus.SUCCEEDED, event.at)

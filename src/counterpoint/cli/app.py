@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import json
 import os
-import re
 import shlex
 import sys
 import time
@@ -28,13 +27,13 @@ from .. import __version__, runtime
 from ..errors import RunNotFound, StoreError, UserError
 from ..graph import Graph
 from ..ids import RunId
-from ..loader import load_target
+from ..loader import load_target, split_target
 from ..results import RunResult
-from ..runtime import RunOptions
+from ..runtime import RunOptions, owner_alive
 from ..state import RunStatus
 from ..store import RunStore, default_location, open_store
 from .live import Display, LineDisplay, LiveView, follow
-from .recorded import log_report, mark_cancelled, owner_alive, shown_status
+from .recorded import log_report, mark_cancelled, shown_status
 from .render import Report, dumps, payload, runs_table, summary
 
 app = typer.Typer(
@@ -119,9 +118,7 @@ def _key(key: str, sep: str, value: str, option: str, form: str) -> str:
 
 def graph_attr(target: str) -> str | None:
     """The ``:GRAPH`` part of a target, as :func:`~counterpoint.loader.load_target` reads it."""
-    if re.match(r"^[A-Za-z]:\\", target):
-        return None
-    return target.partition(":")[2] or None
+    return split_target(target)[1]
 
 
 def open_existing(db: str | None, run_id: str | None = None) -> RunStore:
@@ -289,16 +286,16 @@ def resume(
 
 def _resume(run_id: str, store: RunStore, *, db: str | None, quiet: bool, as_json: bool,
             out: Console, progress: Console) -> int:
-    coro = runtime.resume(run_id, store=store)
+    display = _display(progress, quiet=quiet)
+
+    async def resume_and_follow() -> RunResult:
+        handle = await runtime.start_resume(run_id, store=store)
+        return await follow(handle, display)
+
+    if not quiet:
+        progress.print(f"resuming run {run_id}", soft_wrap=True)
     try:
-        if quiet:
-            result = asyncio.run(coro)
-        elif progress.is_terminal:
-            with progress.status(f"resuming run {run_id}..."):
-                result = asyncio.run(coro)
-        else:
-            progress.print(f"resuming run {run_id}", soft_wrap=True)
-            result = asyncio.run(coro)
+        result = asyncio.run(resume_and_follow())
     except KeyboardInterrupt:
         return _interrupted(run_id, db)
     return _finish(_result_report(result), db=db, as_json=as_json, out=out)

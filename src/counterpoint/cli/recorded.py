@@ -3,28 +3,17 @@ closing for good a run whose process died."""
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Sequence
 
 from ..events import Event, EventKind
 from ..ids import RunId
 from ..metrics import compute
-from ..runtime import _alive
+from ..runtime import owner_alive
 from ..state import RunStatus
 from ..store import RunRecord, RunStore
 from .projection import project
 from .render import Report
-
-
-def owner_alive(record: RunRecord) -> bool:
-    """Whether the process that last ran ``record`` still runs.
-
-    A run owned by another host is assumed alive: its process cannot be checked from here.
-    """
-    if record.owner_host and record.owner_host != socket.gethostname():
-        return True
-    return _alive(record.owner_pid)
 
 
 def shown_status(record: RunRecord) -> str:
