@@ -103,6 +103,10 @@ class NodeContext:
         """Validate and apply ``edit`` atomically; returns the new graph version."""
         return self._execution.apply(edit)
 
+    def nodes(self) -> dict[NodeId, NodeStatus]:
+        """Every node of the run now (including spawned and added ones) and its status."""
+        return {k: v.status for k, v in self._execution.state.nodes.items()}
+
     async def flush(self) -> None:
         """Wait until everything this run has recorded so far is durable.
 
