@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import counterpoint as cp
+from counterpoint.events import EventKind
 from counterpoint.runtime import replay
 from counterpoint.state import RunState
 
@@ -31,6 +32,8 @@ class Trace:
 
 
 TRACE = Trace()
+_ENDINGS = {EventKind.NODE_SUCCEEDED, EventKind.NODE_CANCELLED, EventKind.NODE_SKIPPED,
+            EventKind.NODE_BLOCKED}
 
 
 async def node_step(name: str, delay: float, **inputs: int) -> int:
@@ -97,6 +100,11 @@ def test_random_dags_run_every_node_once_in_dependency_order(case: tuple[cp.Grap
     store = cp.MemoryStore()
     result = cp.run_sync(graph, store=store, options=cp.RunOptions(max_concurrency=limit))
     check_invariants(result)
+
+    # every node ends exactly once in the log
+    endings = [e.node for e in store.events(result.run_id) if e.kind in _ENDINGS
+               or (e.kind is EventKind.NODE_FAILED and (e.data or {}).get("final"))]
+    assert sorted(endings) == sorted(result.state.nodes)  # type: ignore[type-var]
 
     # the log alone rebuilds the same final state (the state is a projection of the log)
     topo = graph.validate()

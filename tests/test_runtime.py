@@ -252,10 +252,13 @@ def test_conditional_branches_skip_the_unchosen() -> None:
     small = g.add("small", label, n=r, size="small")
     large = g.add("large", label, n=r, size="large")
     g.add("report", pick_one, a=small.or_none(), b=large.or_none())
-    result = run(g)
+    store = cp.MemoryStore()
+    result = run(g, store=store)
     assert result.ok
     assert result["route"] == 3
     assert result.nodes["large"].status is NodeStatus.SKIPPED
+    skips = [e.node for e in store.events(result.run_id) if e.kind is EventKind.NODE_SKIPPED]
+    assert skips == ["large"]  # recorded once
     assert result["report"] == "small:3"
 
 

@@ -35,7 +35,16 @@ from .metrics import Metrics, NodeTiming
 from .patch import Edit, Patch
 from .policy import Backoff, Policy
 from .results import NodeResult, RunResult
-from .runtime import NodeContext, RunHandle, RunOptions, resume, run, run_sync, start
+from .runtime import (
+    NodeContext,
+    RunHandle,
+    RunOptions,
+    resume,
+    run,
+    run_sync,
+    start,
+    start_resume,
+)
 from .state import NodeStatus, RunStatus
 from .store import MemoryStore, RunRecord, RunStore, SQLiteStore, open_store
 
@@ -96,5 +105,6 @@ __all__ = [
     "run",
     "run_sync",
     "start",
+    "start_resume",
     "step",
 ]

@@ -387,12 +387,14 @@ def react(state: RunState, event: Event, now: float) -> list[Event]:
     out: list[Event] = []
     if kind is EventKind.NODE_SUCCEEDED:
         ns = state.nodes[event.node]  # type: ignore[index]
-        if ns.chosen is not None:
+        if ns.chosen is None:
+            _settle(state, ns.dependents, now, out)
+        else:
             for dep in ns.dependents:
                 if dep not in ns.chosen and state.nodes[dep].status in _UNSTARTED:
                     out.append(Event(EventKind.NODE_SKIPPED, now, dep,
                                      data={"reason": f"not chosen by {ns.spec.id!r}"}))
-        _settle(state, ns.dependents, now, out)
+            _settle(state, [d for d in ns.dependents if d in ns.chosen], now, out)
     elif kind is EventKind.NODE_FAILED:
         if event.data and event.data.get("final"):
             _propagate(state, event.node, now, out)  # type: ignore[arg-type]

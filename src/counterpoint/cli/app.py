@@ -171,7 +171,7 @@ def _result_report(result: RunResult, note: str | None = None) -> Report:
                 "fail_fast": "stopped after the first failure (--fail-fast)",
                 "cancelled": "cancelled while running"}.get(reason, reason)
     return Report(run_id=result.run_id, graph=result.graph, status=result.status.value,
-                  state=result.state, metrics=result.metrics, note=note)
+                  state=result.state, metrics=result.metrics, note=note, output=result.output)
 
 
 def _version(value: bool) -> None:

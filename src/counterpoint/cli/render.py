@@ -48,6 +48,20 @@ class Report:
     """Nodes the graph has, when more than the log mentions (a run that never got far)."""
     note: str | None = None
     """A line under the status: why the run stopped, what to do next."""
+    output: Any = None
+    """The graph's output (its output node's, else its sinks'), when the run produced one."""
+
+
+OUTPUT_LINES = 24
+"""The summary shows at most this many lines of the graph's output."""
+
+
+def _clip(text: str) -> str:
+    lines = text.splitlines()
+    if len(lines) <= OUTPUT_LINES:
+        return text
+    return "\n".join([*lines[:OUTPUT_LINES], f"... ({len(lines) - OUTPUT_LINES} more lines; "
+                                               "see --json)"])
 
 
 # ------------------------------------------------------------------ small formats
@@ -114,6 +128,11 @@ def summary(report: Report, *, inspect: str | None) -> RenderableType:
         parts.extend(failures)
     parts.append(Text())
     parts.append(metrics_table(report.metrics, deps_known=report.deps_known))
+    if report.output not in (None, {}, []):
+        parts.append(Text())
+        parts.append(Text("output", style="bold"))
+        parts.append(Text(_clip(json.dumps(report.output, indent=2, ensure_ascii=False,
+                                           default=str))))
     if inspect:
         parts.append(Text())
         parts.append(Text.assemble("inspect: ", (inspect, "bold")))

@@ -1,0 +1,72 @@
+"""Project checks that run with the tests: lint, strict types, README truth, public API."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import counterpoint as cp
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+
+
+def _fenced(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", README, flags=re.S)
+
+
+def test_ruff_is_clean() -> None:
+    proc = subprocess.run([sys.executable, "-m", "ruff", "check", "src", "tests", "benchmarks",
+                           "examples"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_mypy_strict_is_clean() -> None:
+    proc = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_readme_quick_start_is_two_commands_and_ci_runs_the_test_one() -> None:
+    quick = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    commands = [block.strip() for block in re.findall(r"```bash\n(.*?)```", quick, flags=re.S)]
+    assert commands == ["pip install . && counterpoint run examples/trip.py",
+                        "pip install '.[test]' && pytest"]
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert commands[1] in ci
+
+
+def test_readme_python_example_runs_as_shown(tmp_path: Path) -> None:
+    (example,) = _fenced("python")
+    proc = subprocess.run([sys.executable, "-c", example], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "succeeded ['SUNNY IN PARIS', 'SUNNY IN ROME']"
+    assert re.fullmatch(r"\d+\.\d\ds, critical path \d+\.\d\ds", lines[1])
+
+
+def test_quick_start_example_runs(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "counterpoint.cli", "run",
+                           str(ROOT / "examples" / "trip.py"), "--db", str(tmp_path / "r.db")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "succeeded" in proc.stdout and '"itinerary": "Go to ' in proc.stdout
+
+
+def test_public_api_is_pinned() -> None:
+    assert sorted(cp.__all__) == sorted([
+        "Backend", "Backoff", "Choose", "ControlSignal", "CounterpointError",
+        "DeadlineExceeded", "Edit", "Event", "EventKind", "Graph", "GraphError",
+        "InProcessBackend", "InputRef", "MemoryStore", "Metrics", "NodeContext", "NodeFailed",
+        "NodeId", "NodeKind", "NodeRef", "NodeResult", "NodeSpec", "NodeStatus", "NodeTimeout",
+        "NodeTiming", "OutputNotSerializable", "Patch", "PatchError", "Policy", "Retry",
+        "RunFailure", "RunHandle", "RunId", "RunNotFound", "RunOptions", "RunRecord",
+        "RunResult", "RunStatus", "RunStore", "SQLiteStore", "SourceError", "StoreCorrupt",
+        "StoreError", "StoreLocked", "StoreTooNew", "UpstreamFailed", "UserError",
+        "__version__", "open_store", "ref", "resume", "run", "run_sync", "start",
+        "start_resume", "step"])
+    for name in cp.__all__:
+        assert hasattr(cp, name), name
