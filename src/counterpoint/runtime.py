@@ -35,13 +35,37 @@ from .errors import (
     RunNotFound,
     UserError,
 )
-from .events import Event, EventKind
+from .events import (
+    NODE_CANCELLED,
+    NODE_FAILED,
+    NODE_READY,
+    NODE_STARTED,
+    NODE_SUCCEEDED,
+    PATCH_APPLIED,
+    RUN_CREATED,
+    RUN_FINISHED,
+    RUN_RESUMED,
+    Event,
+)
 from .graph import Choose, Graph, InputRef, NodeKind, NodeRef, NodeSpec
 from .ids import NodeId, RunId, new_run_id
 from .loader import load_recorded, make_resolver, source_record
 from .patch import Edit, Patch, patch_from_data, patch_to_data
 from .results import RunResult
-from .state import NodeStatus, RunState, RunStatus, check_patch, evolve, pick, react
+from .state import (
+    BLOCKED,
+    FAILED,
+    RETRYING,
+    RUNNING,
+    SUCCEEDED,
+    NodeStatus,
+    RunState,
+    RunStatus,
+    check_patch,
+    evolve,
+    pick,
+    react,
+)
 from .store import RunRecord, RunStore, open_store
 
 
@@ -78,6 +102,11 @@ class RunOptions:
         return cls(max_concurrency=data.get("max_concurrency"),
                    limits=dict(data.get("limits") or {}), fail_fast=bool(data.get("fail_fast")),
                    deadline=data.get("deadline"), seed=data.get("seed"))
+
+
+_RUN_RUNNING = RunStatus.RUNNING
+_TASK = NodeKind.TASK
+_JOIN = NodeKind.JOIN
 
 
 class NodeContext:
@@ -174,14 +203,14 @@ class Execution:
                 for queue in self._subscribers:
                     queue.put_nowait(ev)
             kind = ev.kind
-            if kind is EventKind.RUN_FINISHED:
+            if kind is RUN_FINISHED:
                 self._finished()
-            elif kind is not EventKind.NODE_STARTED and kind is not EventKind.NODE_READY:
+            elif kind is not NODE_STARTED and kind is not NODE_READY:
                 pending.extend(react(state, ev, ev.at))
 
     def _dispatch(self) -> None:
         state = self.state
-        while state.ready and state.status is RunStatus.RUNNING and state.stop_reason is None:
+        while state.ready and state.status is _RUN_RUNNING and state.stop_reason is None:
             free = self._slots - state.running
             if free <= 0:
                 return
@@ -191,7 +220,7 @@ class Execution:
             now = time.time()
             nodes = state.nodes
             for node_id in chosen:
-                self._pending.append(Event(EventKind.NODE_STARTED, now, node_id,
+                self._pending.append(Event(NODE_STARTED, now, node_id,
                                            nodes[node_id].attempt + 1))
             self._drain()
             for node_id in chosen:
@@ -203,7 +232,7 @@ class Execution:
             self._deadline.cancel()
         samples: dict[str, list[float]] = {}
         for ns in self.state.nodes.values():
-            if ns.status is NodeStatus.SUCCEEDED and ns.intervals and \
+            if ns.status is SUCCEEDED and ns.intervals and \
                     ns.spec.kind is NodeKind.TASK:
                 start, end = ns.intervals[-1]
                 samples.setdefault(ns.spec.step_key, []).append(end - start)
@@ -256,14 +285,14 @@ class Execution:
     async def _run_node(self, spec: NodeSpec, attempt: int) -> None:
         node_id = spec.id
         try:
-            if spec.kind is NodeKind.JOIN:
+            if spec.kind is _JOIN:
                 self._join(spec)
                 return
             kwargs = self._arguments(spec)
             if spec.context_param:
                 kwargs[spec.context_param] = NodeContext(self, node_id, attempt)
             if spec.policy.timeout is None:
-                if spec.is_async and self._inline_async and spec.kind is NodeKind.TASK:
+                if spec.is_async and self._inline_async and spec.kind is _TASK:
                     output = await spec.fn(**kwargs)  # type: ignore[operator]
                 else:
                     output = await self._call(spec, kwargs, attempt)
@@ -283,7 +312,7 @@ class Execution:
             reason = self._cancelling.pop(node_id, None) or self.state.stop_reason
             if reason is None:
                 raise  # the whole run is being torn down: leave it resumable
-            self.emit(Event(EventKind.NODE_CANCELLED, time.time(), node_id, attempt,
+            self.emit(Event(NODE_CANCELLED, time.time(), node_id, attempt,
                             data={"reason": reason}))
         except Exception as exc:
             self._failed(spec, attempt, exc)
@@ -301,7 +330,7 @@ class Execution:
         for name, value in spec.inputs.items():
             if isinstance(value, NodeRef):
                 source = nodes[value.node]
-                if source.status is not NodeStatus.SUCCEEDED:
+                if source.status is not SUCCEEDED:
                     kwargs[name] = None  # an optional input whose source was skipped
                 else:
                     kwargs[name] = value.resolve(source.output) if value.path \
@@ -324,7 +353,7 @@ class Execution:
             data = {**(data or {}), "chosen": list(output.successors)}
             output = output.value
         value = codec.encode(output)
-        self.emit(Event(EventKind.NODE_SUCCEEDED, time.time(), spec.id,
+        self.emit(Event(NODE_SUCCEEDED, time.time(), spec.id,
                         self.state.nodes[spec.id].attempt, data=data, value=value,
                         output=output))
 
@@ -333,13 +362,13 @@ class Execution:
         children = [nodes[c] for c in spec.after]
         output = [c.output for c in children]
         value = "[" + ",".join(c.value or "null" for c in children) + "]"
-        self.emit(Event(EventKind.NODE_SUCCEEDED, time.time(), spec.id,
+        self.emit(Event(NODE_SUCCEEDED, time.time(), spec.id,
                         nodes[spec.id].attempt, value=value, output=output))
 
     def _failed(self, spec: NodeSpec, attempt: int, exc: Exception) -> None:
         node_id = spec.id
         ns = self.state.nodes[node_id]
-        if ns.status is not NodeStatus.RUNNING:
+        if ns.status is not RUNNING:
             return
         policy = spec.policy
         if isinstance(exc, Retry):
@@ -356,21 +385,21 @@ class Execution:
             hint = getattr(exc, "retry_after", None) or getattr(exc, "after", None)
             if isinstance(hint, int | float):
                 delay = max(delay, float(hint))
-            self.emit(Event(EventKind.NODE_FAILED, time.time(), node_id, attempt,
+            self.emit(Event(NODE_FAILED, time.time(), node_id, attempt,
                             data=codec.error_info(exc, final=False, retryable=True,
                                                   retry_in=delay)))
             loop = asyncio.get_running_loop()
             self._timers[node_id] = loop.call_later(delay, self._retry, node_id)
             return
         if policy.fallback is not None and not (isinstance(exc, _FallbackFailed)):
-            self.emit(Event(EventKind.NODE_FAILED, time.time(), node_id, attempt,
+            self.emit(Event(NODE_FAILED, time.time(), node_id, attempt,
                             data={**codec.error_info(exc, final=False, retryable=retryable),
                                   "fallback": True}))
-            self.emit(Event(EventKind.NODE_STARTED, time.time(), node_id, attempt + 1,
+            self.emit(Event(NODE_STARTED, time.time(), node_id, attempt + 1,
                             data={"fallback": True}))
             self._spawn(node_id, self._run_fallback(spec, attempt + 1))
             return
-        self.emit(Event(EventKind.NODE_FAILED, time.time(), node_id, attempt,
+        self.emit(Event(NODE_FAILED, time.time(), node_id, attempt,
                         data=codec.error_info(exc, final=True, retryable=retryable)))
         if self.options.fail_fast:
             self.stop("fail_fast")
@@ -387,7 +416,7 @@ class Execution:
             reason = self._cancelling.pop(spec.id, None) or self.state.stop_reason
             if reason is None:
                 raise
-            self.emit(Event(EventKind.NODE_CANCELLED, time.time(), spec.id, attempt,
+            self.emit(Event(NODE_CANCELLED, time.time(), spec.id, attempt,
                             data={"reason": reason}))
         except Exception as exc:
             wrapped = _FallbackFailed(f"run {self.run_id}, node {spec.id!r}: the fallback "
@@ -401,8 +430,8 @@ class Execution:
     def _retry(self, node_id: NodeId) -> None:
         self._timers.pop(node_id, None)
         ns = self.state.nodes[node_id]
-        if ns.status is NodeStatus.RETRYING and self.state.stop_reason is None:
-            self.emit(Event(EventKind.NODE_READY, time.time(), node_id, ns.attempt))
+        if ns.status is RETRYING and self.state.stop_reason is None:
+            self.emit(Event(NODE_READY, time.time(), node_id, ns.attempt))
 
     async def _run_subgraph(self, sub: Graph, node: NodeId, kwargs: dict[str, Any],
                             attempt: int) -> Any:
@@ -420,7 +449,7 @@ class Execution:
                                backend=self.backend, _parent=self.run_id)
         if not result.ok:
             failed = [k for k, n in result.nodes.items()
-                      if n.status in (NodeStatus.FAILED, NodeStatus.BLOCKED)]
+                      if n.status in (FAILED, BLOCKED)]
             raise NodeFailed(f"sub-graph run {child} {result.status} (nodes {failed}); see "
                              f"`counterpoint show {child}`", retryable=False)
         return result.output
@@ -441,7 +470,7 @@ class Execution:
                                      f"{name!r} but the limit is {limit}")
         data = {**patch_to_data(patch), "version": self.state.version + 1}
         running = [n for n in patch.cancel if n in self._tasks]
-        self.emit(Event(EventKind.PATCH_APPLIED, time.time(), data=data, output=patch))
+        self.emit(Event(PATCH_APPLIED, time.time(), data=data, output=patch))
         for node in running:
             self._cancel_task(node, patch.reason or "cancelled by an edit")
         return self.state.version
@@ -456,10 +485,10 @@ class Execution:
     def _cancelled_before_start(self, node: NodeId, reason: str) -> None:
         """A task cancelled before its first step never runs its handler: record it here."""
         ns = self.state.nodes[node]
-        if node in self._cancelling and ns.status is NodeStatus.RUNNING:
+        if node in self._cancelling and ns.status is RUNNING:
             self._cancelling.pop(node)
             self._tasks.pop(node, None)
-            self.emit(Event(EventKind.NODE_CANCELLED, time.time(), node, ns.attempt,
+            self.emit(Event(NODE_CANCELLED, time.time(), node, ns.attempt,
                             data={"reason": reason}))
 
     def stop(self, reason: str) -> None:
@@ -480,8 +509,8 @@ class Execution:
                 continue
             if node_id in self._tasks:
                 self._cancel_task(node_id, message)
-            elif ns.status is not NodeStatus.RUNNING:
-                self.emit(Event(EventKind.NODE_CANCELLED, now, node_id, ns.attempt,
+            elif ns.status is not RUNNING:
+                self.emit(Event(NODE_CANCELLED, now, node_id, ns.attempt,
                                 data={"reason": message}))
 
     def subscribe(self) -> asyncio.Queue[Event | None]:
@@ -613,7 +642,7 @@ def _prepare(graph: Graph, inputs: Mapping[str, Any], options: RunOptions,
         data["inputs"] = {k: codec.encode(v) for k, v in inputs.items()}
     if parent is not None:
         data["parent"] = parent
-    return execution, Event(EventKind.RUN_CREATED, time.time(), data=data)
+    return execution, Event(RUN_CREATED, time.time(), data=data)
 
 
 async def resume(run_id: str, *, store: RunStore | str | None = None,
@@ -644,7 +673,7 @@ async def start_resume(run_id: str, *, store: RunStore | str | None = None,
         raise
     execution.owns_store = owns
     first = None if execution.state.status.terminal else \
-        Event(EventKind.RUN_RESUMED, time.time(), data={"pid": os.getpid()})
+        Event(RUN_RESUMED, time.time(), data={"pid": os.getpid()})
     task = asyncio.get_running_loop().create_task(_execute(execution, first))
     await asyncio.sleep(0)
     return RunHandle(execution, task)
@@ -675,7 +704,7 @@ def replay(state: RunState, events: list[Event], graph: Graph) -> None:
     resolver = make_resolver(graph)
     for ev in events:
         kind = ev.kind
-        if kind is EventKind.NODE_SUCCEEDED and ev.value is not None:
+        if kind is NODE_SUCCEEDED and ev.value is not None:
             ns = state.nodes[ev.node]  # type: ignore[index]
             if ns.spec.kind is NodeKind.JOIN:
                 ev.output = [state.nodes[c].output for c in ns.spec.after]
@@ -684,7 +713,7 @@ def replay(state: RunState, events: list[Event], graph: Graph) -> None:
             else:
                 declared = return_type(ns.spec.fn)
                 ev.output = codec.decode(ev.value, Any if declared is Choose else declared)
-        elif kind is EventKind.PATCH_APPLIED:
+        elif kind is PATCH_APPLIED:
             ev.output = patch_from_data(ev.data or {}, resolver)
         evolve(state, ev)
 

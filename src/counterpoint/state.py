@@ -22,7 +22,21 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import PatchError
-from .events import Event, EventKind
+from .events import (
+    MAP_EXPANDED,
+    NODE_BLOCKED,
+    NODE_CANCELLED,
+    NODE_FAILED,
+    NODE_READY,
+    NODE_SKIPPED,
+    NODE_STARTED,
+    NODE_SUCCEEDED,
+    PATCH_APPLIED,
+    RUN_CREATED,
+    RUN_FINISHED,
+    RUN_RESUMED,
+    Event,
+)
 from .graph import NodeKind, NodeRef, NodeSpec, Topology, find_cycle
 from .ids import NodeId, RunId
 from .patch import Patch
@@ -56,6 +70,18 @@ _TERMINAL = frozenset({NodeStatus.SUCCEEDED, NodeStatus.FAILED, NodeStatus.CANCE
                        NodeStatus.SKIPPED, NodeStatus.BLOCKED})
 _UNSTARTED = frozenset({NodeStatus.PENDING, NodeStatus.READY})
 
+# Module-level aliases for the hot paths (Enum class attribute access is slow).
+PENDING = NodeStatus.PENDING
+READY = NodeStatus.READY
+RUNNING = NodeStatus.RUNNING
+RETRYING = NodeStatus.RETRYING
+WAITING = NodeStatus.WAITING
+SUCCEEDED = NodeStatus.SUCCEEDED
+FAILED = NodeStatus.FAILED
+CANCELLED = NodeStatus.CANCELLED
+SKIPPED = NodeStatus.SKIPPED
+BLOCKED = NodeStatus.BLOCKED
+
 
 class RunStatus(enum.StrEnum):
     """Lifecycle of a run."""
@@ -70,6 +96,9 @@ class RunStatus(enum.StrEnum):
     @property
     def terminal(self) -> bool:
         return self is not RunStatus.RUNNING
+
+
+_RUN_RUNNING = RunStatus.RUNNING
 
 
 @dataclass(slots=True)
@@ -174,7 +203,7 @@ def _add_specs(state: RunState, specs: Iterable[NodeSpec]) -> list[NodeId]:
         for dep in ns.spec.deps:
             dep_state = nodes[dep]
             dep_state.dependents.append(node_id)
-            if not dep_state.status.terminal:
+            if dep_state.status not in _TERMINAL:
                 unmet += 1
         ns.unmet = unmet
     state.open += len(added)
@@ -197,7 +226,7 @@ def compute_ranks(state: RunState) -> None:
         ns.rank = (own if own is not None else estimates.get(ns.spec.step_key,
                                                                DEFAULT_ESTIMATE)) + best
     state.ready = [(-ns.rank, ns.order, ns.spec.id) for ns in nodes.values()
-                   if ns.status is NodeStatus.READY]
+                   if ns.status is READY]
     heapq.heapify(state.ready)
 
 
@@ -220,66 +249,67 @@ def _topological(state: RunState) -> list[NodeId]:
 def evolve(state: RunState, event: Event) -> None:
     """Apply one event to the state. Deterministic; the only way the state changes."""
     kind = event.kind
-    if kind is EventKind.NODE_STARTED:
+    if kind is NODE_STARTED:
         ns = state.nodes[event.node]  # type: ignore[index]
-        ns.status = NodeStatus.RUNNING
+        ns.status = RUNNING
         ns.attempt = event.attempt
         ns.started_at = event.at
         if ns.first_started_at is None:
             ns.first_started_at = event.at
         state.running += 1
-        _acquire(state, ns.spec)
-    elif kind is EventKind.NODE_READY:
+        if ns.spec.policy.resources:
+            _acquire(state, ns.spec)
+    elif kind is NODE_READY:
         ns = state.nodes[event.node]  # type: ignore[index]
-        ns.status = NodeStatus.READY
+        ns.status = READY
         ns.ready_at = event.at
         if ns.first_ready_at is None:
             ns.first_ready_at = event.at
         heapq.heappush(state.ready, (-ns.rank, ns.order, ns.spec.id))
-    elif kind is EventKind.NODE_SUCCEEDED:
+    elif kind is NODE_SUCCEEDED:
         ns = state.nodes[event.node]  # type: ignore[index]
-        if ns.status is NodeStatus.RUNNING:
+        if ns.status is RUNNING:
             _stop_running(state, ns, event.at)
         ns.output = event.output
         ns.value = event.value
         ns.error = None  # earlier attempts' failures stay in the log
         if event.data and "chosen" in event.data:
             ns.chosen = frozenset(event.data["chosen"])
-        _finish(state, ns, NodeStatus.SUCCEEDED, event.at)
-    elif kind is EventKind.NODE_FAILED:
+        _finish(state, ns, SUCCEEDED, event.at)
+    elif kind is NODE_FAILED:
         ns = state.nodes[event.node]  # type: ignore[index]
-        if ns.status is NodeStatus.RUNNING:
+        if ns.status is RUNNING:
             _stop_running(state, ns, event.at)
         ns.failures += 1
         ns.error = event.data
         if event.data and event.data.get("final"):
-            _finish(state, ns, NodeStatus.FAILED, event.at)
+            _finish(state, ns, FAILED, event.at)
         else:
-            ns.status = NodeStatus.RETRYING
+            ns.status = RETRYING
     elif kind in _FINISHING:
         ns = state.nodes[event.node]  # type: ignore[index]
-        if ns.status is NodeStatus.RUNNING:
+        if ns.status is RUNNING:
             _stop_running(state, ns, event.at)
         ns.error = event.data
         _finish(state, ns, _FINISHING[kind], event.at)
-    elif kind is EventKind.MAP_EXPANDED:
+    elif kind is MAP_EXPANDED:
         _expand_map(state, event)
-    elif kind is EventKind.PATCH_APPLIED:
+    elif kind is PATCH_APPLIED:
         _apply_patch(state, event.output)
-    elif kind is EventKind.RUN_CREATED:
+    elif kind is RUN_CREATED:
         state.created_at = event.at
         state.status = RunStatus.RUNNING
-    elif kind is EventKind.RUN_RESUMED:
+    elif kind is RUN_RESUMED:
         _interrupt(state)
-    elif kind is EventKind.RUN_FINISHED:
+    elif kind is RUN_FINISHED:
         state.status = RunStatus((event.data or {}).get("status", RunStatus.FAILED))
         state.finished_at = event.at
 
 
 _FINISHING = {
-    EventKind.NODE_CANCELLED: NodeStatus.CANCELLED,
-    EventKind.NODE_SKIPPED: NodeStatus.SKIPPED,
-    EventKind.NODE_BLOCKED: NodeStatus.BLOCKED,
+    NODE_CANCELLED: CANCELLED,
+    NODE_SKIPPED: SKIPPED,
+    NODE_BLOCKED: BLOCKED,
 }
 
 
@@ -302,7 +332,7 @@ def _acquire(state: RunState, spec: NodeSpec) -> None:
 
 
 def _finish(state: RunState, ns: NodeState, status: NodeStatus, at: float) -> None:
-    if ns.status.terminal:
+    if ns.status in _TERMINAL:
         return
     ns.status = status
     ns.finished_at = at
@@ -315,8 +345,8 @@ def _finish(state: RunState, ns: NodeState, status: NodeStatus, at: float) -> No
 def _interrupt(state: RunState) -> None:
     """A resumed run: whatever was in flight or queued starts over from PENDING."""
     for ns in state.nodes.values():
-        if ns.status in (NodeStatus.RUNNING, NodeStatus.READY, NodeStatus.RETRYING):
-            ns.status = NodeStatus.PENDING
+        if ns.status in (RUNNING, READY, RETRYING):
+            ns.status = PENDING
             ns.started_at = None
     state.running = 0
     state.in_use.clear()
@@ -362,20 +392,20 @@ def _apply_patch(state: RunState, patch: Patch) -> None:
         ns.unmet = 0
         for dep in spec.deps:
             nodes[dep].dependents.append(spec.id)
-            if not nodes[dep].status.terminal:
+            if nodes[dep].status not in _TERMINAL:
                 ns.unmet += 1
-        if ns.status is NodeStatus.READY and ns.unmet:
-            ns.status = NodeStatus.PENDING
+        if ns.status is READY and ns.unmet:
+            ns.status = PENDING
     _add_specs(state, patch.add)
     for before, after in patch.edges:
         target = nodes[after]
         target.spec = replace(target.spec, after=(*target.spec.after, before))
         if after not in nodes[before].dependents:
             nodes[before].dependents.append(after)
-            if not nodes[before].status.terminal:
+            if nodes[before].status not in _TERMINAL:
                 target.unmet += 1
-                if target.status is NodeStatus.READY:
-                    target.status = NodeStatus.PENDING
+                if target.status is READY:
+                    target.status = PENDING
     state.version += 1
     compute_ranks(state)
 
@@ -385,37 +415,37 @@ def react(state: RunState, event: Event, now: float) -> list[Event]:
     """Events implied by ``event`` (already applied) under the graph's rules."""
     kind = event.kind
     out: list[Event] = []
-    if kind is EventKind.NODE_SUCCEEDED:
+    if kind is NODE_SUCCEEDED:
         ns = state.nodes[event.node]  # type: ignore[index]
         if ns.chosen is None:
             _settle(state, ns.dependents, now, out)
         else:
             for dep in ns.dependents:
                 if dep not in ns.chosen and state.nodes[dep].status in _UNSTARTED:
-                    out.append(Event(EventKind.NODE_SKIPPED, now, dep,
+                    out.append(Event(NODE_SKIPPED, now, dep,
                                      data={"reason": f"not chosen by {ns.spec.id!r}"}))
             _settle(state, [d for d in ns.dependents if d in ns.chosen], now, out)
-    elif kind is EventKind.NODE_FAILED:
+    elif kind is NODE_FAILED:
         if event.data and event.data.get("final"):
             _propagate(state, event.node, now, out)  # type: ignore[arg-type]
     elif kind in _FINISHING:
         _propagate(state, event.node, now, out)  # type: ignore[arg-type]
-    elif kind is EventKind.MAP_EXPANDED:
+    elif kind is MAP_EXPANDED:
         ns = state.nodes[event.node]  # type: ignore[index]
         _settle(state, [*ns.spec.after, ns.spec.id], now, out)
-    elif kind is EventKind.PATCH_APPLIED:
+    elif kind is PATCH_APPLIED:
         patch: Patch = event.output
         for node in patch.cancel:
-            if state.nodes[node].status in (NodeStatus.PENDING, NodeStatus.READY,
-                                            NodeStatus.RETRYING, NodeStatus.WAITING):
-                out.append(Event(EventKind.NODE_CANCELLED, now, node,
+            if state.nodes[node].status in (PENDING, READY,
+                                            RETRYING, WAITING):
+                out.append(Event(NODE_CANCELLED, now, node,
                                  data={"reason": patch.reason or "cancelled by an edit"}))
         _settle(state, patch.touched, now, out)
-    elif kind in (EventKind.RUN_CREATED, EventKind.RUN_RESUMED):
+    elif kind in (RUN_CREATED, RUN_RESUMED):
         _settle(state, list(state.nodes), now, out)
-    if state.open == 0 and state.status is RunStatus.RUNNING and not out \
-            and kind is not EventKind.RUN_FINISHED:
-        out.append(Event(EventKind.RUN_FINISHED, now, data={"status": final_status(state)}))
+    if state.open == 0 and state.status is _RUN_RUNNING and not out \
+            and kind is not RUN_FINISHED:
+        out.append(Event(RUN_FINISHED, now, data={"status": final_status(state)}))
     return out
 
 
@@ -426,7 +456,7 @@ def final_status(state: RunState) -> RunStatus:
     if state.stop_reason == "deadline":
         return RunStatus.TIMED_OUT
     for ns in state.nodes.values():
-        if ns.status is NodeStatus.FAILED or ns.status is NodeStatus.BLOCKED:
+        if ns.status is FAILED or ns.status is BLOCKED:
             return RunStatus.FAILED
     return RunStatus.SUCCEEDED
 
@@ -439,19 +469,19 @@ def _propagate(state: RunState, node: NodeId, now: float, out: list[Event]) -> N
         dep = state.nodes[dep_id]
         if dep.status not in _UNSTARTED:
             continue
-        if status is NodeStatus.FAILED or status is NodeStatus.BLOCKED:
-            cause = (ns.error or {}).get("cause", node) if status is NodeStatus.BLOCKED else node
+        if status is FAILED or status is BLOCKED:
+            cause = (ns.error or {}).get("cause", node) if status is BLOCKED else node
             message = (ns.error or {}).get("message", "")
-            out.append(Event(EventKind.NODE_BLOCKED, now, dep_id,
+            out.append(Event(NODE_BLOCKED, now, dep_id,
                              data={"cause": cause, "message": message}))
-        elif status is NodeStatus.CANCELLED:
+        elif status is CANCELLED:
             reason = (ns.error or {}).get("reason", "")
             text = f"upstream {node!r} cancelled: {reason}".rstrip(": ")
-            out.append(Event(EventKind.NODE_CANCELLED, now, dep_id, data={"reason": text}))
+            out.append(Event(NODE_CANCELLED, now, dep_id, data={"reason": text}))
         elif node in dep.spec.data_deps():
-            out.append(Event(EventKind.NODE_SKIPPED, now, dep_id,
+            out.append(Event(NODE_SKIPPED, now, dep_id,
                              data={"reason": f"input {node!r} was skipped"}))
-        elif dep.unmet == 0 and dep.status is NodeStatus.PENDING:
+        elif dep.unmet == 0 and dep.status is PENDING:
             _settle(state, [dep_id], now, out)
 
 
@@ -461,7 +491,7 @@ def _settle(state: RunState, candidates: Iterable[NodeId], now: float,
     nodes = state.nodes
     for node_id in candidates:
         ns = nodes[node_id]
-        if ns.unmet or ns.status is not NodeStatus.PENDING:
+        if ns.unmet or ns.status is not PENDING:
             continue
         verdict = _verdict(state, ns, now)
         if verdict is not None:
@@ -469,7 +499,7 @@ def _settle(state: RunState, candidates: Iterable[NodeId], now: float,
         elif ns.spec.kind is NodeKind.MAP:
             out.append(_expansion(state, ns, now))
         else:
-            out.append(Event(EventKind.NODE_READY, now, node_id))
+            out.append(Event(NODE_READY, now, node_id))
 
 
 def _verdict(state: RunState, ns: NodeState, now: float) -> Event | None:
@@ -480,24 +510,24 @@ def _verdict(state: RunState, ns: NodeState, now: float) -> Event | None:
     for dep_id in ns.spec.deps:
         dep = nodes[dep_id]
         status = dep.status
-        if status is NodeStatus.SUCCEEDED:
+        if status is SUCCEEDED:
             if dep.chosen is not None and node_id not in dep.chosen:
-                return Event(EventKind.NODE_SKIPPED, now, node_id,
+                return Event(NODE_SKIPPED, now, node_id,
                              data={"reason": f"not chosen by {dep_id!r}"})
             continue
-        if status is NodeStatus.FAILED or status is NodeStatus.BLOCKED:
-            cause = (dep.error or {}).get("cause", dep_id) if status is NodeStatus.BLOCKED \
+        if status is FAILED or status is BLOCKED:
+            cause = (dep.error or {}).get("cause", dep_id) if status is BLOCKED \
                 else dep_id
-            return Event(EventKind.NODE_BLOCKED, now, node_id,
+            return Event(NODE_BLOCKED, now, node_id,
                          data={"cause": cause, "message": (dep.error or {}).get("message", "")})
-        if status is NodeStatus.CANCELLED:
-            return Event(EventKind.NODE_CANCELLED, now, node_id,
+        if status is CANCELLED:
+            return Event(NODE_CANCELLED, now, node_id,
                          data={"reason": f"upstream {dep_id!r} cancelled"})
-        if status is NodeStatus.SKIPPED:
+        if status is SKIPPED:
             if data_deps is None:
                 data_deps = ns.spec.data_deps()
             if dep_id in data_deps:
-                return Event(EventKind.NODE_SKIPPED, now, node_id,
+                return Event(NODE_SKIPPED, now, node_id,
                              data={"reason": f"input {dep_id!r} was skipped"})
     return None
 
@@ -512,12 +542,12 @@ def _expansion(state: RunState, ns: NodeState, now: float) -> Event:
         items = exc
     if not isinstance(items, list | tuple):
         got = type(items).__name__
-        return Event(EventKind.NODE_FAILED, now, spec.id, data={
+        return Event(NODE_FAILED, now, spec.id, data={
             "final": True, "type": "TypeError", "retryable": False,
             "message": f"map node {spec.id!r} needs a list from {spec.map_over.node!r}, "
                        f"got {got}; return a list from that step or map over a part of "
                        "its output (over=ref['key'])"})
-    return Event(EventKind.MAP_EXPANDED, now, spec.id, data={"count": len(items)})
+    return Event(MAP_EXPANDED, now, spec.id, data={"count": len(items)})
 
 
 # --------------------------------------------------------------------------- pick
@@ -536,7 +566,7 @@ def pick(state: RunState, slots: int) -> list[NodeId]:
     while heap and len(chosen) < slots:
         entry = heapq.heappop(heap)
         ns = nodes[entry[2]]
-        if ns.status is not NodeStatus.READY:
+        if ns.status is not READY:
             continue
         resources = ns.spec.policy.resources
         if resources and limits:
@@ -594,7 +624,7 @@ def check_patch(state: RunState, patch: Patch) -> None:
         ns = nodes.get(node)
         if ns is None:
             raise PatchError(f"{where}: cannot cancel unknown node {node!r}")
-        if ns.status.terminal:
+        if ns.status in _TERMINAL:
             raise PatchError(f"{where}: cannot cancel node {node!r}: it already "
                              f"{ns.status}; finished nodes are immutable")
     if patch.add or patch.edges or patch.replace:

@@ -59,6 +59,8 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
 """Ordered, named schema migrations. Append only; never edit a released one."""
 
 _POLL_SECONDS = 0.25
+_RUN_LEVEL = frozenset({EventKind.RUN_CREATED, EventKind.RUN_FINISHED, EventKind.RUN_RESUMED})
+"""Events that also update the run index."""
 _Waiter = tuple[asyncio.AbstractEventLoop, "asyncio.Future[None]", int]
 
 
@@ -169,11 +171,10 @@ class SQLiteStore(RunStore):
                 self._known_blobs.add(blob)
                 self._queue.append(("blob", blob, value))
             value = None
-        kind = event.kind
-        self._queue.append((run_id, event.seq, kind.value, event.node, event.attempt, event.at,
+        kind = event.kind  # a str: json writes it as its value
+        self._queue.append((run_id, event.seq, kind, event.node, event.attempt, event.at,
                             event.data, value, blob))
-        if kind is EventKind.RUN_CREATED or kind is EventKind.RUN_FINISHED \
-                or kind is EventKind.RUN_RESUMED:
+        if kind in _RUN_LEVEL:
             self._queue.append(("run", run_id, kind, event.at, event.data or {}))
         self._appended += 1
         if not self._wake.is_set():
