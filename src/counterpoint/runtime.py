@@ -190,23 +190,32 @@ class Execution:
 
     def _drain(self) -> None:
         pending = self._pending
+        popleft = pending.popleft
         state = self.state
-        store = self.store
+        append = self.store.append
         run_id = self.run_id
-        while pending:
-            ev = pending.popleft()
-            self._seq += 1
-            ev.seq = self._seq
-            evolve(state, ev)
-            store.append(run_id, ev)
-            if self._subscribers:
-                for queue in self._subscribers:
-                    queue.put_nowait(ev)
-            kind = ev.kind
-            if kind is RUN_FINISHED:
-                self._finished()
-            elif kind is not NODE_STARTED and kind is not NODE_READY:
-                pending.extend(react(state, ev, ev.at))
+        subscribers = self._subscribers
+        seq = self._seq
+        try:
+            while pending:
+                ev = popleft()
+                seq += 1
+                ev.seq = seq
+                evolve(state, ev)
+                append(run_id, ev)
+                if subscribers:
+                    for queue in subscribers:
+                        queue.put_nowait(ev)
+                kind = ev.kind
+                if kind is NODE_STARTED or kind is NODE_READY:
+                    continue  # nothing follows from these by the graph's rules alone
+                if kind is RUN_FINISHED:
+                    self._seq = seq
+                    self._finished()
+                else:
+                    pending.extend(react(state, ev, ev.at))
+        finally:
+            self._seq = seq
 
     def _dispatch(self) -> None:
         state = self.state
