@@ -94,7 +94,11 @@ def _node_ids(w: Workload) -> dict[str, str]:
 
 
 def build_graph(w: Workload) -> cp.Graph:
-    """`w` as a counterpoint graph: one node per workload node, one data edge per dependency."""
+    """`w` as a counterpoint graph: one node per workload node, one data edge per dependency.
+
+    Each node carries its duration as ``estimate=`` (what a trace replay knows), so the
+    scheduler's critical-path order uses the same durations as the list-schedule bound.
+    """
     graph = cp.Graph(w.name)
     ids = _node_ids(w)
     refs: dict[str, cp.NodeRef] = {}
@@ -103,9 +107,10 @@ def build_graph(w: Workload) -> cp.Graph:
         deps, duration = w.nodes[node]
         inputs: dict[str, Any] = {f"d{i}": refs[dep] for i, dep in enumerate(deps)}
         if duration > 0:
-            refs[node] = graph.add(ids[node], work, duration=duration, inputs=inputs)
+            refs[node] = graph.add(ids[node], work, duration=duration, inputs=inputs,
+                                   estimate=duration)
         else:
-            refs[node] = graph.add(ids[node], trivial, inputs=inputs)
+            refs[node] = graph.add(ids[node], trivial, inputs=inputs, estimate=0.0)
         expected[ids[node]] = len(deps) + 1
     graph.validate()
     _EXPECTED[graph] = expected

@@ -81,7 +81,6 @@ def test_slow_branch_does_not_hold_back_an_unrelated_one() -> None:
 
     g = cp.Graph("branches")
     slow = g.add("slow", record, name="slow", seconds=0.3)
-    g.add("after_slow", record, name="after_slow", x=slow) if False else None
     fast1 = g.add("fast1", record, name="fast1", seconds=0.01)
     fast2 = g.add("fast2", record, name="fast2", seconds=0.01, after=[fast1])
     g.add("fast3", record, name="fast3", after=[fast2])
@@ -92,43 +91,39 @@ def test_slow_branch_does_not_hold_back_an_unrelated_one() -> None:
     assert order.index("fast3") < order.index("slow")
 
 
-def test_max_concurrency_is_never_exceeded() -> None:
-    running = 0
-    peak = 0
+class Gauge:
+    """Counts how many calls of :meth:`step` are in flight at once."""
 
-    async def tracked(i: int) -> int:
-        nonlocal running, peak
-        running += 1
-        peak = max(peak, running)
+    def __init__(self) -> None:
+        self.running = 0
+        self.peak = 0
+
+    async def step(self, i: int) -> int:
+        self.running += 1
+        self.peak = max(self.peak, self.running)
         await asyncio.sleep(0.01)
-        running -= 1
+        self.running -= 1
         return i
 
+
+def test_max_concurrency_is_never_exceeded() -> None:
+    gauge = Gauge()
     g = cp.Graph("limited")
     for i in range(20):
-        g.add(f"n{i}", tracked, i=i)
+        g.add(f"n{i}", gauge.step, i=i)
     result = run(g, options=cp.RunOptions(max_concurrency=3))
-    assert result.ok and peak == 3
+    assert result.ok and gauge.peak == 3
     assert result.metrics.peak_parallel_width == 3
 
 
 def test_named_resource_limits() -> None:
-    running = 0
-    peak = 0
-
-    async def llm_call(i: int) -> int:
-        nonlocal running, peak
-        running += 1
-        peak = max(peak, running)
-        await asyncio.sleep(0.01)
-        running -= 1
-        return i
-
+    gauge = Gauge()
+    llm_call = gauge.step
     g = cp.Graph("resources")
     for i in range(12):
         g.add(f"llm{i}", llm_call, i=i, resources={"provider": 1})
     result = run(g, options=cp.RunOptions(limits={"provider": 4}))
-    assert result.ok and peak == 4
+    assert result.ok and gauge.peak == 4
     with pytest.raises(cp.UserError, match=r"needs 5 of 'provider' but the run's limit is 4"):
         g.add("greedy", llm_call, i=0, resources={"provider": 5})
         run(g, options=cp.RunOptions(limits={"provider": 4}))

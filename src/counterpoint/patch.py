@@ -72,11 +72,10 @@ class Edit:
             resources: Mapping[str, int] | None = None, estimate: float | None = None,
             inputs: Mapping[str, Any] | None = None, **kwargs: Any) -> NodeRef:
         """Add a node, exactly like :meth:`Graph.add`. Returns a reference to its output."""
-        options = dict(after=tuple(after), policy=policy, retries=retries, timeout=timeout,
-                       fallback=fallback, resources=resources, estimate=estimate,
-                       inputs={**(inputs or {}), **kwargs})
-        self._ops.append(_AddOp(id, fn, options, replace=False, where=_caller_location(1)))
-        return NodeRef(NodeId(id))
+        return self._op(id, fn, False, dict(
+            after=tuple(after), policy=policy, retries=retries, timeout=timeout,
+            fallback=fallback, resources=resources, estimate=estimate,
+            inputs={**(inputs or {}), **kwargs}))
 
     def replace(self, id: str, fn: Callable[..., Any] | Graph, /, *,
                 after: Iterable[NodeRef | str] = (), policy: Policy | None = None,
@@ -85,10 +84,14 @@ class Edit:
                 resources: Mapping[str, int] | None = None, estimate: float | None = None,
                 inputs: Mapping[str, Any] | None = None, **kwargs: Any) -> NodeRef:
         """Rewrite a node that has not started: new step, inputs and policy, same id."""
-        options = dict(after=tuple(after), policy=policy, retries=retries, timeout=timeout,
-                       fallback=fallback, resources=resources, estimate=estimate,
-                       inputs={**(inputs or {}), **kwargs})
-        self._ops.append(_AddOp(id, fn, options, replace=True, where=_caller_location(1)))
+        return self._op(id, fn, True, dict(
+            after=tuple(after), policy=policy, retries=retries, timeout=timeout,
+            fallback=fallback, resources=resources, estimate=estimate,
+            inputs={**(inputs or {}), **kwargs}))
+
+    def _op(self, id: str, fn: Callable[..., Any] | Graph, replace: bool,
+            options: dict[str, Any]) -> NodeRef:
+        self._ops.append(_AddOp(id, fn, options, replace=replace, where=_caller_location(2)))
         return NodeRef(NodeId(id))
 
     def edge(self, before: NodeRef | str, after: NodeRef | str) -> None:
