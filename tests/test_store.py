@@ -225,3 +225,27 @@ for seq in range(2, 100000):
         seqs = [e.seq for e in store.events(RunId(f"r{i}"))]
         assert seqs == list(range(1, len(seqs) + 1))
     store.close()
+
+
+def test_sqlite_writer_failure_is_reported_not_hung(tmp_path: Path) -> None:
+    """If the writer thread dies (here: the events table vanished), appends and flushes
+    raise a StoreError instead of waiting forever."""
+    path = tmp_path / "runs.db"
+    store = SQLiteStore(path)
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TABLE segments")
+    conn.commit()
+    conn.close()
+
+    async def scenario() -> None:
+        store.append(RUN, created())
+        with pytest.raises(cp.StoreError, match="no such table: segments"):
+            await asyncio.wait_for(store.flush(), timeout=10)
+        with pytest.raises(cp.StoreError, match="writer failed earlier"):
+            store.append(RUN, node_event(2))
+        with pytest.raises(cp.StoreError):
+            await asyncio.wait_for(store.flush(), timeout=10)
+
+    asyncio.run(scenario())
+    with pytest.raises(cp.StoreError):
+        store.close()

@@ -83,7 +83,10 @@ class SQLiteStore(RunStore):
         self._estimates: dict[str, float] | None = None
         self._known_blobs: set[str] = set()
         self._dirty_stats: set[str] = set()
-        self._queue: deque[tuple[Any, ...]] = deque()
+        self._queue: deque[tuple[RunId, tuple[Any, ...]]] = deque()
+        """Events to write, as (run id, row)."""
+        self._side: deque[tuple[Any, ...]] = deque()
+        """Blobs and run-index updates; queued before the events that need them."""
         self._waiters: deque[_Waiter] = deque()
         self._appended = 0
         self._committed = 0
@@ -169,26 +172,28 @@ class SQLiteStore(RunStore):
             blob = hashlib.sha256(value.encode()).hexdigest()
             if blob not in self._known_blobs:
                 self._known_blobs.add(blob)
-                self._queue.append(("blob", blob, value))
+                self._side.append(("blob", blob, value))
             value = None
         kind = event.kind  # a str: json writes it as its value
-        self._queue.append((run_id, event.seq, kind, event.node, event.attempt, event.at,
-                            event.data, value, blob))
         if kind in _RUN_LEVEL:
-            self._queue.append(("run", run_id, kind, event.at, event.data or {}))
+            self._side.append(("run", run_id, kind, event.at, event.data or {}))
+        self._queue.append((run_id, (event.seq, kind, event.node, event.attempt, event.at,
+                                     event.data, value, blob)))
         self._appended += 1
         if not self._wake.is_set():
             self._wake.set()
 
     async def flush(self) -> None:
+        self._raise_failure()
         target = self._appended
         if self._committed >= target:
-            self._raise_failure()
             return
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
         self._waiters.append((loop, fut, target))
         self._wake.set()
+        if not self._writer.is_alive():  # it died after the check above: never wait forever
+            self._raise_failure()
         await fut
 
     def flush_sync(self) -> None:
@@ -214,15 +219,18 @@ class SQLiteStore(RunStore):
             while True:
                 self._wake.wait(timeout=_POLL_SECONDS)
                 self._wake.clear()
-                batch: list[tuple[Any, ...]] = []
+                batch: list[tuple[RunId, tuple[Any, ...]]] = []
                 queue = self._queue
                 while queue:
                     batch.append(queue.popleft())
+                side: list[tuple[Any, ...]] = []  # drained after: it covers every event above
+                while self._side:
+                    side.append(self._side.popleft())
                 if self._dirty_stats:
                     dirty, self._dirty_stats = self._dirty_stats, set()
-                    batch.append(("stats", [(k, *self._stats[k]) for k in dirty]))
-                if batch:
-                    self._commit(conn, batch)
+                    side.append(("stats", [(k, *self._stats[k]) for k in dirty]))
+                if batch or side:
+                    self._commit(conn, batch, side)
                 self._release_waiters()
                 now = time.monotonic()
                 if self._cancel_watch and now >= next_poll:
@@ -232,19 +240,29 @@ class SQLiteStore(RunStore):
                     break
         except BaseException as exc:  # the writer must never die silently
             self._failure = exc
-            for loop, fut, _ in list(self._waiters):
-                loop.call_soon_threadsafe(_fail, fut, exc)
+            while self._waiters:
+                loop, fut, _ = self._waiters.popleft()
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(_fail, fut, exc)
         finally:
             conn.close()
 
-    def _commit(self, conn: sqlite3.Connection, batch: list[tuple[Any, ...]]) -> None:
+    def _commit(self, conn: sqlite3.Connection, batch: list[tuple[RunId, tuple[Any, ...]]],
+                side: list[tuple[Any, ...]]) -> None:
         runs: dict[str, list[tuple[Any, ...]]] = {}
+        for run_id, row in batch:
+            per_run = runs.get(run_id)
+            if per_run is None:
+                runs[run_id] = per_run = []
+            per_run.append(row)
+        segments = [(run_id, rows[0][0], rows[-1][0], json.dumps(rows))
+                    for run_id, rows in runs.items()]
         blobs: list[tuple[str, str]] = []
         created: list[tuple[Any, ...]] = []
         status: list[tuple[str, float, str]] = []
         stats: dict[str, tuple[Any, ...]] = {}
         pid, host = os.getpid(), socket.gethostname()
-        for item in batch:
+        for item in side:
             tag = item[0]
             if tag == "blob":
                 blobs.append((item[1], item[2]))
@@ -258,16 +276,9 @@ class SQLiteStore(RunStore):
                     status.append((d.get("status", "failed"), at, run_id))
                 else:
                     status.append(("running", at, run_id))
-            elif tag == "stats":
+            else:
                 for row in item[1]:
                     stats[row[0]] = row
-            else:
-                per_run = runs.get(tag)
-                if per_run is None:
-                    runs[tag] = per_run = []
-                per_run.append(item[1:])
-        segments = [(run_id, evs[0][0], evs[-1][0], json.dumps(evs))
-                    for run_id, evs in runs.items()]
         for attempt in range(20):
             try:
                 conn.execute("BEGIN IMMEDIATE")
@@ -297,7 +308,7 @@ class SQLiteStore(RunStore):
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
             raise
-        self._committed += sum(len(evs) for evs in runs.values())
+        self._committed += len(batch)
 
     def _release_waiters(self) -> None:
         committed = self._committed
