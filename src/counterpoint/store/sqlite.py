@@ -27,6 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from ..errors import RunNotFound, StoreCorrupt, StoreError, StoreLocked, StoreTooNew
 from ..events import Event, EventKind
 from ..ids import NodeId, RunId
@@ -255,7 +257,8 @@ class SQLiteStore(RunStore):
             if per_run is None:
                 runs[run_id] = per_run = []
             per_run.append(row)
-        segments = [(run_id, rows[0][0], rows[-1][0], json.dumps(rows))
+        # orjson: ~20x faster than json here, and this runs under the GIL beside the loop
+        segments = [(run_id, rows[0][0], rows[-1][0], orjson.dumps(rows).decode())
                     for run_id, rows in runs.items()]
         blobs: list[tuple[str, str]] = []
         created: list[tuple[Any, ...]] = []
@@ -365,7 +368,7 @@ class SQLiteStore(RunStore):
                 self.run(run_id)
             out: list[Event] = []
             for (payload,) in segments:
-                for seq, kind, node, attempt, at, data, value, blob in json.loads(payload):
+                for seq, kind, node, attempt, at, data, value, blob in orjson.loads(payload):
                     if blob is not None:
                         row = self._reader.execute("SELECT data FROM blobs WHERE hash = ?",
                                                    (blob,)).fetchone()
