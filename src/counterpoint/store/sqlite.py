@@ -273,8 +273,8 @@ class SQLiteStore(RunStore):
                 _, run_id, kind, at, d = item
                 if kind is EventKind.RUN_CREATED:
                     created.append((run_id, d.get("graph", "?"), "running", at, at,
-                                    d.get("parent"), json.dumps(d.get("source", {})),
-                                    json.dumps(d.get("options", {})), pid, host))
+                                    d.get("parent"), orjson.dumps(d.get("source", {})).decode(),
+                                    orjson.dumps(d.get("options", {})).decode(), pid, host))
                 elif kind is EventKind.RUN_FINISHED:
                     status.append((d.get("status", "failed"), at, run_id))
                 else:
@@ -301,8 +301,11 @@ class SQLiteStore(RunStore):
             if status:
                 conn.executemany("UPDATE runs SET status=?, updated_at=?, owner_pid="
                                  f"{pid} WHERE run_id=?", status)
-                conn.executemany("UPDATE commands SET done=1 WHERE run_id=? AND done=0",
-                                 [(s[2],) for s in status if s[0] != "running"])
+                answered = [(s[2],) for s in status if s[0] != "running" and s[2] in
+                            self._cancel_seen]
+                if answered:  # cancel requests this process saw are answered by the finish
+                    conn.executemany("UPDATE commands SET done=1 WHERE run_id=? AND done=0",
+                                     answered)
             if stats:
                 conn.executemany("INSERT OR REPLACE INTO step_stats VALUES (?, ?, ?)",
                                  list(stats.values()))
@@ -341,7 +344,8 @@ class SQLiteStore(RunStore):
     def cancel_requests(self) -> set[RunId]:
         with self._read_lock:
             rows = self._reader.execute(
-                "SELECT DISTINCT run_id FROM commands WHERE done=0 AND kind='cancel'")
+                "SELECT DISTINCT c.run_id FROM commands c JOIN runs r ON r.run_id = c.run_id "
+                "WHERE c.done=0 AND c.kind='cancel' AND r.status='running'")
             return {RunId(r[0]) for r in rows}
 
     def watch_cancel(self, run_id: RunId, loop: asyncio.AbstractEventLoop,
@@ -351,6 +355,11 @@ class SQLiteStore(RunStore):
         return lambda: self._cancel_watch.pop(run_id, None) and None
 
     def _poll_cancels(self, conn: sqlite3.Connection) -> None:
+        rows = conn.execute("SELECT DISTINCT c.run_id, r.status FROM commands c JOIN runs r "
+                            "ON r.run_id = c.run_id WHERE c.done=0 AND c.kind='cancel'")
+        finished = [(run_id,) for run_id, status in rows if status != "running"]
+        if finished:  # requests for runs that ended anyway (e.g. finished before the request)
+            conn.executemany("UPDATE commands SET done=1 WHERE run_id=? AND done=0", finished)
         rows = conn.execute("SELECT DISTINCT run_id FROM commands WHERE done=0 AND kind='cancel'")
         for (run_id,) in rows:
             watcher = self._cancel_watch.get(run_id)
