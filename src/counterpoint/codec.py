@@ -15,6 +15,9 @@ from .errors import OutputNotSerializable, RunFailure
 
 def encode(value: Any) -> str:
     """Encode an output as JSON text; raises :class:`OutputNotSerializable`."""
+    kind = type(value)
+    if kind is int:
+        return str(value)  # exact JSON for any int, and the most common output
     if value is None:
         return "null"
     try:

@@ -232,9 +232,12 @@ class Execution:
                 self._pending.append(Event(NODE_STARTED, now, node_id,
                                            nodes[node_id].attempt + 1))
             self._drain()
+            create_task = self._loop.create_task  # type: ignore[union-attr]
+            tasks = self._tasks
+            run_node = self._run_node
             for node_id in chosen:
                 ns = nodes[node_id]
-                self._spawn(node_id, self._run_node(ns.spec, ns.attempt))
+                tasks[node_id] = create_task(run_node(ns.spec, ns.attempt))
 
     def _finished(self) -> None:
         if self._deadline is not None:
@@ -337,7 +340,7 @@ class Execution:
         nodes = self.state.nodes
         kwargs: dict[str, Any] = {}
         for name, value in spec.inputs.items():
-            if isinstance(value, NodeRef):
+            if type(value) is NodeRef:
                 source = nodes[value.node]
                 if source.status is not SUCCEEDED:
                     kwargs[name] = None  # an optional input whose source was skipped
@@ -361,10 +364,8 @@ class Execution:
                                  retryable=False)
             data = {**(data or {}), "chosen": list(output.successors)}
             output = output.value
-        value = codec.encode(output)
-        self.emit(Event(NODE_SUCCEEDED, time.time(), spec.id,
-                        self.state.nodes[spec.id].attempt, data=data, value=value,
-                        output=output))
+        self.emit(Event(NODE_SUCCEEDED, time.time(), spec.id, self.state.nodes[spec.id].attempt,
+                        data, codec.encode(output), output))
 
     def _join(self, spec: NodeSpec) -> None:
         nodes = self.state.nodes

@@ -99,6 +99,7 @@ class RunStatus(enum.StrEnum):
 
 
 _RUN_RUNNING = RunStatus.RUNNING
+_MAP = NodeKind.MAP
 
 
 @dataclass(slots=True)
@@ -496,7 +497,7 @@ def _settle(state: RunState, candidates: Iterable[NodeId], now: float,
         verdict = _verdict(state, ns, now)
         if verdict is not None:
             out.append(verdict)
-        elif ns.spec.kind is NodeKind.MAP:
+        elif ns.spec.kind is _MAP:
             out.append(_expansion(state, ns, now))
         else:
             out.append(Event(NODE_READY, now, node_id))

@@ -94,6 +94,8 @@ class SQLiteStore(RunStore):
         self._committed = 0
         self._failure: BaseException | None = None
         self._wake = threading.Event()
+        self._wake_flag = [False]
+        """Cheap mirror of ``_wake.is_set()`` for the append path (a list: mutable in place)."""
         self._closing = False
         self._cancel_watch: dict[RunId, tuple[asyncio.AbstractEventLoop, Callable[[], None]]] = {}
         self._cancel_seen: set[RunId] = set()
@@ -182,7 +184,8 @@ class SQLiteStore(RunStore):
         self._queue.append((run_id, (event.seq, kind, event.node, event.attempt, event.at,
                                      event.data, value, blob)))
         self._appended += 1
-        if not self._wake.is_set():
+        if not self._wake_flag[0]:
+            self._wake_flag[0] = True
             self._wake.set()
 
     async def flush(self) -> None:
@@ -221,6 +224,9 @@ class SQLiteStore(RunStore):
             while True:
                 self._wake.wait(timeout=_POLL_SECONDS)
                 self._wake.clear()
+                # after clear(), before draining: an append from here on sets the event again,
+                # and one from before is in the queue this pass drains
+                self._wake_flag[0] = False
                 batch: list[tuple[RunId, tuple[Any, ...]]] = []
                 queue = self._queue
                 while queue:
