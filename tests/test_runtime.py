@@ -460,3 +460,14 @@ def test_invalid_options_are_user_errors() -> None:
         cp.RunOptions(max_concurrency=0)
     with pytest.raises(cp.UserError, match="deadline must be > 0"):
         cp.RunOptions(deadline=-1)
+
+
+def test_subscribing_after_the_end_does_not_hang() -> None:
+    async def scenario() -> list[EventKind]:
+        g = cp.Graph("late")
+        g.add("a", const)
+        handle = await cp.start(g, store="memory")
+        await handle.result()
+        return [e.kind async for e in handle.events()]
+
+    assert asyncio.run(asyncio.wait_for(scenario(), timeout=10)) == []

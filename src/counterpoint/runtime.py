@@ -524,8 +524,12 @@ class Execution:
                                 data={"reason": message}))
 
     def subscribe(self) -> asyncio.Queue[Event | None]:
+        """A queue receiving every event from now on, then ``None`` when the run ends."""
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        self._subscribers.append(queue)
+        if self.state.status.terminal:
+            queue.put_nowait(None)  # already over: nothing more will come
+        else:
+            self._subscribers.append(queue)
         return queue
 
 
