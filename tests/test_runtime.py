@@ -471,3 +471,24 @@ def test_subscribing_after_the_end_does_not_hang() -> None:
         return [e.kind async for e in handle.events()]
 
     assert asyncio.run(asyncio.wait_for(scenario(), timeout=10)) == []
+
+
+def test_cancelling_a_subgraph_node_cancels_its_sub_run(tmp_path: Path) -> None:
+    inner = cp.Graph("inner-slow")
+    inner.add("wait", sleep_then, seconds=10)
+    outer = cp.Graph("outer-cancel")
+    outer.add("sub", inner)
+
+    async def scenario() -> cp.RunResult:
+        store = cp.SQLiteStore(tmp_path / "runs.db")
+        handle = await cp.start(outer, store=store)
+        await asyncio.sleep(0.1)
+        handle.cancel()
+        result = await handle.result()
+        assert store.run(cp.RunId(f"{result.run_id}/sub")).status == "cancelled"
+        store.close()
+        return result
+
+    result = asyncio.run(asyncio.wait_for(scenario(), timeout=10))
+    assert result.status is RunStatus.CANCELLED
+    assert result.nodes["sub"].status is NodeStatus.CANCELLED

@@ -171,9 +171,11 @@ class Execution:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._deadline: asyncio.TimerHandle | None = None
         self.owns_store = False
+        """Whether the run opened its store itself (and closes it at the end)."""
         # awaiting an async step directly is exactly what InProcessBackend.call does
         self._inline_async = type(backend) is InProcessBackend
-        """Whether the run opened its store itself (and closes it at the end)."""
+        self._children: dict[NodeId, RunHandle] = {}
+        """Sub-graph nodes running now -> the handle of their sub-run."""
 
     # ------------------------------------------------------------------ events
     def emit(self, event: Event) -> None:
@@ -451,12 +453,20 @@ class Execution:
         except RunNotFound:
             record = None
         if record is not None:  # this process crashed while the sub-run was going
-            result = await resume(child, store=self.store, graph=sub, backend=self.backend)
+            handle = await start_resume(child, store=self.store, graph=sub,
+                                        backend=self.backend)
         else:
-            result = await run(sub, inputs=kwargs, store=self.store, run_id=child,
-                               options=RunOptions(limits=self.options.limits,
-                                                  fail_fast=self.options.fail_fast),
-                               backend=self.backend, _parent=self.run_id)
+            handle = await start(sub, inputs=kwargs, store=self.store, run_id=child,
+                                 options=RunOptions(limits=self.options.limits,
+                                                    fail_fast=self.options.fail_fast),
+                                 backend=self.backend, _parent=self.run_id)
+        self._children[node] = handle
+        try:
+            result = await handle.result()
+        finally:
+            self._children.pop(node, None)
+        if node in self._cancelling:  # the sub-run was stopped because this node was cancelled
+            raise asyncio.CancelledError
         if not result.ok:
             failed = [k for k, n in result.nodes.items()
                       if n.status in (FAILED, BLOCKED)]
@@ -486,6 +496,11 @@ class Execution:
         return self.state.version
 
     def _cancel_task(self, node: NodeId, reason: str) -> None:
+        child = self._children.get(node)
+        if child is not None:  # stop the sub-run itself, so its log ends cancelled too
+            self._cancelling[node] = reason
+            child.cancel()
+            return
         task = self._tasks.get(node)
         if task is not None and not task.done():
             self._cancelling[node] = reason
