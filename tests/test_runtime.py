@@ -14,6 +14,12 @@ from counterpoint.events import EventKind
 from counterpoint.state import NodeStatus, RunStatus
 
 
+def _without(state: Any, node: str) -> Any:
+    """A copy of a run state without one node (to look past it in raise_for_status)."""
+    from dataclasses import replace
+    return replace(state, nodes={k: v for k, v in state.nodes.items() if k != node})
+
+
 def run(graph: cp.Graph, **kwargs: Any) -> cp.RunResult:
     kwargs.setdefault("store", "memory")
     return cp.run_sync(graph, **kwargs)
@@ -148,6 +154,9 @@ def test_failure_blocks_dependents_and_independent_branches_finish() -> None:
     assert result.metrics.failures == {"bad": "ValueError: bad input row 7"}
     with pytest.raises(cp.NodeFailed, match=r"node 'bad' failed \(ValueError: bad input row 7\)"):
         result.raise_for_status()
+    with pytest.raises(cp.UpstreamFailed, match=r"node 'child' blocked \(upstream 'bad' failed"):
+        cp.RunResult(run_id=result.run_id, graph=result.graph, status=result.status,
+                     state=_without(result.state, "bad")).raise_for_status()
 
 
 def test_fail_fast_cancels_the_rest() -> None:
@@ -230,6 +239,8 @@ def test_deadline_returns_partial_result() -> None:
     assert result["quick"] == "kept"
     assert result.nodes["slow"].status is NodeStatus.CANCELLED
     assert result.nodes["after"].status is NodeStatus.CANCELLED
+    with pytest.raises(cp.DeadlineExceeded, match=r"2 node\(s\) unfinished \(slow, after\)"):
+        result.raise_for_status()
 
 
 def test_conditional_branches_skip_the_unchosen() -> None:

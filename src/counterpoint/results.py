@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from .errors import NodeFailed
+from .errors import DeadlineExceeded, NodeFailed, RunFailure, UpstreamFailed
 from .graph import NodeRef
 from .ids import NodeId, RunId
 from .metrics import Metrics, compute
@@ -79,14 +79,30 @@ class RunResult:
         return ns.output
 
     def raise_for_status(self) -> RunResult:
-        """Raise :class:`NodeFailed` naming the first failed node unless the run succeeded."""
+        """Return ``self`` if the run succeeded, else raise what stopped it.
+
+        :class:`NodeFailed` names the first node whose own code failed;
+        :class:`UpstreamFailed` a node blocked by a failure upstream (when no
+        failed node is left to name); :class:`DeadlineExceeded` a run whose
+        deadline passed; any other end (cancelled) is a :class:`RunFailure`.
+        """
         if self.ok:
             return self
-        for k, ns in self.state.nodes.items():
-            if ns.status in (NodeStatus.FAILED, NodeStatus.BLOCKED):
-                raise NodeFailed(f"run {self.run_id} {self.status}: node {k!r} {ns.status}"
-                                 + _reason(ns.error), retryable=False)
-        raise NodeFailed(f"run {self.run_id} {self.status}", retryable=False)
+        where = f"run {self.run_id} {self.status}"
+        if self.status is RunStatus.TIMED_OUT:
+            left = [k for k, ns in self.state.nodes.items() if ns.status is NodeStatus.CANCELLED]
+            raise DeadlineExceeded(f"{where}: the deadline passed with {len(left)} node(s) "
+                                   f"unfinished ({', '.join(left[:5])}); finished nodes kept "
+                                   "their outputs")
+        nodes = self.state.nodes.items()
+        for k, ns in nodes:
+            if ns.status is NodeStatus.FAILED:
+                raise NodeFailed(f"{where}: node {k!r} failed" + _reason(ns.error),
+                                 retryable=False)
+        for k, ns in nodes:
+            if ns.status is NodeStatus.BLOCKED:
+                raise UpstreamFailed(f"{where}: node {k!r} blocked" + _reason(ns.error))
+        raise RunFailure(f"{where}", retryable=False)
 
 
 def _reason(error: dict[str, Any] | None) -> str:
