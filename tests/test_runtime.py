@@ -503,3 +503,24 @@ def test_cancelling_a_subgraph_node_cancels_its_sub_run(tmp_path: Path) -> None:
     result = asyncio.run(asyncio.wait_for(scenario(), timeout=10))
     assert result.status is RunStatus.CANCELLED
     assert result.nodes["sub"].status is NodeStatus.CANCELLED
+
+
+def test_a_failing_store_ends_the_run_with_its_error(tmp_path: Path) -> None:
+    """When the log cannot be written the run stops and says so; it does not hang."""
+    import sqlite3
+
+    store = cp.SQLiteStore(tmp_path / "runs.db")
+    conn = sqlite3.connect(store.path)
+    conn.execute("DROP TABLE segments")  # every commit from now on fails
+    conn.commit()
+    conn.close()
+    g = cp.Graph("doomed")
+    previous = g.add("n0", sleep_then, seconds=0.01, value=0)
+    for i in range(1, 30):
+        previous = g.add(f"n{i}", sleep_then, seconds=0.01, value=i, after=[previous])
+
+    async def scenario() -> None:
+        with pytest.raises(cp.StoreError, match="no such table: segments"):
+            await cp.run(g, store=store)
+
+    asyncio.run(asyncio.wait_for(scenario(), timeout=20))

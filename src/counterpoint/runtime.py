@@ -33,6 +33,7 @@ from .errors import (
     PatchError,
     Retry,
     RunNotFound,
+    StoreError,
     UserError,
 )
 from .events import (
@@ -187,8 +188,20 @@ class Execution:
         try:
             self._drain()
             self._dispatch()
+        except StoreError as exc:
+            self._abort(exc)
         finally:
             self._emitting = False
+
+    def _abort(self, exc: StoreError) -> None:
+        """The log cannot be written: stop at once and raise ``exc`` from :meth:`execute`.
+
+        Nothing more is recorded; what the store already holds stays a valid prefix,
+        so the run can be resumed once the store works again.
+        """
+        self._pending.clear()
+        if self._done is not None and not self._done.done():
+            self._done.set_exception(exc)
 
     def _drain(self) -> None:
         pending = self._pending
