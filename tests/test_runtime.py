@@ -524,3 +524,124 @@ def test_a_failing_store_ends_the_run_with_its_error(tmp_path: Path) -> None:
             await cp.run(g, store=store)
 
     asyncio.run(asyncio.wait_for(scenario(), timeout=20))
+
+
+# ------------------------------------------------------------ regressions from review
+def test_a_node_in_its_fallback_still_obeys_the_deadline() -> None:
+    async def boom() -> int:
+        raise ValueError("primary failed")
+
+    async def slow_fallback() -> int:
+        await asyncio.sleep(5)
+        return 42
+
+    g = cp.Graph("fallback-deadline")
+    g.add("a", boom, fallback=slow_fallback)
+    result = asyncio.run(asyncio.wait_for(
+        cp.run(g, store="memory", options=cp.RunOptions(deadline=0.3)), timeout=4))
+    assert result.status is RunStatus.TIMED_OUT
+    assert result.nodes["a"].status is NodeStatus.CANCELLED
+
+
+def test_a_map_sent_down_a_branch_runs_its_items() -> None:
+    async def choose() -> cp.Choose:
+        return cp.Choose("m")
+
+    async def items() -> list[int]:
+        return [1, 2, 3]
+
+    async def double(x: int) -> int:
+        return 2 * x
+
+    g = cp.Graph("map-branch")
+    c = g.add("choose", choose)
+    g.map("m", double, over=g.add("src", items), after=[c])
+    result = run(g)
+    assert result.ok and result["m"] == [2, 4, 6]
+
+
+def test_a_new_edge_from_a_failed_node_blocks_a_ready_node() -> None:
+    async def fail() -> int:
+        raise ValueError("f broke")
+
+    async def wire(ctx: cp.NodeContext) -> int:
+        assert ctx.nodes()["b"] is NodeStatus.READY  # waiting for the single slot
+        edit = cp.Edit()
+        edit.edge("f", "b")
+        ctx.apply(edit)
+        return 1
+
+    g = cp.Graph("edge-to-ready")
+    g.add("f", fail, estimate=10)
+    g.add("s", wire, estimate=5)
+    g.add("b", const, estimate=1)
+    result = run(g, options=cp.RunOptions(max_concurrency=1))
+    assert result.nodes["b"].status is NodeStatus.BLOCKED
+
+
+def test_cancelling_an_expanded_map_cancels_its_items() -> None:
+    async def items() -> list[float]:
+        return [5.0, 5.0]
+
+    async def scenario() -> cp.RunResult:
+        g = cp.Graph("map-cancel")
+        g.map("m", sleep_then, over=g.add("src", items))
+        handle = await cp.start(g, store="memory")
+        while handle.state.nodes.get(cp.NodeId("m[1]")) is None or \
+                handle.state.nodes[cp.NodeId("m[1]")].status is not NodeStatus.RUNNING:
+            await asyncio.sleep(0.01)
+        edit = cp.Edit()
+        edit.cancel("m")
+        handle.apply(edit)
+        return await handle.result()
+
+    result = asyncio.run(asyncio.wait_for(scenario(), timeout=4))
+    assert [result.nodes[n].status for n in ("m", "m[0]", "m[1]")] == [NodeStatus.CANCELLED] * 3
+
+
+def test_a_sub_graph_timeout_ends_its_sub_run(tmp_path: Path) -> None:
+    inner = cp.Graph("inner-timeout")
+    inner.add("wait", sleep_then, seconds=5)
+    outer = cp.Graph("outer-timeout")
+    outer.add("sub", inner, timeout=0.2)
+    store = cp.SQLiteStore(tmp_path / "runs.db")
+    result = cp.run_sync(outer, store=store)
+    assert result.status is RunStatus.FAILED
+    assert "exceeded its timeout of 0.2s" in (result.nodes["sub"].error or {})["message"]
+    assert store.run(cp.RunId(f"{result.run_id}/sub")).status == "cancelled"
+    store.close()
+
+
+def test_resume_continues_a_sub_run_instead_of_starting_another(tmp_path: Path) -> None:
+    calls: list[str] = []
+
+    async def first(x: int) -> int:
+        calls.append("first")
+        return x + 1
+
+    async def work(x: int) -> int:
+        calls.append("work")
+        await asyncio.sleep(0.5 if calls.count("work") == 1 else 0.0)
+        return 2 * x
+
+    inner = cp.Graph("inner-resume")
+    inner.output(inner.add("work", work, x=inner.add("first", first, x=inner.input("x"))))
+    outer = cp.Graph("outer-resume")
+    outer.output(outer.add("sub", inner, x=5))
+    store = cp.SQLiteStore(tmp_path / "runs.db")
+
+    async def scenario() -> cp.RunResult:
+        handle = await cp.start(outer, store=store, run_id="R")
+        await asyncio.sleep(0.2)
+        handle._task.cancel()  # the process going away in the middle of the sub-run
+        with pytest.raises(asyncio.CancelledError):
+            await handle._task
+        await store.flush()
+        assert store.run(cp.RunId("R/sub")).status == "running"
+        return await cp.resume("R", store=store, graph=outer)
+
+    result = asyncio.run(asyncio.wait_for(scenario(), timeout=10))
+    assert result.ok and result.output == 12
+    assert calls.count("first") == 1  # its success was logged in the sub-run
+    assert [r.run_id for r in store.runs() if r.run_id.startswith("R/")] == ["R/sub"]
+    store.close()

@@ -113,6 +113,8 @@ class NodeSpec:
     """``file:line`` where the node was added, for error messages."""
     estimate: float | None = None
     """Expected duration in seconds; overrides the estimate learned for the step."""
+    spawned_by: NodeId | None = None
+    """For an item spawned by a map at run time: the map's id (branch choices name it)."""
     deps: tuple[NodeId, ...] = ()
     """All dependencies, data and ordering, in a stable order (derived)."""
 

@@ -138,7 +138,7 @@ def load_recorded(source: Mapping[str, Any], run: str) -> Graph:
     return graph
 
 
-def make_resolver(graph: Graph) -> Callable[[str, str], Callable[..., Any]]:
+def make_resolver(graph: Graph, run: str = "?") -> Callable[[str, str], Callable[..., Any]]:
     """Resolve step keys recorded in patches: first among the graph's own steps, then by
     importing ``module:qualname``."""
     known: dict[str, Any] = {}
@@ -167,14 +167,16 @@ def make_resolver(graph: Graph) -> Callable[[str, str], Callable[..., Any]]:
         if qualname in qualnames:
             return qualnames[qualname]  # type: ignore[no-any-return]
         if "<locals>" in qualname or "<lambda>" in qualname:
-            raise SourceError(f"node {node!r}: its step {key} was a local function or lambda "
-                              "and cannot be re-imported on resume; define it at module level")
+            raise SourceError(f"run {run}, node {node!r} (added by a live edit): its step {key} "
+                              "was a local function or lambda and cannot be re-imported on "
+                              "resume; define it at module level")
         try:
             target: Any = importlib.import_module(module_name)
             for part in qualname.split("."):
                 target = getattr(target, part)
         except (ImportError, AttributeError) as exc:
-            raise SourceError(f"node {node!r}: cannot import its step {key} ({exc})") from exc
+            raise SourceError(f"run {run}, node {node!r}: cannot import its step {key} "
+                              f"({exc}); restore it, or resume from Python with graph=") from exc
         return target  # type: ignore[no-any-return]
 
     return resolve

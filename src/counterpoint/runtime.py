@@ -20,7 +20,7 @@ import socket
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Coroutine, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import codec
@@ -106,7 +106,9 @@ class RunOptions:
 
 
 _RUN_RUNNING = RunStatus.RUNNING
+_ENDED = frozenset(s for s in NodeStatus if s.terminal)
 _TASK = NodeKind.TASK
+_GRAPH = NodeKind.GRAPH
 _JOIN = NodeKind.JOIN
 
 
@@ -275,6 +277,11 @@ class Execution:
         assert self._loop is not None
         self._tasks[node_id] = self._loop.create_task(coro)
 
+    def _forget_task(self, node_id: NodeId) -> None:
+        """Drop the calling task's entry, but not a successor it spawned (its fallback)."""
+        if self._tasks.get(node_id) is asyncio.current_task():
+            del self._tasks[node_id]
+
     async def execute(self, first: Event) -> RunResult:
         """Run until the run finishes; returns its result.
 
@@ -318,7 +325,7 @@ class Execution:
             kwargs = self._arguments(spec)
             if spec.context_param:
                 kwargs[spec.context_param] = NodeContext(self, node_id, attempt)
-            if spec.policy.timeout is None:
+            if spec.policy.timeout is None or spec.kind is _GRAPH:  # a sub-run times itself
                 if spec.is_async and self._inline_async and spec.kind is _TASK:
                     output = await spec.fn(**kwargs)  # type: ignore[operator]
                 else:
@@ -344,11 +351,12 @@ class Execution:
         except Exception as exc:
             self._failed(spec, attempt, exc)
         finally:
-            self._tasks.pop(node_id, None)
+            self._forget_task(node_id)
 
     async def _call(self, spec: NodeSpec, kwargs: dict[str, Any], attempt: int) -> Any:
         if isinstance(spec.fn, Graph):
-            return await self._run_subgraph(spec.fn, spec.id, kwargs, attempt)
+            return await self._run_subgraph(spec.fn, spec.id, kwargs, attempt,
+                                            spec.policy.timeout)
         return await self.backend.call(spec.fn, kwargs, is_async=spec.is_async)
 
     def _arguments(self, spec: NodeSpec) -> dict[str, Any]:
@@ -450,7 +458,7 @@ class Execution:
             wrapped.__cause__ = exc
             self._failed(spec, attempt, wrapped)
         finally:
-            self._tasks.pop(spec.id, None)
+            self._forget_task(spec.id)
 
     def _retry(self, node_id: NodeId) -> None:
         self._timers.pop(node_id, None)
@@ -459,23 +467,39 @@ class Execution:
             self.emit(Event(NODE_READY, time.time(), node_id, ns.attempt))
 
     async def _run_subgraph(self, sub: Graph, node: NodeId, kwargs: dict[str, Any],
-                            attempt: int) -> Any:
-        child = RunId(f"{self.run_id}/{node}" + (f"~{attempt}" if attempt > 1 else ""))
+                            attempt: int, timeout: float | None) -> Any:
+        # numbered by failed attempts: an attempt cut short by a crash resumes its sub-run
+        tries = self.state.nodes[node].failures + 1
+        child = RunId(f"{self.run_id}/{node}" + (f"~{tries}" if tries > 1 else ""))
         try:
             record = self.store.run(child)
         except RunNotFound:
             record = None
         if record is not None:  # this process crashed while the sub-run was going
-            handle = await start_resume(child, store=self.store, graph=sub,
-                                        backend=self.backend)
+            execution = _prepare_resume(child, self.store, sub, None, self.backend)
+            first = None if execution.state.status.terminal else \
+                Event(RUN_RESUMED, time.time(), data={"pid": os.getpid()})
         else:
-            handle = await start(sub, inputs=kwargs, store=self.store, run_id=child,
-                                 options=RunOptions(limits=self.options.limits,
-                                                    fail_fast=self.options.fail_fast),
-                                 backend=self.backend, _parent=self.run_id)
+            execution, first = _prepare(sub, kwargs, RunOptions(
+                limits=self.options.limits, fail_fast=self.options.fail_fast), self.store,
+                child, self.backend, None, self.run_id)
+        # registered before any await, so a cancel of this node always reaches the sub-run
+        handle = RunHandle(execution, asyncio.get_running_loop().create_task(
+            _execute(execution, first)))
         self._children[node] = handle
+        task = handle._task
         try:
-            result = await handle.result()
+            result = await asyncio.wait_for(asyncio.shield(task), timeout)
+        except TimeoutError:
+            handle.cancel()  # the sub-run's log ends cancelled
+            await asyncio.wait([task])
+            raise NodeTimeout(f"run {self.run_id}, node {node!r}: attempt {attempt} exceeded "
+                              f"its timeout of {timeout:g}s; sub-run {child} was cancelled") \
+                from None
+        except asyncio.CancelledError:
+            task.cancel()  # torn down with this run: the sub-run stays resumable too
+            await asyncio.wait([task])
+            raise
         finally:
             self._children.pop(node, None)
         if node in self._cancelling:  # the sub-run was stopped because this node was cancelled
@@ -494,6 +518,12 @@ class Execution:
         return self.apply_patch(patch)
 
     def apply_patch(self, patch: Patch) -> int:
+        nodes = self.state.nodes
+        spawned = [c for n in patch.cancel if n in nodes and nodes[n].spec.kind is _JOIN
+                   for c in nodes[n].spec.after
+                   if c not in patch.cancel and nodes[c].status not in _ENDED]
+        if spawned:  # a map's items go with it
+            patch = replace(patch, cancel=(*patch.cancel, *spawned))
         check_patch(self.state, patch)
         for spec in (*patch.add, *patch.replace):
             for name, units in spec.policy.resources.items():
@@ -743,7 +773,7 @@ def _prepare_resume(rid: RunId, store: RunStore, graph: Graph | None,
 
 def replay(state: RunState, events: list[Event], graph: Graph) -> None:
     """Rebuild ``state`` from recorded events (outputs and patches decoded)."""
-    resolver = make_resolver(graph)
+    resolver = make_resolver(graph, state.run_id)
     for ev in events:
         kind = ev.kind
         if kind is NODE_SUCCEEDED and ev.value is not None:

@@ -370,7 +370,8 @@ def _expand_map(state: RunState, event: Event) -> None:
             id=NodeId(f"{map_id}[{i}]"), fn=spec.fn,
             inputs={**spec.inputs, spec.map_param: item}, after=spec.after,
             policy=spec.policy, kind=NodeKind.TASK, context_param=spec.context_param,
-            is_async=spec.is_async, step_key=spec.step_key, where=spec.where))
+            is_async=spec.is_async, step_key=spec.step_key, where=spec.where,
+            estimate=spec.estimate, spawned_by=map_id))
     _add_specs(state, children)
     for dep in spec.deps:  # the join depends on the spawned nodes only
         state.nodes[dep].dependents.remove(map_id)
@@ -395,7 +396,7 @@ def _apply_patch(state: RunState, patch: Patch) -> None:
             nodes[dep].dependents.append(spec.id)
             if nodes[dep].status not in _TERMINAL:
                 ns.unmet += 1
-        if ns.status is READY and ns.unmet:
+        if ns.status is READY:  # re-judged by react: its new dependencies may have failed
             ns.status = PENDING
     _add_specs(state, patch.add)
     for before, after in patch.edges:
@@ -405,8 +406,8 @@ def _apply_patch(state: RunState, patch: Patch) -> None:
             nodes[before].dependents.append(after)
             if nodes[before].status not in _TERMINAL:
                 target.unmet += 1
-                if target.status is READY:
-                    target.status = PENDING
+        if target.status is READY:  # re-judged by react: ``before`` may have failed
+            target.status = PENDING
     state.version += 1
     compute_ranks(state)
 
@@ -507,12 +508,13 @@ def _verdict(state: RunState, ns: NodeState, now: float) -> Event | None:
     """The non-success end a node must take given its (terminal) dependencies, if any."""
     nodes = state.nodes
     node_id = ns.spec.id
+    chosen_as = ns.spec.spawned_by or node_id  # a map's items go where the map was sent
     data_deps: set[NodeId] | None = None
     for dep_id in ns.spec.deps:
         dep = nodes[dep_id]
         status = dep.status
         if status is SUCCEEDED:
-            if dep.chosen is not None and node_id not in dep.chosen:
+            if dep.chosen is not None and chosen_as not in dep.chosen:
                 return Event(NODE_SKIPPED, now, node_id,
                              data={"reason": f"not chosen by {dep_id!r}"})
             continue

@@ -85,6 +85,7 @@ class SQLiteStore(RunStore):
         self._estimates: dict[str, float] | None = None
         self._known_blobs: set[str] = set()
         self._dirty_stats: set[str] = set()
+        self._stats_lock = threading.Lock()
         self._queue: deque[tuple[RunId, tuple[Any, ...]]] = deque()
         """Events to write, as (run id, row)."""
         self._side: deque[tuple[Any, ...]] = deque()
@@ -213,9 +214,10 @@ class SQLiteStore(RunStore):
             raise StoreError(f"store {self.path}: writing failed: {self._failure}")
 
     def record_durations(self, samples: Mapping[str, Sequence[float]]) -> None:
-        if fold_estimates(self._stats, samples, self._estimates):
-            self._estimates = None
-        self._dirty_stats.update(samples)  # written with the next commit
+        with self._stats_lock:  # the writer reads both when it commits
+            if fold_estimates(self._stats, samples, self._estimates):
+                self._estimates = None
+            self._dirty_stats.update(samples)  # written with the next commit
 
     def _write_loop(self) -> None:
         conn = self._connect()
@@ -235,8 +237,9 @@ class SQLiteStore(RunStore):
                 while self._side:
                     side.append(self._side.popleft())
                 if self._dirty_stats:
-                    dirty, self._dirty_stats = self._dirty_stats, set()
-                    side.append(("stats", [(k, *self._stats[k]) for k in dirty]))
+                    with self._stats_lock:
+                        dirty, self._dirty_stats = self._dirty_stats, set()
+                        side.append(("stats", [(k, *self._stats[k]) for k in dirty]))
                 if batch or side:
                     self._commit(conn, batch, side)
                 self._release_waiters()
