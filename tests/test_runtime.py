@@ -587,9 +587,9 @@ def test_cancelling_an_expanded_map_cancels_its_items() -> None:
         g = cp.Graph("map-cancel")
         g.map("m", sleep_then, over=g.add("src", items))
         handle = await cp.start(g, store="memory")
-        while handle.state.nodes.get(cp.NodeId("m[1]")) is None or \
-                handle.state.nodes[cp.NodeId("m[1]")].status is not NodeStatus.RUNNING:
-            await asyncio.sleep(0.01)
+        async for event in handle.events():
+            if event.kind is EventKind.NODE_STARTED and event.node == "m[1]":
+                break
         edit = cp.Edit()
         edit.cancel("m")
         handle.apply(edit)

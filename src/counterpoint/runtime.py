@@ -467,7 +467,7 @@ class Execution:
             self.emit(Event(NODE_READY, time.time(), node_id, ns.attempt))
 
     async def _run_subgraph(self, sub: Graph, node: NodeId, kwargs: dict[str, Any],
-                            attempt: int, timeout: float | None) -> Any:
+                            attempt: int, limit: float | None) -> Any:
         # numbered by failed attempts: an attempt cut short by a crash resumes its sub-run
         tries = self.state.nodes[node].failures + 1
         child = RunId(f"{self.run_id}/{node}" + (f"~{tries}" if tries > 1 else ""))
@@ -489,12 +489,13 @@ class Execution:
         self._children[node] = handle
         task = handle._task
         try:
-            result = await asyncio.wait_for(asyncio.shield(task), timeout)
+            # the node's timeout, applied here so that expiry can end the sub-run cleanly
+            result = await asyncio.wait_for(asyncio.shield(task), limit)
         except TimeoutError:
             handle.cancel()  # the sub-run's log ends cancelled
             await asyncio.wait([task])
             raise NodeTimeout(f"run {self.run_id}, node {node!r}: attempt {attempt} exceeded "
-                              f"its timeout of {timeout:g}s; sub-run {child} was cancelled") \
+                              f"its timeout of {limit:g}s; sub-run {child} was cancelled") \
                 from None
         except asyncio.CancelledError:
             task.cancel()  # torn down with this run: the sub-run stays resumable too
