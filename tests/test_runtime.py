@@ -645,3 +645,29 @@ def test_resume_continues_a_sub_run_instead_of_starting_another(tmp_path: Path) 
     assert calls.count("first") == 1  # its success was logged in the sub-run
     assert [r.run_id for r in store.runs() if r.run_id.startswith("R/")] == ["R/sub"]
     store.close()
+
+
+def test_resume_finishes_a_stop_that_a_crash_interrupted() -> None:
+    """A logged ``run_stopping`` is honoured on resume: nothing runs again, the run ends."""
+    calls: list[str] = []
+
+    async def work() -> str:
+        calls.append("work")
+        return "done"
+
+    g = cp.Graph("stopped")
+    g.add("a", work)
+    g.add("b", work, after=["a"])
+    store = cp.MemoryStore()
+    rid = cp.RunId("r-stopping")
+    for seq, event in enumerate([
+            cp.Event(EventKind.RUN_CREATED, 1.0, data={"graph": "stopped", "options": {}}),
+            cp.Event(EventKind.NODE_READY, 1.1, cp.NodeId("a")),
+            cp.Event(EventKind.NODE_STARTED, 1.2, cp.NodeId("a"), 1),
+            cp.Event(EventKind.RUN_STOPPING, 1.3, data={"reason": "cancelled"})], start=1):
+        event.seq = seq
+        store.append(rid, event)
+    result = asyncio.run(cp.resume(rid, store=store, graph=g))
+    assert result.status is RunStatus.CANCELLED
+    assert calls == []
+    assert [result.nodes[n].status for n in ("a", "b")] == [NodeStatus.CANCELLED] * 2

@@ -21,6 +21,8 @@ class EventKind(enum.StrEnum):
     RUN_CREATED = "run_created"
     RUN_RESUMED = "run_resumed"
     RUN_FINISHED = "run_finished"
+    RUN_STOPPING = "run_stopping"
+    """The run is being stopped early (``data["reason"]``: cancelled, deadline, fail_fast)."""
     NODE_READY = "node_ready"
     NODE_STARTED = "node_started"
     NODE_SUCCEEDED = "node_succeeded"
@@ -38,6 +40,7 @@ class EventKind(enum.StrEnum):
 RUN_CREATED = EventKind.RUN_CREATED
 RUN_RESUMED = EventKind.RUN_RESUMED
 RUN_FINISHED = EventKind.RUN_FINISHED
+RUN_STOPPING = EventKind.RUN_STOPPING
 NODE_READY = EventKind.NODE_READY
 NODE_STARTED = EventKind.NODE_STARTED
 NODE_SUCCEEDED = EventKind.NODE_SUCCEEDED

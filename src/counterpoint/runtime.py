@@ -46,6 +46,7 @@ from .events import (
     RUN_CREATED,
     RUN_FINISHED,
     RUN_RESUMED,
+    RUN_STOPPING,
     Event,
 )
 from .graph import Choose, Graph, InputRef, NodeKind, NodeRef, NodeSpec
@@ -296,6 +297,8 @@ class Execution:
             if self.options.deadline is not None:
                 self._deadline = loop.call_later(self.options.deadline, self.stop, "deadline")
             self.emit(first)
+            if self.state.stop_reason is not None and not self.state.status.terminal:
+                self._cancel_rest()  # resumed in the middle of a stop: finish it
             if not self._done.done():
                 await self._done
         finally:
@@ -561,20 +564,30 @@ class Execution:
                             data={"reason": reason}))
 
     def stop(self, reason: str) -> None:
-        """Stop the run early: ``cancelled``, ``deadline`` or ``fail_fast``."""
+        """Stop the run early: ``cancelled``, ``deadline`` or ``fail_fast``.
+
+        The decision is logged first (``run_stopping``), so a resume after a crash
+        in the middle of stopping finishes the stop instead of running on.
+        """
         state = self.state
         if state.status.terminal or state.stop_reason is not None:
             return
-        state.stop_reason = reason
+        self.emit(Event(RUN_STOPPING, time.time(), data={"reason": reason}))
+        self._cancel_rest()
+
+    def _cancel_rest(self) -> None:
+        """Cancel every node that has not ended, for the run's ``stop_reason``."""
+        state = self.state
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
         now = time.time()
+        reason = state.stop_reason or "cancelled"
         message = {"deadline": f"the run's deadline of {self.options.deadline}s passed",
                    "fail_fast": "another node failed and fail_fast is on",
                    "cancelled": "the run was cancelled"}.get(reason, reason)
         for node_id, ns in list(state.nodes.items()):
-            if ns.status.terminal:
+            if ns.status in _ENDED:
                 continue
             if node_id in self._tasks:
                 self._cancel_task(node_id, message)

@@ -35,6 +35,7 @@ from .events import (
     RUN_CREATED,
     RUN_FINISHED,
     RUN_RESUMED,
+    RUN_STOPPING,
     Event,
 )
 from .graph import NodeKind, NodeRef, NodeSpec, Topology, find_cycle
@@ -302,6 +303,8 @@ def evolve(state: RunState, event: Event) -> None:
         state.status = RunStatus.RUNNING
     elif kind is RUN_RESUMED:
         _interrupt(state)
+    elif kind is RUN_STOPPING:
+        state.stop_reason = str((event.data or {}).get("reason", "cancelled"))
     elif kind is RUN_FINISHED:
         state.status = RunStatus((event.data or {}).get("status", RunStatus.FAILED))
         state.finished_at = event.at
@@ -354,7 +357,7 @@ def _interrupt(state: RunState) -> None:
     state.ready.clear()
     state.status = RunStatus.RUNNING
     state.finished_at = None
-    state.stop_reason = None
+    # a stop that was under way when the process died is finished by the resume
 
 
 def _expand_map(state: RunState, event: Event) -> None:
