@@ -8,6 +8,7 @@ resumes (:func:`resume`) without redoing finished work.
 from __future__ import annotations
 
 from .backend import Backend, InProcessBackend
+from .context import NodeContext
 from .errors import (
     ControlSignal,
     CounterpointError,
@@ -32,13 +33,12 @@ from .events import Event, EventKind
 from .graph import Choose, Graph, InputRef, NodeKind, NodeRef, NodeSpec, ref, step
 from .ids import NodeId, RunId
 from .metrics import Metrics, NodeTiming
+from .options import RunOptions
 from .patch import Edit, Patch
 from .policy import Backoff, Policy
 from .results import NodeResult, RunResult
 from .runtime import (
-    NodeContext,
     RunHandle,
-    RunOptions,
     resume,
     run,
     run_sync,

@@ -20,12 +20,13 @@ import socket
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Coroutine, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from . import codec
 from .annotations import return_type
 from .backend import Backend, InProcessBackend
+from .context import NodeContext
 from .errors import (
     NodeFailed,
     NodeTimeout,
@@ -52,6 +53,7 @@ from .events import (
 from .graph import Choose, Graph, InputRef, NodeKind, NodeRef, NodeSpec
 from .ids import NodeId, RunId, new_run_id
 from .loader import load_recorded, make_resolver, source_record
+from .options import RunOptions
 from .patch import Edit, Patch, patch_from_data, patch_to_data
 from .results import RunResult
 from .state import (
@@ -70,82 +72,11 @@ from .state import (
 )
 from .store import RunRecord, RunStore, open_store
 
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class RunOptions:
-    """How a run is executed. All limits are per run unless noted."""
-
-    max_concurrency: int | None = None
-    """Most nodes running at once (``None``: unlimited)."""
-    limits: Mapping[str, int] = field(default_factory=dict)
-    """Named resource limits, e.g. ``{"openai": 4}``; nodes declare what they hold."""
-    fail_fast: bool = False
-    """Cancel everything once a node fails (default: independent branches keep going)."""
-    deadline: float | None = None
-    """Seconds after which what is left is cancelled and the partial result returned."""
-    seed: int | None = None
-    """Seed for retry jitter, for reproducible runs."""
-
-    def __post_init__(self) -> None:
-        if self.max_concurrency is not None and self.max_concurrency < 1:
-            raise UserError(f"max_concurrency must be >= 1, got {self.max_concurrency}")
-        if self.deadline is not None and self.deadline <= 0:
-            raise UserError(f"deadline must be > 0 seconds, got {self.deadline}")
-        for name, limit in self.limits.items():
-            if limit < 1:
-                raise UserError(f"limit {name!r} must be >= 1, got {limit}")
-
-    def as_data(self) -> dict[str, Any]:
-        return {"max_concurrency": self.max_concurrency, "limits": dict(self.limits),
-                "fail_fast": self.fail_fast, "deadline": self.deadline, "seed": self.seed}
-
-    @classmethod
-    def from_data(cls, data: Mapping[str, Any]) -> RunOptions:
-        return cls(max_concurrency=data.get("max_concurrency"),
-                   limits=dict(data.get("limits") or {}), fail_fast=bool(data.get("fail_fast")),
-                   deadline=data.get("deadline"), seed=data.get("seed"))
-
-
 _RUN_RUNNING = RunStatus.RUNNING
 _ENDED = frozenset(s for s in NodeStatus if s.terminal)
 _TASK = NodeKind.TASK
 _GRAPH = NodeKind.GRAPH
 _JOIN = NodeKind.JOIN
-
-
-class NodeContext:
-    """Given to a step that declares a ``ctx`` (or ``NodeContext``-annotated) parameter."""
-
-    def __init__(self, execution: Execution, node: NodeId, attempt: int) -> None:
-        self._execution = execution
-        self.node = node
-        """This node's id."""
-        self.attempt = attempt
-        """This attempt's number, from 1."""
-
-    @property
-    def run_id(self) -> RunId:
-        return self._execution.run_id
-
-    @property
-    def graph_version(self) -> int:
-        """Number of edits applied so far; pass it as ``Edit(expected_version=...)``."""
-        return self._execution.state.version
-
-    def apply(self, edit: Edit) -> int:
-        """Validate and apply ``edit`` atomically; returns the new graph version."""
-        return self._execution.apply(edit)
-
-    def nodes(self) -> dict[NodeId, NodeStatus]:
-        """Every node of the run now (including spawned and added ones) and its status."""
-        return {k: v.status for k, v in self._execution.state.nodes.items()}
-
-    async def flush(self) -> None:
-        """Wait until everything this run has recorded so far is durable.
-
-        Call it before an effect outside the run that cannot be repeated.
-        """
-        await self._execution.store.flush()
 
 
 class Execution:

@@ -28,8 +28,9 @@ from ..errors import RunNotFound, StoreError, UserError
 from ..graph import Graph
 from ..ids import RunId
 from ..loader import load_target, split_target
+from ..options import RunOptions
 from ..results import RunResult
-from ..runtime import RunOptions, owner_alive
+from ..runtime import owner_alive
 from ..state import RunStatus
 from ..store import RunStore, default_location, open_store
 from .live import Display, LineDisplay, LiveView, follow

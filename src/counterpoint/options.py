@@ -1,0 +1,44 @@
+"""How a run is executed: concurrency, resource limits, failure mode, deadline."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import UserError
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunOptions:
+    """How a run is executed. All limits are per run unless noted."""
+
+    max_concurrency: int | None = None
+    """Most nodes running at once (``None``: unlimited)."""
+    limits: Mapping[str, int] = field(default_factory=dict)
+    """Named resource limits, e.g. ``{"openai": 4}``; nodes declare what they hold."""
+    fail_fast: bool = False
+    """Cancel everything once a node fails (default: independent branches keep going)."""
+    deadline: float | None = None
+    """Seconds after which what is left is cancelled and the partial result returned."""
+    seed: int | None = None
+    """Seed for retry jitter, for reproducible runs."""
+
+    def __post_init__(self) -> None:
+        if self.max_concurrency is not None and self.max_concurrency < 1:
+            raise UserError(f"max_concurrency must be >= 1, got {self.max_concurrency}")
+        if self.deadline is not None and self.deadline <= 0:
+            raise UserError(f"deadline must be > 0 seconds, got {self.deadline}")
+        for name, limit in self.limits.items():
+            if limit < 1:
+                raise UserError(f"limit {name!r} must be >= 1, got {limit}")
+
+    def as_data(self) -> dict[str, Any]:
+        return {"max_concurrency": self.max_concurrency, "limits": dict(self.limits),
+                "fail_fast": self.fail_fast, "deadline": self.deadline, "seed": self.seed}
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> RunOptions:
+        return cls(max_concurrency=data.get("max_concurrency"),
+                   limits=dict(data.get("limits") or {}), fail_fast=bool(data.get("fail_fast")),
+                   deadline=data.get("deadline"), seed=data.get("seed"))
