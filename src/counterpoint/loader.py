@@ -164,7 +164,10 @@ def make_resolver(graph: Graph, run: str = "?") -> Callable[[str, str], Callable
         if key in known:
             return known[key]  # type: ignore[no-any-return]
         module_name, _, qualname = key.partition(":")
-        if qualname in qualnames:
+        # the graph's own file, whatever name it was loaded under (__main__ or by path):
+        # match on the qualname there; any other module is imported by name
+        own_file = module_name == "__main__" or module_name.startswith("cp_file_")
+        if own_file and qualname in qualnames:
             return qualnames[qualname]  # type: ignore[no-any-return]
         if "<locals>" in qualname or "<lambda>" in qualname:
             raise SourceError(f"run {run}, node {node!r} (added by a live edit): its step {key} "
@@ -175,6 +178,8 @@ def make_resolver(graph: Graph, run: str = "?") -> Callable[[str, str], Callable
             for part in qualname.split("."):
                 target = getattr(target, part)
         except (ImportError, AttributeError) as exc:
+            if qualname in qualnames:  # e.g. the graph moved from __main__ to a module
+                return qualnames[qualname]  # type: ignore[no-any-return]
             raise SourceError(f"run {run}, node {node!r}: cannot import its step {key} "
                               f"({exc}); restore it, or resume from Python with graph=") from exc
         return target  # type: ignore[no-any-return]
