@@ -104,22 +104,38 @@ Ranks are insensitive to small changes, and keeping the estimates object stable
 lets every run of a graph reuse the ranks computed for the first one."""
 
 
-def fold_estimates(current: dict[str, tuple[int, float]],
-                   samples: Mapping[str, Sequence[float]],
-                   published: Mapping[str, float] | None = None) -> bool:
-    """Update ``step -> (count, mean)`` with new samples (running mean).
+class StepEstimates:
+    """Mean duration of each step key, folded from observed run times.
 
-    Returns whether a mean moved by more than :data:`ESTIMATE_DRIFT` from its
-    ``published`` value (or is new), i.e. whether estimates should be republished.
+    Stores keep one; :meth:`published` returns the same mapping object until a
+    mean drifts by more than :data:`ESTIMATE_DRIFT`, so runs of a graph can reuse
+    the ranks computed for the first one. Not thread-safe: callers that share it
+    with another thread lock around :meth:`fold` and their reads of :attr:`stats`.
     """
-    drifted = published is None
-    for key, values in samples.items():
-        count, mean = current.get(key, (0, 0.0))
-        for v in values:
-            count += 1
-            mean += (v - mean) / count
-        current[key] = (count, mean)
-        if not drifted:
-            old = published.get(key)  # type: ignore[union-attr]
-            drifted = old is None or abs(mean - old) > ESTIMATE_DRIFT * max(old, 1e-6)
-    return drifted
+
+    def __init__(self, stats: Mapping[str, tuple[int, float]] | None = None) -> None:
+        self.stats: dict[str, tuple[int, float]] = dict(stats or {})
+        """step key -> (sample count, running mean in seconds)."""
+        self._published: dict[str, float] | None = None
+
+    def published(self) -> Mapping[str, float]:
+        """The current estimates (step key -> seconds)."""
+        if self._published is None:
+            self._published = {k: mean for k, (_, mean) in self.stats.items()}
+        return self._published
+
+    def fold(self, samples: Mapping[str, Sequence[float]]) -> None:
+        """Add observed durations; republish if a mean is new or drifted."""
+        published = self._published
+        drifted = published is None
+        for key, values in samples.items():
+            count, mean = self.stats.get(key, (0, 0.0))
+            for v in values:
+                count += 1
+                mean += (v - mean) / count
+            self.stats[key] = (count, mean)
+            if not drifted:
+                old = published.get(key)  # type: ignore[union-attr]
+                drifted = old is None or abs(mean - old) > ESTIMATE_DRIFT * max(old, 1e-6)
+        if drifted:
+            self._published = None

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from ..errors import RunNotFound
 from ..events import Event, EventKind
 from ..ids import RunId
-from .base import RunRecord, RunStore, fold_estimates
+from .base import RunRecord, RunStore, StepEstimates
 
 _INDEXED = frozenset({EventKind.RUN_CREATED, EventKind.RUN_FINISHED, EventKind.RUN_RESUMED})
 
@@ -24,9 +24,8 @@ class MemoryStore(RunStore):
     def __init__(self) -> None:
         self._events: dict[RunId, list[Event]] = {}
         self._records: dict[RunId, RunRecord] = {}
-        self._stats: dict[str, tuple[int, float]] = {}
+        self._steps = StepEstimates()
         self._cancel: set[RunId] = set()
-        self._estimates: dict[str, float] | None = None
         self._lock = threading.Lock()
         self._watch: dict[RunId, tuple[asyncio.AbstractEventLoop, Callable[[], None]]] = {}
 
@@ -88,14 +87,11 @@ class MemoryStore(RunStore):
         return ordered[:limit]
 
     def estimates(self) -> Mapping[str, float]:
-        if self._estimates is None:
-            self._estimates = {k: mean for k, (_, mean) in self._stats.items()}
-        return self._estimates
+        return self._steps.published()
 
     def record_durations(self, samples: Mapping[str, Sequence[float]]) -> None:
         with self._lock:
-            if fold_estimates(self._stats, samples, self._estimates):
-                self._estimates = None
+            self._steps.fold(samples)
 
     def request_cancel(self, run_id: RunId) -> None:
         self.run(run_id)

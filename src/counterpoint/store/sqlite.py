@@ -32,7 +32,7 @@ import orjson
 from ..errors import RunNotFound, StoreCorrupt, StoreError, StoreLocked, StoreTooNew
 from ..events import Event, EventKind
 from ..ids import NodeId, RunId
-from .base import RunRecord, RunStore, fold_estimates
+from .base import RunRecord, RunStore, StepEstimates
 
 BLOB_THRESHOLD = 1024
 """Outputs whose JSON is longer than this many characters are stored by content hash."""
@@ -79,10 +79,9 @@ class SQLiteStore(RunStore):
         self._check_and_migrate()
         self._read_lock = threading.RLock()
         self._reader = self._connect()
-        self._stats: dict[str, tuple[int, float]] = {
+        self._steps = StepEstimates({
             row[0]: (row[1], row[2])
-            for row in self._reader.execute("SELECT step, count, mean FROM step_stats")}
-        self._estimates: dict[str, float] | None = None
+            for row in self._reader.execute("SELECT step, count, mean FROM step_stats")})
         self._known_blobs: set[str] = set()
         self._dirty_stats: set[str] = set()
         self._stats_lock = threading.Lock()
@@ -215,8 +214,7 @@ class SQLiteStore(RunStore):
 
     def record_durations(self, samples: Mapping[str, Sequence[float]]) -> None:
         with self._stats_lock:  # the writer reads both when it commits
-            if fold_estimates(self._stats, samples, self._estimates):
-                self._estimates = None
+            self._steps.fold(samples)
             self._dirty_stats.update(samples)  # written with the next commit
 
     def _write_loop(self) -> None:
@@ -239,7 +237,7 @@ class SQLiteStore(RunStore):
                 if self._dirty_stats:
                     with self._stats_lock:
                         dirty, self._dirty_stats = self._dirty_stats, set()
-                        side.append(("stats", [(k, *self._stats[k]) for k in dirty]))
+                        side.append(("stats", [(k, *self._steps.stats[k]) for k in dirty]))
                 if batch or side:
                     self._commit(conn, batch, side)
                 self._release_waiters()
@@ -415,9 +413,7 @@ class SQLiteStore(RunStore):
         return [_record(r) for r in rows]
 
     def estimates(self) -> Mapping[str, float]:
-        if self._estimates is None:
-            self._estimates = {k: mean for k, (_, mean) in self._stats.items()}
-        return self._estimates
+        return self._steps.published()
 
     def close(self) -> None:
         if self._closing:
