@@ -269,9 +269,8 @@ class Graph:
         where = _caller_location(1)
         merged = {**(inputs or {}), **kwargs}
         spec = self._build_spec(id, fn, merged, after, policy,
-                                (retries, timeout, fallback, resources), where)
-        if estimate is not None:
-            spec = replace(spec, estimate=_check_estimate(estimate, where, self.name, id))
+                                (retries, timeout, fallback, resources), where,
+                                estimate=estimate)
         self._insert(spec)
         return NodeRef(spec.id, owner=id_of(self))
 
@@ -317,9 +316,7 @@ class Graph:
             param = free[0]
         spec = self._build_spec(id, fn, merged, after, policy,
                                 (retries, timeout, fallback, resources), where,
-                                map_over=over, map_param=param)
-        if estimate is not None:
-            spec = replace(spec, estimate=_check_estimate(estimate, where, self.name, id))
+                                map_over=over, map_param=param, estimate=estimate)
         self._insert(spec)
         return NodeRef(spec.id, owner=id_of(self))
 
@@ -378,6 +375,26 @@ class Graph:
         where: str,
         map_over: NodeRef | None = None,
         map_param: str | None = None,
+        estimate: float | None = None,
+    ) -> NodeSpec:
+        spec = self._check_spec(id, fn, inputs, after, policy, overrides, where, map_over,
+                                map_param)
+        if estimate is None:
+            return spec
+        return replace(spec, estimate=_check_estimate(estimate, where, self.name, id))
+
+    def _check_spec(
+        self,
+        id: str,
+        fn: Callable[..., Any] | Graph,
+        inputs: dict[str, Any],
+        after: Iterable[NodeRef | str],
+        policy: Policy | None,
+        overrides: tuple[int | None, float | None, Callable[..., Any] | None,
+                         Mapping[str, int] | None],
+        where: str,
+        map_over: NodeRef | None,
+        map_param: str | None,
     ) -> NodeSpec:
         label = f"{where}: graph {self.name!r}, node {id!r}"
         if not isinstance(id, str) or not id or any(c in id for c in _RESERVED_ID_CHARS):

@@ -193,9 +193,7 @@ def spec_from_data(data: Mapping[str, Any], resolve: Resolver) -> NodeSpec:
                                [NodeId(a) for a in data.get("after", ())], policy,
                                (None, None, None, None), str(data.get("where", "")),
                                map_over=map_over if isinstance(map_over, NodeRef) else None,
-                               map_param=data.get("map_param"))
-    if data.get("estimate") is not None:
-        spec = replace(spec, estimate=float(data["estimate"]))
+                               map_param=data.get("map_param"), estimate=data.get("estimate"))
     return spec
 
 
