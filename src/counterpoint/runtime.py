@@ -19,7 +19,7 @@ import random
 import socket
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Coroutine, Mapping
+from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -62,7 +62,7 @@ from .state import (
     RETRYING,
     RUNNING,
     SUCCEEDED,
-    NodeStatus,
+    TERMINAL,
     RunState,
     RunStatus,
     check_patch,
@@ -73,7 +73,6 @@ from .state import (
 from .store import RunRecord, RunStore, open_store
 
 _RUN_RUNNING = RunStatus.RUNNING
-_ENDED = frozenset(s for s in NodeStatus if s.terminal)
 _TASK = NodeKind.TASK
 _GRAPH = NodeKind.GRAPH
 _JOIN = NodeKind.JOIN
@@ -181,12 +180,9 @@ class Execution:
                 self._pending.append(Event(NODE_STARTED, now, node_id,
                                            nodes[node_id].attempt + 1))
             self._drain()
-            create_task = self._loop.create_task  # type: ignore[union-attr]
-            tasks = self._tasks
-            run_node = self._run_node
             for node_id in chosen:
                 ns = nodes[node_id]
-                tasks[node_id] = create_task(run_node(ns.spec, ns.attempt))
+                self._spawn(node_id, self._run_node(ns.spec, ns.attempt))
 
     def _finished(self) -> None:
         if self._deadline is not None:
@@ -194,7 +190,7 @@ class Execution:
         samples: dict[str, list[float]] = {}
         for ns in self.state.nodes.values():
             if ns.status is SUCCEEDED and ns.intervals and \
-                    ns.spec.kind is NodeKind.TASK:
+                    ns.spec.kind is _TASK:
                 start, end = ns.intervals[-1]
                 samples.setdefault(ns.spec.step_key, []).append(end - start)
         if samples:
@@ -411,15 +407,13 @@ class Execution:
             record = None
         if record is not None:  # this process crashed while the sub-run was going
             execution = _prepare_resume(child, self.store, sub, None, self.backend)
-            first = None if execution.state.status.terminal else \
-                Event(RUN_RESUMED, time.time(), data={"pid": os.getpid()})
+            first = _resumed(execution)
         else:
             execution, first = _prepare(sub, kwargs, RunOptions(
                 limits=self.options.limits, fail_fast=self.options.fail_fast), self.store,
                 child, self.backend, None, self.run_id)
         # registered before any await, so a cancel of this node always reaches the sub-run
-        handle = RunHandle(execution, asyncio.get_running_loop().create_task(
-            _execute(execution, first)))
+        handle = _launch(execution, first)
         self._children[node] = handle
         task = handle._task
         try:
@@ -456,16 +450,13 @@ class Execution:
         nodes = self.state.nodes
         spawned = [c for n in patch.cancel if n in nodes and nodes[n].spec.kind is _JOIN
                    for c in nodes[n].spec.after
-                   if c not in patch.cancel and nodes[c].status not in _ENDED]
+                   if c not in patch.cancel and nodes[c].status not in TERMINAL]
         if spawned:  # a map's items go with it
             patch = replace(patch, cancel=(*patch.cancel, *spawned))
         check_patch(self.state, patch)
-        for spec in (*patch.add, *patch.replace):
-            for name, units in spec.policy.resources.items():
-                limit = self.state.limits.get(name)
-                if limit is not None and units > limit:
-                    raise PatchError(f"run {self.run_id}: node {spec.id!r} needs {units} of "
-                                     f"{name!r} but the limit is {limit}")
+        excess = _over_limit((*patch.add, *patch.replace), self.state.limits)
+        if excess:
+            raise PatchError(f"run {self.run_id}: {excess[1]}")
         data = {**patch_to_data(patch), "version": self.state.version + 1}
         running = [n for n in patch.cancel if n in self._tasks]
         self.emit(Event(PATCH_APPLIED, time.time(), data=data, output=patch))
@@ -518,7 +509,7 @@ class Execution:
                    "fail_fast": "another node failed and fail_fast is on",
                    "cancelled": "the run was cancelled"}.get(reason, reason)
         for node_id, ns in list(state.nodes.items()):
-            if ns.status in _ENDED:
+            if ns.status in TERMINAL:
                 continue
             if node_id in self._tasks:
                 self._cancel_task(node_id, message)
@@ -588,9 +579,9 @@ async def start(graph: Graph, *, inputs: Mapping[str, Any] | None = None,
     """Start running ``graph`` in the background of the current event loop."""
     execution, first = _prepare(graph, inputs or {}, options or RunOptions(), store, run_id,
                                 backend, source_attr, _parent)
-    task = asyncio.get_running_loop().create_task(_execute(execution, first))
+    handle = _launch(execution, first)
     await asyncio.sleep(0)
-    return RunHandle(execution, task)
+    return handle
 
 
 async def run(graph: Graph, *, inputs: Mapping[str, Any] | None = None,
@@ -624,6 +615,31 @@ async def _execute(execution: Execution, first: Event | None) -> RunResult:
             await execution.store.flush()
 
 
+def _over_limit(specs: Iterable[NodeSpec],
+                limits: Mapping[str, int]) -> tuple[NodeSpec, str] | None:
+    """The first node that needs more of a resource than the run may ever grant, and why."""
+    for spec in specs:
+        for name, units in spec.policy.resources.items():
+            limit = limits.get(name)
+            if limit is not None and units > limit:
+                return spec, (f"node {spec.id!r} needs {units} of {name!r} but the run's "
+                              f"limit is {limit}")
+    return None
+
+
+def _launch(execution: Execution, first: Event | None) -> RunHandle:
+    """Start ``execution`` as a task of the running loop (``first=None``: already over)."""
+    return RunHandle(execution, asyncio.get_running_loop().create_task(
+        _execute(execution, first)))
+
+
+def _resumed(execution: Execution) -> Event | None:
+    """The event that resumes a replayed run, or ``None`` if it had already finished."""
+    if execution.state.status.terminal:
+        return None
+    return Event(RUN_RESUMED, time.time(), data={"pid": os.getpid()})
+
+
 def _prepare(graph: Graph, inputs: Mapping[str, Any], options: RunOptions,
              store: RunStore | str | None, run_id: str | None, backend: Backend | None,
              source_attr: str | None, parent: RunId | None) -> tuple[Execution, Event]:
@@ -635,12 +651,9 @@ def _prepare(graph: Graph, inputs: Mapping[str, Any], options: RunOptions,
     if unknown:
         raise UserError(f"graph {graph.name!r} has no input(s) {unknown}; declared: "
                         f"{sorted(graph.inputs) or 'none'}")
-    for spec in graph.nodes.values():
-        for name, units in spec.policy.resources.items():
-            limit = options.limits.get(name)
-            if limit is not None and units > limit:
-                raise UserError(f"{spec.where}: node {spec.id!r} needs {units} of {name!r} but "
-                                f"the run's limit is {limit}; raise the limit")
+    excess = _over_limit(graph.nodes.values(), options.limits)
+    if excess:
+        raise UserError(f"{excess[0].where}: {excess[1]}; raise the limit")
     owns = not isinstance(store, RunStore)
     the_store = store if isinstance(store, RunStore) else open_store(store)
     rid = RunId(run_id) if run_id else new_run_id()
@@ -689,11 +702,9 @@ async def start_resume(run_id: str, *, store: RunStore | str | None = None,
             the_store.close()
         raise
     execution.owns_store = owns
-    first = None if execution.state.status.terminal else \
-        Event(RUN_RESUMED, time.time(), data={"pid": os.getpid()})
-    task = asyncio.get_running_loop().create_task(_execute(execution, first))
+    handle = _launch(execution, _resumed(execution))
     await asyncio.sleep(0)
-    return RunHandle(execution, task)
+    return handle
 
 
 def _prepare_resume(rid: RunId, store: RunStore, graph: Graph | None,

@@ -64,10 +64,10 @@ class NodeStatus(enum.StrEnum):
 
     @property
     def terminal(self) -> bool:
-        return self in _TERMINAL
+        return self in TERMINAL
 
 
-_TERMINAL = frozenset({NodeStatus.SUCCEEDED, NodeStatus.FAILED, NodeStatus.CANCELLED,
+TERMINAL = frozenset({NodeStatus.SUCCEEDED, NodeStatus.FAILED, NodeStatus.CANCELLED,
                        NodeStatus.SKIPPED, NodeStatus.BLOCKED})
 _UNSTARTED = frozenset({NodeStatus.PENDING, NodeStatus.READY})
 
@@ -205,7 +205,7 @@ def _add_specs(state: RunState, specs: Iterable[NodeSpec]) -> list[NodeId]:
         for dep in ns.spec.deps:
             dep_state = nodes[dep]
             dep_state.dependents.append(node_id)
-            if dep_state.status not in _TERMINAL:
+            if dep_state.status not in TERMINAL:
                 unmet += 1
         ns.unmet = unmet
     state.open += len(added)
@@ -336,7 +336,7 @@ def _acquire(state: RunState, spec: NodeSpec) -> None:
 
 
 def _finish(state: RunState, ns: NodeState, status: NodeStatus, at: float) -> None:
-    if ns.status in _TERMINAL:
+    if ns.status in TERMINAL:
         return
     ns.status = status
     ns.finished_at = at
@@ -397,7 +397,7 @@ def _apply_patch(state: RunState, patch: Patch) -> None:
         ns.unmet = 0
         for dep in spec.deps:
             nodes[dep].dependents.append(spec.id)
-            if nodes[dep].status not in _TERMINAL:
+            if nodes[dep].status not in TERMINAL:
                 ns.unmet += 1
         if ns.status is READY:  # re-judged by react: its new dependencies may have failed
             ns.status = PENDING
@@ -407,7 +407,7 @@ def _apply_patch(state: RunState, patch: Patch) -> None:
         target.spec = replace(target.spec, after=(*target.spec.after, before))
         if after not in nodes[before].dependents:
             nodes[before].dependents.append(after)
-            if nodes[before].status not in _TERMINAL:
+            if nodes[before].status not in TERMINAL:
                 target.unmet += 1
         if target.status is READY:  # re-judged by react: ``before`` may have failed
             target.status = PENDING
@@ -630,7 +630,7 @@ def check_patch(state: RunState, patch: Patch) -> None:
         ns = nodes.get(node)
         if ns is None:
             raise PatchError(f"{where}: cannot cancel unknown node {node!r}")
-        if ns.status in _TERMINAL:
+        if ns.status in TERMINAL:
             raise PatchError(f"{where}: cannot cancel node {node!r}: it already "
                              f"{ns.status}; finished nodes are immutable")
     if patch.add or patch.edges or patch.replace:
