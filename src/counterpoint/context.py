@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import time
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
 
+from .events import Event, EventKind
 from .ids import NodeId, RunId
 from .patch import Edit
 from .state import NodeStatus
 
 if TYPE_CHECKING:
     from .runtime import Execution
+    from .store import RunStore
+
+_CURRENT: ContextVar[tuple[Execution, NodeId, int] | None] = ContextVar(
+    "counterpoint_node", default=None)
+"""The node the calling task runs for: set by the runtime for every node's task."""
+
+
+def current_context() -> NodeContext | None:
+    """The context of the node the caller runs inside, if any (model calls use it)."""
+    current = _CURRENT.get()
+    return None if current is None else NodeContext(*current)
 
 
 class NodeContext:
@@ -25,6 +39,23 @@ class NodeContext:
     @property
     def run_id(self) -> RunId:
         return self._execution.run_id
+
+    @property
+    def store(self) -> RunStore:
+        """The store the run is recorded in."""
+        return self._execution.store
+
+    def record(self, kind: EventKind, data: dict[str, Any], *, persist: bool = True) -> None:
+        """Add an informational event (a model call, a streamed delta) to this node's run.
+
+        Persisted events go to the log; ``persist=False`` only reaches subscribers.
+        Informational events never change which nodes run.
+        """
+        event = Event(kind, time.time(), self.node, self.attempt, data=data)
+        if persist:
+            self._execution.emit(event)
+        else:
+            self._execution.publish(event)
 
     @property
     def graph_version(self) -> int:

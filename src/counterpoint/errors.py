@@ -9,6 +9,7 @@
     │   ├── PatchError                a live edit was rejected (cycle, finished node, stale version)
     │   ├── SourceError               a graph file or module cannot be loaded or has no graph
     │   ├── RunNotFound               no run with that id in the store
+    │   ├── ConfigError               a model name or ``counterpoint.toml`` is invalid
     │   └── StoreError                the store cannot be used (nothing in it was modified)
     │       ├── StoreLocked           another process holds the database lock
     │       ├── StoreCorrupt          the file is not a counterpoint database
@@ -18,7 +19,18 @@
     │   ├── NodeTimeout               an attempt exceeded the node's timeout (retryable)
     │   ├── OutputNotSerializable     a node returned a value that cannot be stored as JSON
     │   ├── UpstreamFailed            a node was blocked because a dependency failed
-    │   └── DeadlineExceeded          the run's deadline passed
+    │   ├── DeadlineExceeded          the run's deadline passed
+    │   └── ModelError                a model call failed (names the model and the cause)
+    │       ├── ModelUnavailable      5xx, timeout, connection error, cut-off stream (retryable)
+    │       │   └── RateLimited       429 or a provider's "overloaded" (retryable, retry_after)
+    │       ├── MalformedResponse     the provider's answer could not be parsed (retryable)
+    │       ├── ModelRejected         400/401/403/404: request or credentials are wrong
+    │       │   └── ContextTooLong    the prompt does not fit the model's context window
+    │       ├── ModelRefused          the model declined to answer
+    │       ├── InvalidOutput         structured output still invalid after re-asking
+    │       │                         (``raw`` holds the last answer)
+    │       └── ScriptError           a scripted test model got a call it was not given,
+    │                                 or kept a response that was never used
     └── ControlSignal                 steers the loop; never counted as a failure
         └── Retry                     raise inside a node to ask for another attempt
 
@@ -53,6 +65,10 @@ class SourceError(UserError):
 
 class RunNotFound(UserError):
     """No run with the given id exists in the store."""
+
+
+class ConfigError(UserError):
+    """A model name, model configuration or ``counterpoint.toml`` is invalid."""
 
 
 class StoreError(UserError):
@@ -120,3 +136,67 @@ class Retry(ControlSignal):
     def __init__(self, reason: str = "retry requested", *, after: float | None = None) -> None:
         super().__init__(reason)
         self.after = after
+
+
+class ModelError(RunFailure):
+    """A call to a language model failed. The message names the model and the cause."""
+
+    def __init__(self, message: str, *, model: str = "", status: int | None = None,
+                 retryable: bool | None = None, retry_after: float | None = None) -> None:
+        super().__init__(message, retryable=retryable, retry_after=retry_after)
+        self.model = model
+        """The model name the call was made to (``provider:id`` or a configured name)."""
+        self.status = status
+        """The HTTP status, when the provider answered with one."""
+
+
+class ModelUnavailable(ModelError):
+    """The provider could not be reached or failed on its side (5xx, timeout, cut stream)."""
+
+    retryable = True
+
+
+class RateLimited(ModelUnavailable):
+    """The provider refused the call for now (429 / overloaded); see ``retry_after``."""
+
+
+class MalformedResponse(ModelError):
+    """The provider's answer could not be parsed."""
+
+    retryable = True
+
+
+class ModelRejected(ModelError):
+    """The provider rejected the request itself (bad request, credentials, unknown model)."""
+
+    retryable = False
+
+
+class ContextTooLong(ModelRejected):
+    """The prompt does not fit the model's context window."""
+
+
+class ModelRefused(ModelError):
+    """The model declined to answer (a refusal or a content filter)."""
+
+    retryable = False
+
+
+class InvalidOutput(ModelError):
+    """Structured output did not validate, even after showing the model its errors."""
+
+    retryable = False
+
+    def __init__(self, message: str, *, model: str = "", raw: str = "",
+                 errors: str = "") -> None:
+        super().__init__(message, model=model)
+        self.raw = raw
+        """The model's last answer, as text."""
+        self.errors = errors
+        """The validation errors of that answer."""
+
+
+class ScriptError(ModelError):
+    """A scripted model was called when it had nothing queued, or kept unused responses."""
+
+    retryable = False

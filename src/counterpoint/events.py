@@ -33,6 +33,10 @@ class EventKind(enum.StrEnum):
     NODE_BLOCKED = "node_blocked"
     MAP_EXPANDED = "map_expanded"
     PATCH_APPLIED = "patch_applied"
+    MODEL_CALL = "model_call"
+    """One attempt at a model call made by a node (or a failed attempt, or a cache hit)."""
+    MODEL_DELTA = "model_delta"
+    """A piece of streamed model text; published to subscribers, never persisted."""
 
 
 # Module-level aliases: attribute access on an Enum class costs ~100 ns, which the
@@ -50,6 +54,7 @@ NODE_SKIPPED = EventKind.NODE_SKIPPED
 NODE_BLOCKED = EventKind.NODE_BLOCKED
 MAP_EXPANDED = EventKind.MAP_EXPANDED
 PATCH_APPLIED = EventKind.PATCH_APPLIED
+MODEL_CALL = EventKind.MODEL_CALL
 
 
 @dataclass(slots=True)

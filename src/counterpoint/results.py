@@ -11,7 +11,7 @@ from .errors import DeadlineExceeded, NodeFailed, RunFailure, UpstreamFailed
 from .graph import NodeRef
 from .ids import NodeId, RunId
 from .metrics import Metrics, compute
-from .state import NodeStatus, RunState, RunStatus
+from .state import ModelTally, NodeStatus, RunState, RunStatus
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -25,6 +25,8 @@ class NodeResult:
     """For failed nodes: type, message, traceback; for blocked / skipped / cancelled: the reason."""
     attempts: int = 0
     run_time: float = 0.0
+    usage: ModelTally = field(default_factory=ModelTally)
+    """This node's model calls, tokens and cost."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,7 +47,8 @@ class RunResult:
     def nodes(self) -> dict[NodeId, NodeResult]:
         """Every node's outcome, by id (including nodes spawned or added while running)."""
         return {k: NodeResult(id=k, status=ns.status, output=ns.output, error=ns.error,
-                              attempts=ns.attempt, run_time=ns.run_time)
+                              attempts=ns.attempt, run_time=ns.run_time,
+                              usage=self.state.node_models.get(k) or ModelTally())
                 for k, ns in self.state.nodes.items()}
 
     @cached_property
@@ -63,6 +66,11 @@ class RunResult:
                 else None
         return {k: ns.output for k, ns in self.state.nodes.items()
                 if not ns.dependents and ns.status is NodeStatus.SUCCEEDED}
+
+    @property
+    def usage(self) -> ModelTally:
+        """The run's model calls, tokens and cost."""
+        return self.state.models
 
     @cached_property
     def metrics(self) -> Metrics:

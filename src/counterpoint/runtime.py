@@ -26,7 +26,7 @@ from typing import Any
 from . import codec
 from .annotations import return_type
 from .backend import Backend, InProcessBackend
-from .context import NodeContext
+from .context import _CURRENT, NodeContext
 from .errors import (
     NodeFailed,
     NodeTimeout,
@@ -38,6 +38,7 @@ from .errors import (
     UserError,
 )
 from .events import (
+    MODEL_CALL,
     NODE_CANCELLED,
     NODE_FAILED,
     NODE_READY,
@@ -126,6 +127,11 @@ class Execution:
         finally:
             self._emitting = False
 
+    def publish(self, event: Event) -> None:
+        """Give ``event`` to subscribers only: not applied, not persisted (streamed text)."""
+        for queue in self._subscribers:
+            queue.put_nowait(event)
+
     def _abort(self, exc: StoreError) -> None:
         """The log cannot be written: stop at once and raise ``exc`` from :meth:`execute`.
 
@@ -155,7 +161,7 @@ class Execution:
                     for queue in subscribers:
                         queue.put_nowait(ev)
                 kind = ev.kind
-                if kind is NODE_STARTED or kind is NODE_READY:
+                if kind is NODE_STARTED or kind is NODE_READY or kind is MODEL_CALL:
                     continue  # nothing follows from these by the graph's rules alone
                 if kind is RUN_FINISHED:
                     self._seq = seq
@@ -248,6 +254,7 @@ class Execution:
 
     async def _run_node(self, spec: NodeSpec, attempt: int) -> None:
         node_id = spec.id
+        _CURRENT.set((self, node_id, attempt))  # this task's own context: no reset needed
         try:
             if spec.kind is _JOIN:
                 self._join(spec)

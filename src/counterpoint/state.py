@@ -24,6 +24,7 @@ from typing import Any
 from .errors import PatchError
 from .events import (
     MAP_EXPANDED,
+    MODEL_CALL,
     NODE_BLOCKED,
     NODE_CANCELLED,
     NODE_FAILED,
@@ -136,6 +137,43 @@ class NodeState:
 
 
 @dataclass(slots=True)
+class ModelTally:
+    """Model calls and their usage, summed: the projection of ``model_call`` events."""
+
+    calls: int = 0
+    """Calls the provider answered (cache hits not included)."""
+    cache_hits: int = 0
+    failed: int = 0
+    """Attempts that failed (each retried, fallen back or raised)."""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    cost: float = 0.0
+    """US dollars over the calls whose model has a configured price."""
+    unpriced: int = 0
+    """Calls to models without a configured price: ``cost`` leaves them out."""
+
+    def add(self, data: dict[str, Any]) -> None:
+        if "error" in data:
+            self.failed += 1
+        elif data.get("cache_hit"):
+            self.cache_hits += 1
+        elif "input_tokens" in data:
+            self.calls += 1
+            self.input_tokens += data["input_tokens"]
+            self.output_tokens += data["output_tokens"]
+            self.cached_tokens += data.get("cached_tokens", 0)
+            if data.get("cost") is None:
+                self.unpriced += 1
+            else:
+                self.cost += data["cost"]
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass(slots=True)
 class RunState:
     """The projection of a run's events."""
 
@@ -156,6 +194,10 @@ class RunState:
     finished_at: float | None = None
     stop_reason: str | None = None
     """Why the run is being stopped early: ``cancelled``, ``deadline`` or ``fail_fast``."""
+    models: ModelTally = field(default_factory=ModelTally)
+    """The run's model calls and usage."""
+    node_models: dict[NodeId, ModelTally] = field(default_factory=dict)
+    """Model calls and usage per node (only nodes that called a model)."""
 
     @classmethod
     def new(cls, run_id: RunId, graph: str, specs: Iterable[NodeSpec], *,
@@ -308,6 +350,13 @@ def evolve(state: RunState, event: Event) -> None:
     elif kind is RUN_FINISHED:
         state.status = RunStatus((event.data or {}).get("status", RunStatus.FAILED))
         state.finished_at = event.at
+    elif kind is MODEL_CALL and event.data is not None:
+        state.models.add(event.data)
+        if event.node is not None:
+            tally = state.node_models.get(event.node)
+            if tally is None:
+                tally = state.node_models[event.node] = ModelTally()
+            tally.add(event.data)
 
 
 _FINISHING = {

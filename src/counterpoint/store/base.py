@@ -93,6 +93,27 @@ class RunStore(abc.ABC):
         process). Returns a function that stops watching."""
 
     @abc.abstractmethod
+    def put_blob(self, text: str) -> str:
+        """Store ``text`` once by content; returns its SHA-256. Never blocks.
+
+        Durable no later than the next event appended after it (events that refer
+        to a blob never reach the disk without it).
+        """
+
+    @abc.abstractmethod
+    def blob(self, digest: str) -> str | None:
+        """The text stored under ``digest``, or ``None``."""
+
+    @abc.abstractmethod
+    def cache_get(self, key: str) -> str | None:
+        """A cached model response (JSON text) for ``key``, or ``None``."""
+
+    @abc.abstractmethod
+    def cache_put(self, key: str, response: str) -> None:
+        """Remember a model response under ``key``. Never blocks; visible to
+        :meth:`cache_get` at once, durable with the next commit."""
+
+    @abc.abstractmethod
     def close(self) -> None:
         """Flush and release resources. Idempotent."""
 

