@@ -8,6 +8,7 @@ call leaves in a run's log.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -249,7 +250,8 @@ def _graph(model: Model, **kwargs: Any) -> cp.Graph:
 
 async def test_calls_are_events_with_usage_per_node_and_per_run(tmp_path: Path) -> None:
     scripted = ScriptedModel([
-        lambda r: Response(text='{"name": "%s", "population": 1}' % r.messages[-1].content[:-1],
+        lambda r: Response(text=json.dumps({"name": r.messages[-1].content[:-1],
+                                            "population": 1}),
                            usage=Usage(input_tokens=10, output_tokens=5, cached_tokens=2,
                                        calls=1))] * 2)
     store = SQLiteStore(tmp_path / "runs.db")
@@ -266,7 +268,7 @@ async def test_calls_are_events_with_usage_per_node_and_per_run(tmp_path: Path) 
         data = calls[0].data
         assert data is not None and data["model"] == "scripted" and data["latency"] >= 0
         request = store.blob(data["request"])
-        assert request is not None and '"Paris?"' in request or '"Lyon?"' in str(request)
+        assert (request is not None and '"Paris?"' in request) or '"Lyon?"' in str(request)
         assert store.blob(data["response"]) is not None
         assert {r.session for r in scripted.requests} == {str(result.run_id)}
     finally:

@@ -56,6 +56,12 @@ Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No live view or prog
 AsJson = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")]
 
 
+from .models import ASK_HELP, MODELS_HELP, ask_command, models_command  # noqa: E402
+
+app.command("models", help=MODELS_HELP)(models_command)
+app.command("ask", help=ASK_HELP)(ask_command)
+
+
 def main() -> None:
     """Entry point of the ``counterpoint`` console script."""
     app(prog_name="counterpoint")

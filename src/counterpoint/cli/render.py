@@ -14,7 +14,7 @@ from rich.text import Text
 
 from ..ids import NodeId
 from ..metrics import Metrics
-from ..state import NodeState, NodeStatus, RunState
+from ..state import ModelTally, NodeState, NodeStatus, RunState
 from ..store import RunRecord
 
 NODE_ROWS = 30
@@ -128,6 +128,8 @@ def summary(report: Report, *, inspect: str | None) -> RenderableType:
         parts.extend(failures)
     parts.append(Text())
     parts.append(metrics_table(report.metrics, deps_known=report.deps_known))
+    if state.models.calls or state.models.cache_hits or state.models.failed:
+        parts.append(Text.assemble(("models    ", "bold"), usage_line(state.models)))
     if report.output not in (None, {}, []):
         parts.append(Text())
         parts.append(Text("output", style="bold"))
@@ -257,7 +259,33 @@ def payload(report: Report) -> dict[str, Any]:
                       "run_time": ns.run_time, "error": ns.error}
                   for k, ns in state.nodes.items()},
         "metrics": metrics,
+        "models": usage_dict(state.models),
     }
+
+
+def usage_line(tally: ModelTally) -> str:
+    """Calls, tokens and cost in one line (says so when some calls have no price)."""
+    parts = [f"{tally.calls} call{'s' if tally.calls != 1 else ''}"]
+    if tally.cache_hits:
+        parts.append(f"{tally.cache_hits} from cache")
+    if tally.failed:
+        parts.append(f"{tally.failed} failed attempt{'s' if tally.failed != 1 else ''}")
+    parts.append(f"{tally.input_tokens:,} in / {tally.output_tokens:,} out tokens"
+                 + (f" ({tally.cached_tokens:,} cached)" if tally.cached_tokens else ""))
+    if tally.calls and tally.unpriced == tally.calls:
+        parts.append("cost unknown (no prices configured)")
+    else:
+        unpriced = f", {tally.unpriced} unpriced call(s) not included" if tally.unpriced else ""
+        parts.append(f"${tally.cost:.4f}{unpriced}")
+    return ", ".join(parts)
+
+
+def usage_dict(tally: ModelTally) -> dict[str, Any]:
+    return {"calls": tally.calls, "cache_hits": tally.cache_hits, "failed": tally.failed,
+            "input_tokens": tally.input_tokens, "output_tokens": tally.output_tokens,
+            "cached_tokens": tally.cached_tokens,
+            "cost": None if tally.calls and tally.unpriced == tally.calls else tally.cost,
+            "unpriced_calls": tally.unpriced}
 
 
 def _output(ns: NodeState) -> Any:

@@ -293,7 +293,8 @@ class _Call:
         if emulated:
             output = prompt.emulate_tools(self.tools, self.tool_choice)
             extra.append(prompt.tools_instruction(self.tools, self.tool_choice))
-        if output is not None and not (caps.json_schema or caps.json_object_schema):
+        if output is not None and not (caps.json_schema or caps.json_object_schema or
+                                       caps.tool_output):
             extra.append(prompt.schema_instruction(output))
         system = "\n\n".join(s for s in (self.system, *extra) if s) or None
         messages, tools = prompt.layout(system=system, context=self.context,

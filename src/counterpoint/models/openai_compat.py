@@ -6,6 +6,7 @@ rate limiting and fallbacks happen once, above the provider seam.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -57,17 +58,24 @@ class OpenAIProvider(Provider):
         kwargs = self._body(request)
         stream = on_text is not None and self.capabilities.streaming
         limit = time_limit or self.timeout
+        progress: list[str] = []  # text received so far when streaming
         try:
-            if stream:
-                assert on_text is not None
-                return await self._stream(kwargs, on_text, limit)
-            raw = await self._client.chat.completions.create(**kwargs, timeout=limit)
+            async with asyncio.timeout(limit):  # the whole attempt, not only each read
+                if stream:
+                    assert on_text is not None
+                    return await self._stream(kwargs, on_text, limit, progress)
+                raw = await self._client.chat.completions.create(**kwargs, timeout=limit)
         except openai.APIStatusError as exc:
             raise classify.from_status(self.name, exc.status_code, _message(exc),
                                        dict(exc.response.headers)) from exc
-        except openai.APITimeoutError as exc:
+        except (openai.APITimeoutError, TimeoutError) as exc:
             raise classify.timed_out(self.name, limit) from exc
         except openai.APIConnectionError as exc:
+            if progress:
+                raise ModelUnavailable(
+                    f"model {self.name}: the stream was cut off after "
+                    f"{len(''.join(progress))} characters ({exc.__cause__ or exc})",
+                    model=self.name) from exc
             raise classify.unreachable(self.name, exc.__cause__ or exc) from exc
         except (openai.APIResponseValidationError, json.JSONDecodeError, ValueError) as exc:
             raise MalformedResponse(f"model {self.name}: the answer could not be parsed: "
@@ -141,13 +149,12 @@ class OpenAIProvider(Provider):
                                     f"that are not an object: {arguments!r}", model=self.name)
         return ToolCall(id=call_id or f"call_{name}", name=name, arguments=args)
 
-    async def _stream(self, kwargs: dict[str, Any], on_text: TextSink,
-                      limit: float) -> Response:
+    async def _stream(self, kwargs: dict[str, Any], on_text: TextSink, limit: float,
+                      text: list[str]) -> Response:
         if self.capabilities.streaming_usage:
             kwargs["stream_options"] = {"include_usage": True}
         stream = await self._client.chat.completions.create(**kwargs, stream=True,
                                                             timeout=limit)
-        text: list[str] = []
         calls: dict[int, list[Any]] = {}  # index -> [id, name, argument pieces]
         finish: str | None = None
         usage: Any = None

@@ -36,6 +36,8 @@ class Capabilities:
     """OpenAI-style ``response_format={"type": "json_schema", ...}``."""
     json_object_schema: bool = False
     """llama.cpp-style ``response_format={"type": "json_object", "schema": ...}``."""
+    tool_output: bool = False
+    """Structured output is enforced by the adapter through a forced tool (Anthropic)."""
     streaming: bool = True
     streaming_usage: bool = False
     """Token usage is reported at the end of a stream."""

@@ -1,0 +1,188 @@
+"""``counterpoint models`` and ``counterpoint ask``: check a model configuration.
+
+``models`` lists the configured models (and the built-in default) and whether
+each can be reached. ``ask`` makes one call and prints the answer, its usage and
+cost; with ``--schema`` the answer must validate against a JSON schema file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import jsonschema
+import pydantic
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from ..errors import ConfigError, ModelError
+from ..models import Model, ModelConfig, build_provider, load_registry
+from ..models.types import OutputSpec
+
+MODELS_HELP = "List configured models and whether each is reachable."
+ASK_HELP = "Make one call to MODEL and print the answer, usage and cost."
+
+
+def models_command(
+    check: Annotated[bool, typer.Option(
+        "--check/--no-check", help="Try to reach each model (default: yes).")] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the list as JSON.")] = False,
+) -> None:
+    from .app import make_console, reported
+    out = make_console()
+    with reported():
+        registry = load_registry()
+        configs = list(registry.models.values())
+        if registry.default not in registry.models:
+            configs.insert(0, registry.resolve(registry.default))
+        reach = asyncio.run(_reachability(configs)) if check else {}
+    rows: list[dict[str, Any]] = [
+        {"name": c.name, "default": c.name == registry.default, "provider": c.provider,
+         "model": c.model or "(embedded)", "endpoint": c.base_url or _endpoint(c),
+         "price": _price(c), "limits": _limits(c), "fallbacks": list(c.fallbacks),
+         "source": c.source or "built in", "reachable": reach.get(c.name)}
+        for c in configs]
+    if as_json:
+        out.print_json(json.dumps({"models": rows, "config_files": [
+            str(f) for f in registry.files]}))
+        return
+    table = Table(box=None, pad_edge=False)
+    for column in ("name", "provider", "model", "endpoint", "price $/M in/out", "limits",
+                   "status"):
+        table.add_column(column)
+    for row in rows:
+        status = row["reachable"]
+        shown = Text("not checked", style="dim") if not check else \
+            Text("ok", style="green") if status is None else Text(status, style="red")
+        name = str(row["name"]) + (" (default)" if row["default"] else "")
+        table.add_row(Text(name, style="bold"), *(str(row[k]) for k in (
+            "provider", "model", "endpoint", "price", "limits")), shown)
+    out.print(table)
+    files = ", ".join(str(f) for f in registry.files) or \
+        "none (looked for ./counterpoint.toml and ~/.config/counterpoint/counterpoint.toml)"
+    out.print(Text(f"config files: {files}", style="dim"))
+    if check and any(r["reachable"] is not None for r in rows):
+        raise typer.Exit(1)
+
+
+async def _reachability(configs: list[ModelConfig]) -> dict[str, str | None]:
+    async def one(config: ModelConfig) -> str | None:
+        try:
+            provider = build_provider(config)
+        except ConfigError as exc:
+            return str(exc)
+        try:
+            return await provider.check()
+        finally:
+            await provider.aclose()
+
+    results = await asyncio.gather(*(one(c) for c in configs))
+    return {c.name: r for c, r in zip(configs, results, strict=True)}
+
+
+def _endpoint(config: ModelConfig) -> str:
+    return {"openai": "api.openai.com", "anthropic": "api.anthropic.com",
+            "local": "in process"}[config.provider]
+
+
+def _price(config: ModelConfig) -> str:
+    if not config.priced:
+        return "unknown"
+    return f"{config.price_input:g} / {config.price_output:g}"
+
+
+def _limits(config: ModelConfig) -> str:
+    parts = [f"{config.max_concurrency} at once" if config.max_concurrency else "",
+             f"{config.rpm:g} rpm" if config.rpm else "",
+             f"{config.tpm:g} tpm" if config.tpm else ""]
+    return ", ".join(p for p in parts if p) or "-"
+
+
+def ask_command(
+    model: Annotated[str, typer.Argument(help="A model name: provider:id or a configured name.")],
+    prompt: Annotated[str, typer.Argument(help="The question.")],
+    schema: Annotated[Path | None, typer.Option(
+        "--schema", metavar="FILE", help="A JSON schema file the answer must match.")] = None,
+    system: Annotated[str | None, typer.Option("--system", help="A system prompt.")] = None,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", min=1)] = 256,
+    temperature: Annotated[float, typer.Option("--temperature", min=0.0)] = 0.0,
+    stream: Annotated[bool, typer.Option("--stream/--no-stream",
+                                         help="Print the answer as it arrives.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    from .app import fail, make_console, reported
+    out = make_console()
+    output: Any = None
+    if schema is not None:
+        try:
+            document = json.loads(schema.read_text())
+        except OSError as exc:
+            fail(f"--schema {schema}: {exc.strerror}")
+        except json.JSONDecodeError as exc:
+            fail(f"--schema {schema}:{exc.lineno}: not valid JSON: {exc.msg}")
+        if not isinstance(document, dict):
+            fail(f"--schema {schema}: a JSON schema must be an object")
+        output = _schema_type(schema, document)
+    printer = (lambda piece: out.print(piece, end="", soft_wrap=True)) \
+        if stream and not as_json else None
+    with reported():
+        started = time.perf_counter()
+        try:
+            result = asyncio.run(Model(model, cache=False, retries=1).generate(
+                prompt, system=system, output=output, max_tokens=max_tokens,
+                temperature=temperature, stream=printer or False))
+        except ModelError as exc:
+            out.print(Text(f"error: {exc}", style="red"), soft_wrap=True)
+            raise typer.Exit(1) from None
+        elapsed = time.perf_counter() - started
+    usage = result.usage
+    answer: Any = result.output.root if isinstance(result.output, pydantic.RootModel) \
+        else result.output
+    if as_json:
+        out.print_json(json.dumps({
+            "model": result.model, "text": result.text, "output": answer,
+            "usage": usage.model_dump(), "seconds": round(elapsed, 3)}))
+        return
+    if printer is not None:
+        out.print()
+    elif answer is not None:
+        out.print_json(json.dumps(answer))
+    else:
+        out.print(result.text, soft_wrap=True)
+    cost = "cost unknown (no price configured)" if usage.cost is None else \
+        f"${usage.cost:.6f}"
+    out.print(Text(f"{result.model}: {usage.input_tokens} in / {usage.output_tokens} out "
+                   f"tokens, {cost}, {elapsed:.2f}s", style="dim"))
+
+
+def _schema_type(path: Path, document: dict[str, Any]) -> Any:
+    """A type whose JSON schema is ``document`` and that accepts only matching JSON."""
+    from .app import fail
+    spec = OutputSpec(name=path.stem, schema=document)
+
+    try:
+        validator = jsonschema.Draft202012Validator(document)
+        validator.check_schema(document)
+    except jsonschema.SchemaError as exc:
+        fail(f"--schema {path}: not a valid JSON schema: {exc.message}")
+
+    class FromSchema(pydantic.RootModel[Any]):
+        @classmethod
+        def __get_pydantic_json_schema__(cls, core: Any, handler: Any) -> dict[str, Any]:
+            return dict(spec.schema_)
+
+        @pydantic.model_validator(mode="after")
+        def _matches(self) -> FromSchema:
+            errors = sorted(validator.iter_errors(self.root), key=lambda e: list(e.path))
+            if errors:
+                raise ValueError("; ".join(
+                    f"{'.'.join(str(p) for p in e.path) or '(root)'}: {e.message}"
+                    for e in errors[:5]))
+            return self
+
+    FromSchema.__name__ = spec.name
+    return FromSchema
