@@ -1,7 +1,7 @@
 """``counterpoint models`` and ``counterpoint ask``: check a model configuration.
 
 ``models`` lists the configured models (and the built-in default) and whether
-each can be reached. ``ask`` makes one call and prints the answer, its usage and
+each can be reached; it exits with 1 when one cannot. ``ask`` makes one call and prints the answer, its usage and
 cost; with ``--schema`` the answer must validate against a JSON schema file.
 """
 
@@ -46,9 +46,12 @@ def models_command(
          "price": _price(c), "limits": _limits(c), "fallbacks": list(c.fallbacks),
          "source": c.source or "built in", "reachable": reach.get(c.name)}
         for c in configs]
+    unreachable = check and any(r["reachable"] is not None for r in rows)
     if as_json:
         out.print_json(json.dumps({"models": rows, "config_files": [
             str(f) for f in registry.files]}))
+        if unreachable:
+            raise typer.Exit(1)
         return
     table = Table(box=None, pad_edge=False)
     for column in ("name", "provider", "model", "endpoint", "price $/M in/out", "limits",
@@ -65,7 +68,7 @@ def models_command(
     files = ", ".join(str(f) for f in registry.files) or \
         "none (looked for ./counterpoint.toml and ~/.config/counterpoint/counterpoint.toml)"
     out.print(Text(f"config files: {files}", style="dim"))
-    if check and any(r["reachable"] is not None for r in rows):
+    if unreachable:
         raise typer.Exit(1)
 
 

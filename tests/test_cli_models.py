@@ -1,0 +1,116 @@
+"""``counterpoint models`` and ``counterpoint ask``, as a user runs them: subprocesses
+with their own working directory and config, against the scripted OpenAI server and
+the embedded model."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from counterpoint.testing import OpenAIServer, Reply
+
+
+def _cli(*args: str, cwd: Path, env: dict[str, str] | None = None,
+         timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, "COLUMNS": "200", **(env or {})}
+    environment.pop("COUNTERPOINT_CONFIG", None)
+    environment["XDG_CONFIG_HOME"] = str(cwd / "no-user-config")
+    return subprocess.run([sys.executable, "-m", "counterpoint.cli", *args], cwd=cwd,
+                          capture_output=True, text=True, env=environment, timeout=timeout)
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    with OpenAIServer() as srv:
+        yield srv
+
+
+def _config(tmp_path: Path, server: OpenAIServer, extra: str = "") -> None:
+    (tmp_path / "counterpoint.toml").write_text(
+        f'[models.fake]\nprovider = "openai"\nmodel = "gpt-test"\n'
+        f'base_url = "{server.base_url}"\nprice_input = 1.0\nprice_output = 2.0\n'
+        f'rpm = 120\n{extra}')
+
+
+def test_models_lists_configured_models_and_reachability(tmp_path: Path,
+                                                         server: OpenAIServer) -> None:
+    _config(tmp_path, server, '\n[models.down]\nprovider = "openai"\nmodel = "x"\n'
+                              'base_url = "http://127.0.0.1:9/v1"\n')
+    proc = _cli("models", "--json", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr  # one model cannot be reached
+    rows = {r["name"]: r for r in json.loads(proc.stdout)["models"]}
+    assert set(rows) == {"local:smollm2", "fake", "down"}
+    assert rows["local:smollm2"]["default"] and rows["local:smollm2"]["reachable"] is None
+    assert rows["fake"]["reachable"] is None and rows["fake"]["price"] == "1 / 2"
+    assert rows["fake"]["source"].endswith("counterpoint.toml:1")
+    assert "cannot connect" in rows["down"]["reachable"]
+    table = _cli("models", cwd=tmp_path)
+    assert "fake" in table.stdout and "120 rpm" in table.stdout and "ok" in table.stdout
+
+
+def test_ask_prints_answer_usage_and_cost(tmp_path: Path, server: OpenAIServer) -> None:
+    _config(tmp_path, server)
+    from counterpoint.testing import Usage
+    server.script(Reply.text("Kyoto is lovely.",
+                             usage=Usage(prompt_tokens=1000, completion_tokens=500)))
+    proc = _cli("ask", "fake", "Name a city in Japan", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "Kyoto is lovely." in proc.stdout
+    assert "1000 in / 500 out tokens, $0.002000" in proc.stdout
+    assert server.requests[-1].body["messages"][-1]["content"] == "Name a city in Japan"
+
+
+def test_ask_with_a_schema_validates_and_re_asks(tmp_path: Path, server: OpenAIServer) -> None:
+    _config(tmp_path, server)
+    schema = tmp_path / "city.json"
+    schema.write_text(json.dumps({"type": "object", "properties": {
+        "city": {"type": "string"}, "population": {"type": "integer"}},
+        "required": ["city", "population"]}))
+    server.script(Reply.json({"city": "Osaka"}),
+                  Reply.json({"city": "Osaka", "population": 2700000}))
+    proc = _cli("ask", "fake", "A city?", "--schema", str(schema), "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["output"] == {"city": "Osaka", "population": 2700000}
+    assert out["usage"]["calls"] == 2
+    second = server.requests[-1].body["messages"]
+    assert "population" in second[-1]["content"]  # the re-ask showed the error
+    assert server.requests[0].body["response_format"]["type"] == "json_object"
+
+
+def test_ask_errors_are_clear(tmp_path: Path, server: OpenAIServer) -> None:
+    _config(tmp_path, server)
+    unknown = _cli("ask", "nope", "hi", cwd=tmp_path)
+    assert unknown.returncode == 2 and "unknown model 'nope'" in unknown.stderr
+    missing = _cli("ask", "fake", "hi", "--schema", "missing.json", cwd=tmp_path)
+    assert missing.returncode == 2 and "--schema missing.json" in missing.stderr
+    (tmp_path / "bad.json").write_text("{not json")
+    bad = _cli("ask", "fake", "hi", "--schema", "bad.json", cwd=tmp_path)
+    assert bad.returncode == 2 and "bad.json:1: not valid JSON" in bad.stderr
+    server.script(Reply.status(401, {"error": {"message": "invalid api key"}}))
+    denied = _cli("ask", "fake", "hi", cwd=tmp_path)
+    assert denied.returncode == 1
+    assert "fake: HTTP 401: invalid api key" in denied.stdout + denied.stderr
+    (tmp_path / "counterpoint.toml").write_text('[models.x]\nprovider = "openai"\n'
+                                                'api_key = "sk-secret"\n')
+    leaked = _cli("ask", "x", "hi", cwd=tmp_path)
+    assert leaked.returncode == 2 and "counterpoint.toml:1" in leaked.stderr
+    assert "api_key_env" in leaked.stderr and "sk-secret" not in leaked.stderr
+
+
+def test_ask_the_embedded_model_with_a_schema(tmp_path: Path) -> None:
+    schema = tmp_path / "city.json"
+    schema.write_text(json.dumps({"type": "object", "properties": {
+        "city": {"type": "string", "maxLength": 40}}, "required": ["city"]}))
+    proc = _cli("ask", "local:smollm2", "Name a city in Japan.", "--schema", str(schema),
+                "--max-tokens", "40", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert isinstance(out["output"]["city"], str) and out["output"]["city"]
+    assert out["model"] == "local:smollm2" and out["usage"]["output_tokens"] > 0
