@@ -2,7 +2,8 @@
 
 ``models`` lists the configured models (and the built-in default) and whether
 each can be reached; it exits with 1 when one cannot. ``ask`` makes one call and
-prints the answer, its usage and cost; with ``--schema`` the answer must validate against a JSON schema file.
+prints the answer, its usage and cost; with ``--schema`` the answer must validate
+against a JSON schema file.
 """
 
 from __future__ import annotations
