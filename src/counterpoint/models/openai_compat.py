@@ -18,7 +18,8 @@ from .provider import Capabilities, Provider, TextSink
 from .types import FinishReason, Message, Request, Response, ToolCall, Usage
 
 PROFILES: dict[str, Capabilities] = {
-    "openai": Capabilities(json_schema=True, streaming_usage=True),
+    "openai": Capabilities(json_schema=True, streaming_usage=True,
+                           session_field="prompt_cache_key"),
     "vllm": Capabilities(json_schema=True, streaming_usage=True, session_header="X-Session-Id"),
     "sglang": Capabilities(json_schema=True, streaming_usage=True,
                            session_header="X-Session-Id"),
@@ -114,6 +115,8 @@ class OpenAIProvider(Provider):
                 body["response_format"] = {"type": "json_object"}
         if request.session and caps.session_header:
             body["extra_headers"] = {caps.session_header: request.session}
+        if request.session and caps.session_field:
+            body["extra_body"] = {caps.session_field: request.session}
         return body
 
     # ----------------------------------------------------------------- response

@@ -45,6 +45,9 @@ class Capabilities:
     """System messages are accepted (otherwise they are folded into the first user turn)."""
     session_header: str | None = None
     """HTTP header that carries the per-run session id, if the provider routes by one."""
+    session_field: str | None = None
+    """Request body field that carries the per-run session id (OpenAI: ``prompt_cache_key``,
+    which routes a run's calls to the same prompt-cache shard)."""
 
 
 class Provider(abc.ABC):

@@ -1,0 +1,58 @@
+"""The per-model rate limiter: even pacing, token budgets, pauses, concurrency."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from counterpoint.models.limits import RateLimiter, limiter_for
+
+
+def test_requests_are_paced_evenly_not_in_bursts() -> None:
+    limiter = RateLimiter(rpm=600)  # one request every 0.1 s
+    assert limiter._reserve(0) == 0.0
+    wait = limiter._reserve(0)
+    assert 0 < wait <= 0.1  # the second request of the same instant waits its turn
+    time.sleep(wait)
+    assert limiter._reserve(0) == 0.0
+
+
+def test_token_budget_waits_for_refill_and_settles_with_real_usage() -> None:
+    limiter = RateLimiter(tpm=6000)  # 100 tokens/s, a bucket of 10 s = 1000 tokens
+    assert limiter._reserve(900) == 0.0
+    wait = limiter._reserve(300)  # 100 left: needs 200 more, at 100 tokens/s
+    assert 1.0 < wait <= 2.0
+    limiter.settle(estimated=900, actual=100)  # the call used far less than reserved
+    assert limiter._reserve(300) == 0.0
+
+
+def test_a_pause_holds_every_caller() -> None:
+    limiter = RateLimiter(rpm=6000)
+    limiter.pause(0.5)
+    assert 0 < limiter._reserve(0) <= 0.5
+
+
+async def test_concurrency_limit_and_pacing_together() -> None:
+    limiter = RateLimiter(max_concurrency=2, rpm=1200)  # 0.05 s apart, two at a time
+    active = peak = 0
+    starts: list[float] = []
+
+    async def call() -> None:
+        nonlocal active, peak
+        async with limiter.slot():
+            starts.append(time.monotonic())
+            active += 1
+            peak = max(peak, active)
+            await asyncio.sleep(0.02)
+            active -= 1
+
+    await asyncio.gather(*(call() for _ in range(8)))
+    assert peak <= 2
+    gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    assert min(gaps) >= 0.045  # never faster than the limit
+
+
+def test_one_limiter_per_model_name_shared_by_everyone() -> None:
+    a = limiter_for("shared-model", max_concurrency=4, rpm=60, tpm=None)
+    assert limiter_for("shared-model", max_concurrency=4, rpm=60, tpm=None) is a
+    assert limiter_for("other-model", max_concurrency=4, rpm=60, tpm=None) is not a
