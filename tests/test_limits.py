@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 
 from counterpoint.models.limits import RateLimiter, limiter_for
@@ -48,7 +49,7 @@ async def test_concurrency_limit_and_pacing_together() -> None:
 
     await asyncio.gather(*(call() for _ in range(8)))
     assert peak <= 2
-    gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
     assert min(gaps) >= 0.045  # never faster than the limit
 
 
