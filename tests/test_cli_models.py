@@ -114,3 +114,39 @@ def test_ask_the_embedded_model_with_a_schema(tmp_path: Path) -> None:
     out = json.loads(proc.stdout)
     assert isinstance(out["output"]["city"], str) and out["output"]["city"]
     assert out["model"] == "local:smollm2" and out["usage"]["output_tokens"] > 0
+
+
+MODEL_GRAPH = '''
+import counterpoint as cp
+from counterpoint.errors import RateLimited
+from counterpoint.policy import Backoff
+
+scripted = cp.ScriptedModel([RateLimited("slow down", model="scripted", retry_after=0.01),
+                             "first answer", "second answer"])
+model = cp.Model(scripted, backoff=Backoff(initial=0.01, jitter=0.0))
+graph = cp.Graph("talk")
+
+
+async def ask(question: str) -> str:
+    return (await model.generate(question)).text
+
+graph.add("one", ask, question="one?")
+graph.add("two", ask, question="two?", after=["one"])
+'''
+
+
+def test_run_summary_and_show_list_the_model_calls(tmp_path: Path) -> None:
+    (tmp_path / "talk.py").write_text(MODEL_GRAPH)
+    run = _cli("run", "talk.py", "--db", "r.db", "--json", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    data = json.loads(run.stdout)
+    assert data["models"]["calls"] == 2 and data["models"]["failed"] == 1
+    shown = _cli("show", data["run_id"], "--db", "r.db", "--calls", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "2 calls, 1 failed attempt" in shown.stdout
+    assert "model calls" in shown.stdout and "RateLimited: slow down" in shown.stdout
+    rows = [line for line in shown.stdout.splitlines() if " scripted " in line]
+    assert len(rows) == 3
+    as_json = json.loads(_cli("show", data["run_id"], "--db", "r.db", "--calls", "--json",
+                              cwd=tmp_path).stdout)
+    assert [c["node"] for c in as_json["calls"]] == ["one", "one", "two"]

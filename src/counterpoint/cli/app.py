@@ -25,6 +25,7 @@ from rich.text import Text
 
 from .. import __version__, runtime
 from ..errors import RunNotFound, StoreError, UserError
+from ..events import EventKind
 from ..graph import Graph
 from ..ids import RunId
 from ..loader import load_target, split_target
@@ -35,7 +36,7 @@ from ..state import RunStatus
 from ..store import RunStore, default_location, open_store
 from .live import Display, LineDisplay, LiveView, follow
 from .recorded import log_report, mark_cancelled, shown_status
-from .render import Report, dumps, payload, runs_table, summary
+from .render import Report, calls_table, dumps, payload, runs_table, summary
 
 app = typer.Typer(
     name="counterpoint",
@@ -314,6 +315,8 @@ def show(
     run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="The run to show.")],
     db: Db = None,
     as_json: AsJson = False,
+    calls: Annotated[bool, typer.Option(
+        "--calls", help="Also list every model call: node, model, tokens, cost, latency.")] = False,
 ) -> None:
     """Show a run from its log (nothing runs; the graph's code is not imported)."""
     with reported():
@@ -324,10 +327,19 @@ def show(
         finally:
             store.close()
         report = log_report(record, events)
+    model_calls = [e for e in events if e.kind is EventKind.MODEL_CALL]
     if as_json:
-        typer.echo(dumps(payload(report)))
-    else:
-        make_console().print(summary(report, inspect=None), soft_wrap=True)
+        data = payload(report)
+        if calls:
+            data["calls"] = [{"seq": e.seq, "at": e.at, "node": e.node, **(e.data or {})}
+                             for e in model_calls]
+        typer.echo(dumps(data))
+        return
+    out = make_console()
+    out.print(summary(report, inspect=None), soft_wrap=True)
+    if calls:
+        out.print()
+        out.print(calls_table(model_calls), soft_wrap=True)
 
 
 @app.command()

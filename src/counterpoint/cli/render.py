@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +12,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from ..events import Event
 from ..ids import NodeId
 from ..metrics import Metrics
 from ..state import ModelTally, NodeState, NodeStatus, RunState
@@ -297,3 +298,34 @@ def _output(ns: NodeState) -> Any:
 def dumps(data: Any) -> str:
     """JSON text for ``--json`` (anything not JSON-native is written as its ``str``)."""
     return json.dumps(data, indent=2, default=str)
+
+
+def calls_table(events: Sequence[Event]) -> RenderableType:
+    """One row per model call (and per failed attempt or cache hit) of a run."""
+    if not events:
+        return Text("no model calls", style="dim")
+    table = Table(box=None, pad_edge=False, title="model calls", title_justify="left",
+                  title_style="bold")
+    for column in ("time", "node", "model", "tokens in/out", "cost", "latency", "ttft",
+                   "result"):
+        table.add_column(column, justify="right" if column in (
+            "tokens in/out", "cost", "latency", "ttft") else "left")
+    for ev in events:
+        d = ev.data or {}
+        if "error" in d:
+            result = Text(f"{d.get('error_type', 'error')}: {d['error']}"[:90], style="red")
+        elif "invalid_output" in d:
+            result = Text(f"invalid output, re-asked: {d['invalid_output']}"[:90],
+                          style="yellow")
+        elif d.get("cache_hit"):
+            result = Text("from cache", style="cyan")
+        else:
+            result = Text(f"{d.get('finish', 'stop')}"
+                          + (f", {d['tool_calls']} tool call(s)" if d.get("tool_calls") else ""),
+                          style="green")
+        tokens = f"{d['input_tokens']:,}/{d['output_tokens']:,}" if "input_tokens" in d else ""
+        cost = "" if d.get("cost") is None else f"${d['cost']:.5f}"
+        table.add_row(clock(ev.at), str(ev.node or ""), str(d.get("model", "")), tokens, cost,
+                      seconds(d["latency"]) if d.get("latency") is not None else "",
+                      seconds(d["ttft"]) if d.get("ttft") is not None else "", result)
+    return table
