@@ -57,6 +57,16 @@ class NodeContext:
         else:
             self._execution.publish(event)
 
+    def journal(self, kind: EventKind) -> list[dict[str, Any]]:
+        """What this node's interrupted attempt recorded as ``kind`` events, in order.
+
+        Empty unless the run was resumed after a crash in the middle of this node.
+        Agents use it to replay finished turns and tool results instead of repeating
+        model calls and side effects.
+        """
+        return [e.data or {} for e in self._execution.journal.get(self.node, ())
+                if e.kind is kind]
+
     @property
     def graph_version(self) -> int:
         """Number of edits applied so far; pass it as ``Edit(expected_version=...)``."""

@@ -37,6 +37,14 @@ class EventKind(enum.StrEnum):
     """One attempt at a model call made by a node (or a failed attempt, or a cache hit)."""
     MODEL_DELTA = "model_delta"
     """A piece of streamed model text; published to subscribers, never persisted."""
+    AGENT_TURN = "agent_turn"
+    """One turn of an agent's loop: the model's answer (text and tool calls)."""
+    TOOL_CALL = "tool_call"
+    """An agent is about to call a tool (recorded durably before a side effect)."""
+    TOOL_RESULT = "tool_result"
+    """A tool call's result or error."""
+    PLAN_ROUND = "plan_round"
+    """A planning round: a plan, a verification or a re-plan (``data["phase"]``)."""
 
 
 # Module-level aliases: attribute access on an Enum class costs ~100 ns, which the
@@ -55,6 +63,11 @@ NODE_BLOCKED = EventKind.NODE_BLOCKED
 MAP_EXPANDED = EventKind.MAP_EXPANDED
 PATCH_APPLIED = EventKind.PATCH_APPLIED
 MODEL_CALL = EventKind.MODEL_CALL
+INFORMATIONAL = frozenset({EventKind.MODEL_CALL, EventKind.AGENT_TURN, EventKind.TOOL_CALL,
+                           EventKind.TOOL_RESULT, EventKind.PLAN_ROUND})
+"""Events that record what a node did without changing which nodes run."""
+JOURNALED = frozenset({EventKind.AGENT_TURN, EventKind.TOOL_RESULT})
+"""Events an interrupted node's next attempt gets back (see ``NodeContext.journal``)."""
 
 
 @dataclass(slots=True)

@@ -38,7 +38,8 @@ from .errors import (
     UserError,
 )
 from .events import (
-    MODEL_CALL,
+    INFORMATIONAL,
+    JOURNALED,
     NODE_CANCELLED,
     NODE_FAILED,
     NODE_READY,
@@ -109,6 +110,8 @@ class Execution:
         """Whether the run opened its store itself (and closes it at the end)."""
         # awaiting an async step directly is exactly what InProcessBackend.call does
         self._inline_async = type(backend) is InProcessBackend
+        self.journal: dict[NodeId, list[Event]] = {}
+        """Per node, what its interrupted attempt recorded before a crash (on resume)."""
         self._children: dict[NodeId, RunHandle] = {}
         """Sub-graph nodes running now -> the handle of their sub-run."""
 
@@ -161,7 +164,7 @@ class Execution:
                     for queue in subscribers:
                         queue.put_nowait(ev)
                 kind = ev.kind
-                if kind is NODE_STARTED or kind is NODE_READY or kind is MODEL_CALL:
+                if kind is NODE_STARTED or kind is NODE_READY or kind in INFORMATIONAL:
                     continue  # nothing follows from these by the graph's rules alone
                 if kind is RUN_FINISHED:
                     self._seq = seq
@@ -730,8 +733,21 @@ def _prepare_resume(rid: RunId, store: RunStore, graph: Graph | None,
     state = RunState.new(rid, the_graph.name, [the_graph.nodes[n] for n in topology.order],
                          estimates=store.estimates(), limits=opts.limits)
     replay(state, events, the_graph)
-    return Execution(the_graph, state, store, opts, backend=backend or InProcessBackend(),
-                     inputs=inputs, seq=events[-1].seq, parent=record.parent)
+    execution = Execution(the_graph, state, store, opts, backend=backend or InProcessBackend(),
+                          inputs=inputs, seq=events[-1].seq, parent=record.parent)
+    execution.journal = _journal(state, events)
+    return execution
+
+
+def _journal(state: RunState, events: list[Event]) -> dict[NodeId, list[Event]]:
+    """What each interrupted node's last attempt recorded (agent turns, tool results)."""
+    journal: dict[NodeId, list[Event]] = {}
+    for ev in events:
+        if ev.kind in JOURNALED and ev.node is not None:
+            ns = state.nodes.get(ev.node)
+            if ns is not None and ev.attempt == ns.attempt and not ns.status.terminal:
+                journal.setdefault(ev.node, []).append(ev)
+    return journal
 
 
 def replay(state: RunState, events: list[Event], graph: Graph) -> None:
