@@ -286,3 +286,20 @@ def test_resume_event_requeues_in_flight_nodes() -> None:
     assert [(e.kind, e.node) for e in events[1:]] == [(EventKind.NODE_READY, "a")]
     assert state.running == 0
     assert state.nodes[NodeId("b")].status is NodeStatus.SUCCEEDED
+
+
+def test_a_patch_may_replace_a_node_to_depend_on_a_node_it_adds() -> None:
+    # regression: replaces were applied before adds, so the new dependency was unknown
+    g = Graph("p")
+    g.add("a", step)
+    g.add("tail", step, after=["a"])
+    state = new_state(g)
+    edit = Edit("rewire")
+    edit.add("b", step, after=["a"])
+    edit.replace("tail", step, after=["b"])
+    patch = edit.build("p", {k: v.spec for k, v in state.nodes.items()})
+    check_patch(state, patch)
+    evolve(state, Event(EventKind.PATCH_APPLIED, 0.0, output=patch))
+    assert state.nodes[NodeId("b")].dependents == [NodeId("tail")]
+    assert NodeId("tail") not in state.nodes[NodeId("a")].dependents
+    assert state.nodes[NodeId("tail")].unmet == 1

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from .events import Event, EventKind
 from .ids import NodeId, RunId
 from .patch import Edit
-from .state import NodeStatus
+from .state import ModelTally, NodeStatus
 
 if TYPE_CHECKING:
     from .runtime import Execution
@@ -56,6 +56,16 @@ class NodeContext:
             self._execution.emit(event)
         else:
             self._execution.publish(event)
+
+    @property
+    def usage(self) -> ModelTally:
+        """The whole run's model calls, tokens and cost so far."""
+        return self._execution.state.models
+
+    @property
+    def run_started_at(self) -> float:
+        """When the run was created (seconds since the epoch)."""
+        return self._execution.state.created_at
 
     def journal(self, kind: EventKind) -> list[dict[str, Any]]:
         """What this node's interrupted attempt recorded as ``kind`` events, in order.

@@ -438,6 +438,7 @@ def _expand_map(state: RunState, event: Event) -> None:
 
 def _apply_patch(state: RunState, patch: Patch) -> None:
     nodes = state.nodes
+    _add_specs(state, patch.add)  # first: a replaced node may depend on a node added here
     for spec in patch.replace:
         ns = nodes[spec.id]
         for dep in ns.spec.deps:
@@ -450,7 +451,6 @@ def _apply_patch(state: RunState, patch: Patch) -> None:
                 ns.unmet += 1
         if ns.status is READY:  # re-judged by react: its new dependencies may have failed
             ns.status = PENDING
-    _add_specs(state, patch.add)
     for before, after in patch.edges:
         target = nodes[after]
         target.spec = replace(target.spec, after=(*target.spec.after, before))

@@ -1,0 +1,365 @@
+"""Goal -> plan -> parallel subtasks -> verify -> re-plan -> answer, as one run.
+
+:func:`goal_graph` builds a graph with a single ``plan`` node. When it runs, the
+planner's plan becomes live edits: one node per subtask (each waits only for the
+subtasks it needs, so independent ones run in parallel), a ``verify-1`` node after
+all of them, and an ``answer`` node after that. A verify node that finds gaps asks
+the re-planner for edits and applies them (new subtasks, redone subtasks, a
+``verify-N+1`` node, and the ``answer`` node rewired to the newest results),
+until the results pass or a stop condition holds: the rounds, the token or
+money budget, or the deadline. Every round is a ``plan_round`` event in the log.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pydantic
+
+from ..agents import Agent, Tool
+from ..context import NodeContext
+from ..errors import RunFailure
+from ..events import EventKind
+from ..graph import Graph
+from ..models import Message
+from ..patch import Edit
+from .fitting import fit
+from .plan import (
+    Plan,
+    Replan,
+    Subtask,
+    Verdict,
+    check_plan,
+    plan_type,
+    repair_plan,
+    replan_type,
+)
+from .team import Limits, Team
+
+RESERVED = frozenset({"plan", "answer"})
+
+
+class PlanningError(RunFailure):
+    """The planner produced no usable plan within its attempts."""
+
+    retryable = False
+
+
+@dataclass
+class _Session:
+    """What a planned run knows as it goes (verify nodes run one after another)."""
+
+    goal: str
+    team: Team
+    limits: Limits
+    subtasks: dict[str, Subtask] = field(default_factory=dict)
+    latest: dict[str, str] = field(default_factory=dict)
+    """Subtask id -> the node holding its newest result (redone subtasks move)."""
+    rounds: int = 0
+
+
+# --------------------------------------------------------------------- planning
+async def make_plan(goal: str, team: Team, limits: Limits = Limits(), *,
+                    ctx: NodeContext | None = None) -> tuple[Plan, list[str]]:
+    """Ask the planner for a valid plan; re-ask with the problems, then repair or fail.
+
+    Returns the plan and the repairs made (empty when the planner got it right).
+    """
+    workers = sorted(team.workers)
+    answer_type = plan_type(workers, limits.max_subtasks)
+    conversation = [Message.user(
+        f"Goal: {goal}\n\nWorkers:\n{team.describe_workers()}\n\n"
+        f"Plan at most {limits.max_subtasks} subtasks.")]
+    problems: list[str] = []
+    plan: Plan | None = None
+    for attempt in range(1, limits.plan_attempts + 1):
+        generation = await team.planner.model.generate(
+            conversation, system=team.planner.instructions, output=answer_type,
+            max_tokens=team.planner.turn_tokens * 2, ctx=ctx, purpose=f"plan {attempt}")
+        plan = generation.output
+        assert plan is not None
+        if not plan.decompose:
+            plan = plan.model_copy(update={"subtasks": plan.subtasks[:1]})
+        problems = check_plan(plan.subtasks, workers, max_subtasks=limits.max_subtasks)
+        problems += [f"subtask id {s.id!r} is reserved; use another" for s in plan.subtasks
+                     if s.id in RESERVED or s.id.startswith("verify-")]
+        _record(ctx, {"phase": "plan", "attempt": attempt, "plan": _dump(plan),
+                      "problems": problems})
+        if not problems:
+            return plan, []
+        conversation = [*generation.messages, Message.user(
+            "The plan has problems:\n- " + "\n- ".join(problems)
+            + "\nAnswer again with a corrected plan.")]
+    assert plan is not None
+    repaired, fixes = repair_plan([s for s in plan.subtasks if s.id not in RESERVED], workers)
+    if not repaired:
+        raise PlanningError(f"planner{_where(ctx)}: no valid plan after "
+                            f"{limits.plan_attempts} attempts: {'; '.join(problems)}")
+    fixed = plan.model_copy(update={"subtasks": repaired})
+    _record(ctx, {"phase": "plan", "attempt": "repaired", "plan": _dump(fixed),
+                  "repairs": fixes})
+    return fixed, fixes
+
+
+def goal_graph(goal: str, team: Team | None = None, limits: Limits | None = None,
+               *, name: str = "goal") -> Graph:
+    """A graph that plans ``goal`` when it runs and grows as the plan unfolds."""
+    session = _Session(goal=goal, team=team or Team.default(), limits=limits or Limits())
+    graph = Graph(name)
+
+    async def plan(ctx: NodeContext) -> dict[str, Any]:
+        made, repairs = await make_plan(goal, session.team, session.limits, ctx=ctx)
+        edit = Edit("plan")
+        for subtask in made.subtasks:
+            session.subtasks[subtask.id] = subtask
+            session.latest[subtask.id] = subtask.id
+            _add_subtask(edit, session, subtask, subtask.id)
+        _add_tail(edit, session, replace=False)
+        ctx.apply(edit)
+        return {"decompose": made.decompose, "subtasks": [_dump(s) for s in made.subtasks],
+                "repairs": repairs}
+
+    graph.add("plan", plan)
+    return graph
+
+
+# ------------------------------------------------------------------- the nodes
+def _add_subtask(edit: Edit, session: _Session, subtask: Subtask, node: str) -> None:
+    deps = {dep: session.latest[dep] for dep in subtask.needs}
+
+    async def work(ctx: NodeContext, **results: Any) -> Any:
+        return await _work(session, subtask, results, ctx)
+
+    edit.add(node, work, **{_param(d): _ref(n) for d, n in deps.items()})
+
+
+def _add_tail(edit: Edit, session: _Session, *, replace: bool) -> None:
+    """The next verify node (if rounds remain) and the answer after it."""
+    inputs = {_param(sid): _ref(node) for sid, node in session.latest.items()}
+    after: list[str] = list(session.latest.values())
+    if session.rounds < session.limits.max_rounds:
+        verify_id = f"verify-{session.rounds + 1}"
+
+        async def verify(ctx: NodeContext, **results: Any) -> dict[str, Any]:
+            return await _verify(session, results, ctx)
+
+        edit.add(verify_id, verify, **inputs)
+        after = [verify_id]
+
+    async def answer(ctx: NodeContext, **results: Any) -> dict[str, Any]:
+        return await _answer(session, results, ctx)
+
+    (edit.replace if replace else edit.add)("answer", answer, after=after, **inputs)
+
+
+async def _work(session: _Session, subtask: Subtask, results: Mapping[str, Any],
+                ctx: NodeContext) -> Any:
+    worker = session.team.workers[subtask.worker]
+    agent = worker if isinstance(worker, Agent) else _tool_agent(worker, session)
+    context = fit({_unparam(k): _text(v) for k, v in results.items()},
+                  session.limits.context_chars)
+    task = (f"Overall goal: {session.goal}\nYour subtask ({subtask.id}): {subtask.task}"
+            + (f"\nExpected result: {subtask.expected}" if subtask.expected else ""))
+    result = await agent.run(task, context=context or None, ctx=ctx)
+    output = result.output
+    return output.model_dump(mode="json") if isinstance(output, pydantic.BaseModel) else output
+
+
+def _tool_agent(tool: Tool, session: _Session) -> Agent:
+    return Agent(f"{tool.name}-caller", model=session.team.synthesizer.model,
+                 instructions=f"Call the tool {tool.name} to do the subtask, then report "
+                              "its result briefly.", tools=[tool],
+                 max_turns=session.limits.worker_turns)
+
+
+async def _verify(session: _Session, results: Mapping[str, Any],
+                  ctx: NodeContext) -> dict[str, Any]:
+    session.rounds += 1
+    limits, team = session.limits, session.team
+    shown = _results_text(session, results)
+    generation = await team.verifier.model.generate(
+        f"Goal: {session.goal}\n\nSubtasks and results:\n{shown}",
+        system=team.verifier.instructions, output=Verdict, max_tokens=team.verifier.turn_tokens,
+        ctx=ctx, purpose=f"verify {session.rounds}")
+    verdict = generation.output
+    assert verdict is not None
+    stop = None if not verdict.gaps and verdict.complete else _stop_reason(session, ctx)
+    _record(ctx, {"phase": "verify", "round": session.rounds, "complete": verdict.complete,
+                  "gaps": [g.model_dump() for g in verdict.gaps], "stop": stop})
+    if verdict.complete and not verdict.gaps:
+        return {"round": session.rounds, "complete": True, "gaps": []}
+    if stop is not None:
+        return {"round": session.rounds, "complete": False, "stopped": stop,
+                "gaps": [g.model_dump() for g in verdict.gaps]}
+    edits = await _replan(session, verdict, shown, ctx)
+    return {"round": session.rounds, "complete": False, "replanned": edits,
+            "gaps": [g.model_dump() for g in verdict.gaps]}
+
+
+def _stop_reason(session: _Session, ctx: NodeContext) -> str | None:
+    limits = session.limits
+    usage = ctx.usage
+    if session.rounds >= limits.max_rounds:
+        return f"max rounds ({limits.max_rounds}) reached"
+    if limits.max_tokens is not None and usage.tokens >= limits.max_tokens:
+        return f"token budget used ({usage.tokens:,} of {limits.max_tokens:,})"
+    if limits.max_cost is not None and usage.cost >= limits.max_cost:
+        return f"money budget used (${usage.cost:.4f} of ${limits.max_cost:.4f})"
+    if limits.deadline is not None and \
+            time.time() - ctx.run_started_at >= 0.7 * limits.deadline:
+        return f"deadline near ({limits.deadline:g}s)"
+    return None
+
+
+async def _replan(session: _Session, verdict: Verdict, shown: str,
+                  ctx: NodeContext) -> dict[str, Any]:
+    team, limits = session.team, session.limits
+    workers = sorted(team.workers)
+    existing = {sid: s.needs for sid, s in session.subtasks.items()}
+    gaps = "\n".join(f"- {g.problem}" + (f" (subtask {g.subtask})" if g.subtask else "")
+                     for g in verdict.gaps) or "- the verifier found the results incomplete"
+    conversation = [Message.user(
+        f"Goal: {session.goal}\n\nWorkers:\n{team.describe_workers()}\n\nCurrent subtasks "
+        f"and results:\n{shown}\n\nGaps:\n{gaps}\n\nAdd subtasks with new ids or redo "
+        "existing ones to close the gaps.")]
+    answer_type = replan_type(workers, limits.max_subtasks)
+    replan: Replan | None = None
+    problems: list[str] = []
+    for attempt in range(1, limits.plan_attempts + 1):
+        generation = await team.replanner.model.generate(
+            conversation, system=team.replanner.instructions, output=answer_type,
+            max_tokens=team.replanner.turn_tokens * 2, ctx=ctx,
+            purpose=f"replan {session.rounds}.{attempt}")
+        replan = generation.output
+        assert replan is not None
+        problems = check_plan(replan.add, workers, existing=existing,
+                              max_subtasks=limits.max_subtasks) if replan.add else []
+        problems += [f"redo names unknown subtask {r.id!r}" for r in replan.redo
+                     if r.id not in session.subtasks]
+        problems += [f"subtask id {s.id!r} is reserved; use another" for s in replan.add
+                     if s.id in RESERVED or s.id.startswith("verify-")]
+        if not replan.add and not replan.redo:
+            problems.append("no subtask added or redone")
+        if not problems:
+            break
+        conversation = [*generation.messages, Message.user(
+            "These edits have problems:\n- " + "\n- ".join(problems) + "\nAnswer again.")]
+    if replan is None or problems:
+        _record(ctx, {"phase": "replan", "round": session.rounds, "applied": False,
+                      "problems": problems})
+        edit = Edit(f"round {session.rounds}: no valid re-plan")
+        session.rounds = limits.max_rounds  # nothing to add: answer with what there is
+        _add_tail(edit, session, replace=True)
+        ctx.apply(edit)
+        return {"applied": False, "problems": problems}
+    edit = Edit(f"re-plan after verify-{session.rounds}")
+    for subtask in replan.add:
+        session.subtasks[subtask.id] = subtask
+        session.latest[subtask.id] = subtask.id
+        _add_subtask(edit, session, subtask, subtask.id)
+    for redo in replan.redo:
+        old = session.subtasks[redo.id]
+        node = f"{redo.id}.r{session.rounds + 1}"
+        revised = old.model_copy(update={"task": redo.task})
+        _add_subtask(edit, session, revised, node)
+        session.latest[redo.id] = node
+    _add_tail(edit, session, replace=True)
+    ctx.apply(edit)
+    applied = {"applied": True, "added": [s.id for s in replan.add],
+               "redone": [r.id for r in replan.redo]}
+    _record(ctx, {"phase": "replan", "round": session.rounds, **applied})
+    return applied
+
+
+async def _answer(session: _Session, results: Mapping[str, Any],
+                  ctx: NodeContext) -> dict[str, Any]:
+    team = session.team
+    shown = _results_text(session, results)
+    generation = await team.synthesizer.model.generate(
+        f"Goal: {session.goal}\n\nSubtask results:\n{shown}\n\nWrite the final answer.",
+        system=team.synthesizer.instructions, max_tokens=team.synthesizer.turn_tokens,
+        ctx=ctx, purpose="synthesize")
+    text = generation.text.strip()
+    cited = sorted(sid for sid in session.subtasks if f"[{sid}]" in text)
+    return {"answer": text, "cited": cited, "rounds": session.rounds}
+
+
+# --------------------------------------------------------------------- helpers
+def _results_text(session: _Session, results: Mapping[str, Any]) -> str:
+    by_id = {_unparam(k): _text(v) for k, v in results.items()}
+    fitted = fit(by_id, session.limits.context_chars)
+    lines = []
+    for sid, subtask in session.subtasks.items():
+        expected = f" (expected: {subtask.expected})" if subtask.expected else ""
+        lines.append(f"[{sid}] {subtask.task}{expected}\nresult: {fitted.get(sid, '(none)')}")
+    return "\n\n".join(lines)
+
+
+def _param(subtask_id: str) -> str:
+    """A keyword-safe parameter name for a subtask id (ids may hold ``.`` and ``-``)."""
+    return "r_" + "".join(c if c.isalnum() else f"_{ord(c):x}_" for c in subtask_id)
+
+
+def _unparam(name: str) -> str:
+    body = name[2:]
+    out, i = [], 0
+    while i < len(body):
+        if body[i] == "_":
+            end = body.index("_", i + 1)
+            out.append(chr(int(body[i + 1:end], 16)))
+            i = end + 1
+        else:
+            out.append(body[i])
+            i += 1
+    return "".join(out)
+
+
+def _ref(node: str) -> Any:
+    from ..graph import NodeRef
+    from ..ids import NodeId
+    return NodeRef(NodeId(node))
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _dump(model: pydantic.BaseModel) -> dict[str, Any]:
+    return model.model_dump(mode="json")
+
+
+def _record(ctx: NodeContext | None, data: dict[str, Any]) -> None:
+    if ctx is not None:
+        ctx.record(EventKind.PLAN_ROUND, data)
+
+
+def _where(ctx: NodeContext | None) -> str:
+    return f" (run {ctx.run_id}, node {ctx.node!r})" if ctx is not None else ""
+
+
+def subtask_tree(plan: Plan) -> list[tuple[int, Subtask]]:
+    """The subtasks in dependency order with their depth, for printing a plan."""
+    depth: dict[str, int] = {}
+    ordered: list[tuple[int, Subtask]] = []
+    remaining: Sequence[Subtask] = list(plan.subtasks)
+    while remaining:
+        progressed = []
+        for s in remaining:
+            if all(d in depth for d in s.needs):
+                depth[s.id] = 1 + max((depth[d] for d in s.needs), default=-1)
+                ordered.append((depth[s.id], s))
+                progressed.append(s.id)
+        if not progressed:
+            ordered.extend((0, s) for s in remaining if s.id not in depth)
+            break
+        remaining = [s for s in remaining if s.id not in depth]
+    return ordered

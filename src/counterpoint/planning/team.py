@@ -1,0 +1,99 @@
+"""Who plans, works, verifies, re-plans and synthesizes, and the limits they work under.
+
+Every role is an ordinary :class:`~counterpoint.agents.Agent` with a default prompt;
+replace any of them, or give each its own model (a small one for the workers, a
+strong one for planning).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ..agents import Agent, Tool
+from ..errors import UserError
+from ..models import Model
+
+PLANNER = (
+    "You plan work for a small team. Decide first whether the goal needs several "
+    "steps: if one worker can do it at once, set decompose to false and give one subtask. "
+    "Otherwise give a few small subtasks (ids t1, t2, ...). Each subtask names one worker "
+    "from the list, says what to do, lists in needs the ids of earlier subtasks whose "
+    "results it uses, and says what its result should contain. Independent subtasks "
+    "should not need each other, so they can run in parallel.")
+WORKER = ("You do one subtask of a larger goal. Use the context you are given. Answer "
+          "briefly and concretely.")
+VERIFIER = ("You check whether the results achieve the goal and what each subtask was "
+            "expected to produce. If something is missing or wrong, list each gap and the "
+            "subtask at fault. Set complete to true only if there are no gaps.")
+REPLANNER = ("You close the gaps found in a plan's results: add new subtasks (new ids) or "
+             "redo a weak subtask with a better task. Keep the change small.")
+SYNTHESIZER = ("You write the final answer to the goal from the subtask results. After each "
+               "part, cite the subtask it came from in brackets, like [t1].")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Limits:
+    """Stop conditions and sizes of a planned run."""
+
+    max_rounds: int = 2
+    """Verify rounds (each may re-plan); 0 turns verification off."""
+    max_tokens: int | None = None
+    """Stop re-planning once the run has used this many tokens."""
+    max_cost: float | None = None
+    """Stop re-planning once the run has cost this many US dollars."""
+    deadline: float | None = None
+    """Seconds for the whole run; re-planning stops when most of it is gone."""
+    max_subtasks: int = 6
+    plan_attempts: int = 3
+    """Times the planner may answer before its plan is repaired or rejected."""
+    context_chars: int = 4000
+    """Budget for dependency results in one subtask's prompt (cut visibly beyond it)."""
+    worker_turns: int = 3
+
+    def __post_init__(self) -> None:
+        if self.max_rounds < 0 or self.max_subtasks < 1 or self.plan_attempts < 1:
+            raise UserError("Limits: max_rounds >= 0, max_subtasks >= 1 and "
+                            "plan_attempts >= 1 are required")
+
+
+@dataclass(kw_only=True)
+class Team:
+    """The roles of a planned run. Build one with :meth:`default`."""
+
+    planner: Agent
+    verifier: Agent
+    replanner: Agent
+    synthesizer: Agent
+    workers: dict[str, Agent | Tool] = field(default_factory=dict)
+
+    @classmethod
+    def default(cls, model: str | Model | None = None, *, planner: str | Model | None = None,
+                worker: str | Model | None = None, verifier: str | Model | None = None,
+                synthesizer: str | Model | None = None,
+                workers: Mapping[str, Agent | Tool] | None = None,
+                worker_turns: int = 3) -> Team:
+        """Default prompts; ``model`` for every role unless a role's own model is given.
+
+        Without ``workers`` the team has one general worker agent, ``writer``.
+        """
+        def pick(own: str | Model | None) -> Model:
+            chosen = own if own is not None else model
+            return chosen if isinstance(chosen, Model) else Model(chosen)
+
+        crew = dict(workers or {"writer": Agent(
+            "writer", model=pick(worker), instructions=WORKER, max_turns=worker_turns,
+            description="writes, explains, summarises and answers questions")})
+        verify = pick(verifier)
+        return cls(planner=Agent("planner", model=pick(planner), instructions=PLANNER),
+                   verifier=Agent("verifier", model=verify, instructions=VERIFIER),
+                   replanner=Agent("replanner", model=pick(planner), instructions=REPLANNER),
+                   synthesizer=Agent("synthesizer", model=pick(synthesizer),
+                                     instructions=SYNTHESIZER),
+                   workers=crew)
+
+    def describe_workers(self) -> str:
+        lines = []
+        for name, worker in sorted(self.workers.items()):
+            lines.append(f"- {name}: {worker.description}")
+        return "\n".join(lines)
