@@ -56,6 +56,7 @@ from benchmarks.counterpoint_runner import (  # noqa: E402
     run_counterpoint_many,
     run_counterpoint_trial,
 )
+from benchmarks.models import bench_overhead, bench_rate  # noqa: E402
 from benchmarks.workloads import (  # noqa: E402
     Workload,
     chain,
@@ -526,6 +527,8 @@ def bench_w5(cfg: Config) -> dict[str, Any]:
 
 BENCHES: dict[str, Callable[[Config], dict[str, Any]]] = {
     "W1": bench_w1, "W2": bench_w2, "W3": bench_w3, "W4": bench_w4, "W5": bench_w5,
+    # the model layer (benchmarks/models.py): rate limits, per-call overhead
+    "M1": lambda cfg: bench_rate(cfg.quick), "M2": lambda cfg: bench_overhead(cfg.quick),
 }
 
 
@@ -568,7 +571,8 @@ def warm_up(tmp: Path) -> None:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python benchmarks/run.py",
-        description="Benchmark counterpoint against asyncio and LangGraph (W1-W5).")
+        description="Benchmark counterpoint against asyncio and LangGraph (W1-W5) and its "
+                    "model layer against the bare openai SDK (M1, M2).")
     parser.add_argument("--quick", action="store_true",
                         help=f"W3 at {W3_QUICK_COUNT:,} workflows for every runner, "
                              f"{W5_QUICK_TRACES} W5 traces, {QUICK_TRIALS} trials")

@@ -12,10 +12,15 @@ An agent holds configuration only; each run keeps its conversation to itself,
 so one agent can serve many parallel nodes.
 
 Inside a run, each turn (the model's answer), tool call and tool result is an
-event of the node. If the process dies mid-loop, the node's next attempt
-replays the recorded turns and tool results instead of calling the model or the
-tools again (``NodeContext.journal``); side-effecting tools are called only after
-everything before them is durable.
+event of the node, under the loop's *scope*: the agent's name, prefixed by the
+calling agent's tool call when it runs as a tool (``outer/2.0/inner``), and
+suffixed ``#2``, ``#3`` when one node attempt runs the same agent again. If the
+process dies mid-loop, the node's next attempt replays the recorded turns and
+tool results instead of calling the model or the tools again
+(``NodeContext.journal``), and records them once more (marked ``replayed``) so
+that a second crash loses nothing either. Side-effecting tools are called only
+after everything before them is durable, and their results are made durable
+before the loop goes on.
 """
 
 from __future__ import annotations
@@ -25,23 +30,28 @@ import contextvars
 import hashlib
 import json
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pydantic
+import pydantic_core
 
 from .. import codec
 from ..context import NodeContext, current_context
-from ..errors import RunFailure, UserError
+from ..errors import InvalidOutput, OutputNotSerializable, RunFailure, UserError
 from ..events import EventKind
+from ..ids import NodeId
 from ..models import Message, Model, Provider, Response, ToolCall, Usage
-from .tools import Tool, ToolError, from_function
+from .tools import Tool, ToolError, arguments_schema, from_function
 
 if TYPE_CHECKING:
     from ..graph import Graph
 
 DEFAULT_TURN_TOKENS = 512
+
+_FINAL_ANSWER = "Now give your final answer as JSON matching the required schema."
 
 
 class AgentError(RunFailure):
@@ -58,24 +68,42 @@ class AgentResult:
     output: Any
     """The validated output (an instance of the agent's output type) or the final text."""
     text: str
+    """The final answer's text (for structured output: its JSON)."""
     turns: int
+    """Model answers the loop used, replayed ones included."""
     tool_calls: int
     usage: Usage
+    """Tokens of every turn, replayed ones included (what the token budget counts)."""
     replayed_turns: int = 0
     """Turns taken from the run log instead of asking the model again (after a resume)."""
+    scope: str = ""
+    """Where the loop's events are in the run log (see the module docstring)."""
     messages: tuple[Message, ...] = field(default=(), repr=False)
 
 
 class Agent:
-    """See the module docstring. All options are keyword-only after the name."""
+    """See the module docstring. All options are keyword-only after the name.
+
+    ``max_turns`` bounds model answers, ``max_tokens`` the tokens of one run of the
+    loop (input + output, all turns), ``deadline`` its seconds (tools included);
+    ``turn_tokens`` is the ``max_tokens`` of each model call.
+    """
 
     def __init__(self, name: str, *, model: str | Model | Provider | None = None,
-                 instructions: str = "", tools: Sequence[Tool | Agent | Callable[..., Any]] = (),
+                 instructions: str = "",
+                 tools: Sequence[Tool | Agent | Graph | Callable[..., Any]] = (),
                  output: type[Any] | None = None, description: str = "", max_turns: int = 8,
                  max_tokens: int | None = None, turn_tokens: int = DEFAULT_TURN_TOKENS,
                  deadline: float | None = None, temperature: float = 0.0) -> None:
+        if not isinstance(name, str) or not name or "/" in name or "#" in name:
+            raise UserError(f"agent name {name!r} must be a non-empty string without '/' or "
+                            "'#' (they separate scopes in the run log)")
         if max_turns < 1:
             raise UserError(f"agent {name}: max_turns must be >= 1, got {max_turns}")
+        for option, value in (("max_tokens", max_tokens), ("turn_tokens", turn_tokens),
+                              ("deadline", deadline)):
+            if value is not None and not value > 0:
+                raise UserError(f"agent {name}: {option} must be > 0, got {value!r}")
         self.name = name
         self.__qualname__ = f"Agent.{name}"  # names the step in estimates and events
         self.model = model if isinstance(model, Model) else Model(model)
@@ -86,12 +114,12 @@ class Agent:
         if duplicated:
             raise UserError(f"agent {name}: two tools are called {duplicated}; rename one")
         self.output = output
+        self._adapter: pydantic.TypeAdapter[Any] | None = \
+            pydantic.TypeAdapter(output) if output is not None else None
         self.description = description or instructions.split("\n")[0][:200] or name
         self.max_turns = max_turns
         self.max_tokens = max_tokens
-        """Token budget of one run of the loop (input + output, all turns)."""
         self.turn_tokens = turn_tokens
-        """``max_tokens`` of each model call."""
         self.deadline = deadline
         self.temperature = temperature
 
@@ -102,9 +130,9 @@ class Agent:
     async def __call__(self, task: str, context: Any = None) -> Any:
         """Run as a graph node: returns the output (JSON-compatible for the log)."""
         result = await self.run(task, context=context)
-        output = result.output
-        return output.model_dump(mode="json") if isinstance(output, pydantic.BaseModel) \
-            else output
+        if self._adapter is None:
+            return result.output
+        return self._adapter.dump_python(result.output, mode="json")
 
     def run_sync(self, task: str, *, context: Any = None) -> AgentResult:
         """:meth:`run` from synchronous code (outside any event loop)."""
@@ -113,72 +141,93 @@ class Agent:
     def as_tool(self, *, name: str | None = None, description: str | None = None) -> Tool:
         """This agent as a tool another agent can call with a ``task`` string."""
         async def runner(arguments: dict[str, Any]) -> Any:
-            return await self.__call__(arguments["task"], arguments.get("context"))
-        return Tool(name=name or self.name, description=description or self.description,
-                    parameters={"type": "object", "properties": {
-                        "task": {"type": "string", "description": "What to do, in full."},
-                        "context": {"type": "string",
-                                    "description": "Facts the task needs (optional)."}},
-                        "required": ["task"]}, runner=runner)
+            return await self.__call__(arguments["task"], arguments["context"])
+
+        tool_name = name or self.name
+        validator, schema = arguments_schema(tool_name, {
+            "task": (str, ..., "What to do, in full."),
+            "context": (str | None, None, "Facts the task needs (optional).")})
+        return Tool(name=tool_name, description=description or self.description,
+                    parameters=schema, validator=validator, runner=runner)
 
     async def run(self, task: str, *, context: Any = None,
                   ctx: NodeContext | None = None) -> AgentResult:
-        """Run the loop on ``task`` (with ``context``: text, or a mapping of named inputs)."""
+        """Run the loop on ``task`` (with ``context``: text, or a mapping of named inputs).
+
+        ``ctx`` defaults to the running node's context, if any. Raises
+        :class:`AgentError` when a bound is reached, and whatever the model raises.
+        """
         ctx = ctx if ctx is not None else current_context()
-        loop = _Loop(self, ctx, _scope(self.name))
+        prompt = _task_text(task, context)
+        loop = _Loop(self, ctx, _scope(self.name, ctx), prompt)
+        limit = asyncio.timeout(self.deadline)
         try:
-            async with asyncio.timeout(self.deadline):
-                return await loop.run(task, context)
+            async with limit:
+                return await loop.run(prompt)
         except TimeoutError:
-            raise AgentError(f"agent {self.name}{_where(ctx)}: deadline of "
-                             f"{self.deadline:g}s passed after {loop.turns} turn(s)") from None
+            if not limit.expired():
+                raise  # a tool's own timeout, not this agent's deadline
+            raise AgentError(f"{loop.where()}: deadline of {self.deadline:g}s passed after "
+                             f"{loop.turns} turn(s); raise the agent's deadline or give it "
+                             "a smaller task") from None
 
 
 # ----------------------------------------------------------------------- loop
 class _Loop:
     """One run of an agent's loop: everything that changes while it runs lives here."""
 
-    def __init__(self, agent: Agent, ctx: NodeContext | None, scope: str) -> None:
+    def __init__(self, agent: Agent, ctx: NodeContext | None, scope: str, prompt: str) -> None:
         self.agent = agent
         self.ctx = ctx
         self.scope = scope
+        self.task = hashlib.sha256(prompt.encode()).hexdigest()[:16]
+        """Digest of the first message: a journal recorded for another task is not replayed."""
         self.turns = 0
         self.calls = 0
         self.replayed = 0
         self.usage = Usage()
         self.tools = {t.name: t for t in agent.tools}
-        journal = ctx.journal(EventKind.AGENT_TURN) if ctx is not None else []
-        self.recorded_turns = {d["turn"]: d for d in journal if d.get("scope") == scope}
+        turns = ctx.journal(EventKind.AGENT_TURN) if ctx is not None else []
+        self.recorded_turns = {d["turn"]: d for d in turns
+                               if d.get("scope") == scope and d.get("task") == self.task}
         results = ctx.journal(EventKind.TOOL_RESULT) if ctx is not None else []
         self.recorded_results = {d["key"]: d for d in results if d.get("scope") == scope}
 
-    async def run(self, task: str, context: Any) -> AgentResult:
+    def where(self) -> str:
+        """The agent, and where it runs, for error messages."""
+        name = self.agent.name if self.scope == self.agent.name else \
+            f"{self.agent.name} (scope {self.scope})"
+        ctx = self.ctx
+        if ctx is None:
+            return f"agent {name}"
+        return f"run {ctx.run_id}, node {ctx.node!r}, attempt {ctx.attempt}: agent {name}"
+
+    async def run(self, prompt: str) -> AgentResult:
         agent = self.agent
-        conversation = [Message.user(_task_text(task, context))]
-        structured_now = agent.output is not None and not agent.tools
+        conversation = [Message.user(prompt)]
+        structured = agent.output is not None and not agent.tools
         while True:
             if self.turns >= agent.max_turns:
-                raise AgentError(f"agent {agent.name}{_where(self.ctx)}: no final answer "
-                                 f"after {agent.max_turns} turns; raise max_turns or simplify "
-                                 "the task")
+                raise AgentError(f"{self.where()}: no final answer after {agent.max_turns} "
+                                 "turns; raise max_turns or simplify the task")
             if agent.max_tokens is not None and self.usage.total_tokens >= agent.max_tokens:
-                raise AgentError(f"agent {agent.name}{_where(self.ctx)}: token budget of "
-                                 f"{agent.max_tokens} used up after {self.turns} turn(s)")
-            response, output = await self.turn(conversation, structured=structured_now)
+                raise AgentError(f"{self.where()}: token budget of {agent.max_tokens} used "
+                                 f"up ({self.usage.total_tokens}) after {self.turns} turn(s); "
+                                 "raise max_tokens or simplify the task")
+            response, output = await self.turn(conversation, structured=structured)
             conversation.append(response.message())
             if response.tool_calls:
                 conversation.extend(await self.run_tools(response.tool_calls))
                 continue
-            if agent.output is not None and output is None:
+            if agent.output is not None and not structured:
                 # the tool loop is over; ask once more, for the typed answer
-                conversation.append(Message.user(
-                    "Now give your final answer as JSON matching the required schema."))
-                structured_now = True
+                conversation.append(Message.user(_FINAL_ANSWER))
+                structured = True
                 continue
             return AgentResult(output=output if agent.output is not None else response.text,
                                text=response.text, turns=self.turns, tool_calls=self.calls,
                                usage=self.usage, replayed_turns=self.replayed,
-                               messages=tuple(conversation))
+                               scope=self.scope, messages=tuple(conversation))
 
     async def turn(self, conversation: list[Message], *,
                    structured: bool) -> tuple[Response, Any]:
@@ -186,13 +235,15 @@ class _Loop:
         agent = self.agent
         self.turns += 1
         recorded = self.recorded_turns.get(self.turns)
-        if recorded is not None:
+        if recorded is not None and (not structured or "output" in recorded):
             self.replayed += 1
+            self.record(EventKind.AGENT_TURN, {**recorded, "replayed": True})
+            self.usage = self.usage + Usage.model_validate(recorded.get("usage") or {})
             response = Response.model_validate(recorded["response"])
-            output = None
-            if structured and agent.output is not None:
-                output = pydantic.TypeAdapter(agent.output).validate_json(response.text)
-            return response, output
+            if not structured:
+                return response, None
+            assert agent._adapter is not None
+            return response, agent._adapter.validate_python(recorded["output"])
         generation = await agent.model.generate(
             conversation, system=agent.instructions or None,
             tools=[t.spec for t in agent.tools] if not structured else (),
@@ -201,37 +252,62 @@ class _Loop:
             purpose=f"agent {self.scope} turn {self.turns}")
         self.usage = self.usage + generation.usage
         response = generation.response
+        data: dict[str, Any] = {
+            "agent": agent.name, "scope": self.scope, "turn": self.turns, "task": self.task,
+            "text": response.text[:2000], "usage": generation.usage.model_dump(mode="json")}
+        output = None
         if structured:
+            assert agent._adapter is not None
             response = response.model_copy(update={"tool_calls": ()})
-        self.record(EventKind.AGENT_TURN, {
-            "agent": agent.name, "scope": self.scope, "turn": self.turns,
-            "text": response.text[:2000], "tool_calls": [c.name for c in response.tool_calls],
-            "response": response.model_dump(mode="json")})
-        return response, generation.output if structured else None
+            output = generation.output
+            data["output"] = agent._adapter.dump_python(output, mode="json")
+        data["tool_calls"] = [c.name for c in response.tool_calls]
+        data["response"] = response.model_dump(mode="json")
+        self.record(EventKind.AGENT_TURN, data)
+        return response, output
 
     async def run_tools(self, calls: Sequence[ToolCall]) -> list[Message]:
-        """Run one turn's tool calls concurrently; results come back in the calls' order."""
+        """Run one turn's tool calls concurrently; results come back in the calls' order.
+
+        If a tool raises (anything but a :class:`ToolError`), the turn's other calls
+        are cancelled and that exception is raised as it is, not in a group.
+        """
         async def one(index: int, call: ToolCall) -> Message:
             return Message.tool(call, await self.call_tool(index, call))
-        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(one(i, c)) for i, c in enumerate(calls)]
+        try:
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(one(i, c)) for i, c in enumerate(calls)]
+        except BaseExceptionGroup as failed:
+            first = _first_leaf(failed)
+            others = len(failed.exceptions) - 1
+            if others:
+                first.add_note(f"{others} other tool call(s) of the same turn failed too")
+            raise first from first.__cause__
         return [t.result() for t in tasks]
 
     async def call_tool(self, index: int, call: ToolCall) -> str:
+        """One tool call: its recorded result if there is one, else the tool's answer."""
         self.calls += 1
-        key = _key(self.ctx, self.scope, self.turns, index, call)
+        key = _key(self.ctx, self.scope, self.task, self.turns, index, call)
         recorded = self.recorded_results.get(key)
         if recorded is not None:
+            self.record(EventKind.TOOL_RESULT, {**recorded, "replayed": True})
+            if recorded.get("side_effects") and self.ctx is not None:
+                await self.ctx.flush()  # so that a second crash cannot lose it either
             return str(recorded["content"])
+        base = {"scope": self.scope, "key": key, "tool": call.name, "turn": self.turns,
+                "index": index}
         tool = self.tools.get(call.name)
-        if tool is None:
-            return f"error: there is no tool called {call.name!r}; available: " \
-                   f"{sorted(self.tools)}"
+        if tool is None:  # models validate names; this catches a log from other tools
+            content = f"error: there is no tool called {call.name!r}; available: " \
+                      f"{sorted(self.tools)}"
+            self.record(EventKind.TOOL_RESULT, {**base, "ok": False, "content": content,
+                                                "side_effects": False, "seconds": 0.0})
+            return content
+        self.record(EventKind.TOOL_CALL, {**base, "arguments": call.arguments,
+                                          "side_effects": tool.side_effects})
         if tool.side_effects and self.ctx is not None:
-            # the effect cannot be repeated: everything up to here must be durable first
-            self.record(EventKind.TOOL_CALL, {"scope": self.scope, "key": key,
-                                              "tool": call.name, "arguments": call.arguments,
-                                              "turn": self.turns})
+            # the effect cannot be taken back: everything up to here must be durable first
             await self.ctx.flush()
         started = time.perf_counter()
         ok = True
@@ -239,13 +315,18 @@ class _Loop:
         try:
             value = await tool.call(call.arguments, key=key)
             content = value if isinstance(value, str) else codec.encode(value)
-        except ToolError as exc:
+        except OutputNotSerializable as exc:
+            raise OutputNotSerializable(f"{self.where()}: tool {call.name} returned a value "
+                                        f"that is not JSON: {exc}") from exc
+        except (ToolError, AgentError, InvalidOutput) as exc:
+            # the tool (or a nested agent) gave up: tell the model, let it try otherwise
             ok, content = False, f"error: {exc}"
-        except RunFailure as exc:  # a nested agent or model gave up: tell the model
-            ok, content = False, f"error: {exc}"
+        except Exception as exc:
+            exc.add_note(f"raised by tool {call.name}, called by {self.where()} in turn "
+                         f"{self.turns}")
+            raise
         self.record(EventKind.TOOL_RESULT, {
-            "scope": self.scope, "key": key, "tool": call.name, "turn": self.turns,
-            "ok": ok, "content": content, "side_effects": tool.side_effects,
+            **base, "ok": ok, "content": content, "side_effects": tool.side_effects,
             "seconds": round(time.perf_counter() - started, 6)})
         if tool.side_effects and self.ctx is not None:
             await self.ctx.flush()  # the result is durable: a resume will not repeat it
@@ -261,19 +342,43 @@ _SCOPE: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "counterpoint_agent_scope", default=None)
 """The tool call an agent runs under (``outer/turn.index``), when it runs as a tool."""
 
+_STARTED: weakref.WeakKeyDictionary[Any, dict[tuple[NodeId, int, str], int]] = \
+    weakref.WeakKeyDictionary()
+"""Per run execution: loops started so far per (node, attempt, scope), to number repeats."""
 
-def _scope(name: str) -> str:
-    """Where this loop sits: the agent's name, under the calling agent's tool call."""
+
+def _scope(name: str, ctx: NodeContext | None) -> str:
+    """Where a new loop sits: the agent's name, under the calling agent's tool call,
+    numbered when the same node attempt already ran a loop there.
+
+    Numbers follow the order loops start in, which is the same on a resume as long as
+    the node starts them in a deterministic order (the journal is also matched on the
+    task, so a different order costs replays, never wrong answers).
+    """
     parent = _SCOPE.get()
-    return f"{parent}/{name}" if parent else name
+    scope = f"{parent}/{name}" if parent else name
+    if ctx is None:
+        return scope
+    # the execution lives exactly as long as the run: counts die with it
+    started = _STARTED.setdefault(ctx._execution, {})
+    slot = (ctx.node, ctx.attempt, scope)
+    count = started[slot] = started.get(slot, 0) + 1
+    return scope if count == 1 else f"{scope}#{count}"
 
 
-def _as_tool(item: Tool | Agent | Callable[..., Any]) -> Tool:
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    first = group.exceptions[0]
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    return first
+
+
+def _as_tool(item: Tool | Agent | Graph | Callable[..., Any]) -> Tool:
+    from ..graph import Graph
     if isinstance(item, Tool):
         return item
     if isinstance(item, Agent):
         return item.as_tool()
-    from ..graph import Graph
     if isinstance(item, Graph):
         return graph_tool(item)
     if callable(item):
@@ -283,23 +388,34 @@ def _as_tool(item: Tool | Agent | Callable[..., Any]) -> Tool:
 
 def graph_tool(graph: Graph, *, name: str | None = None,
                description: str | None = None) -> Tool:
-    """A graph as a tool: its declared inputs are the arguments, its output the result."""
+    """A graph as a tool: its declared inputs are the arguments, its output the result.
+
+    Each call is a separate run in memory; a failed run is a :class:`ToolError` the
+    calling agent reads.
+    """
     from ..runtime import run
-    inputs = sorted(graph.inputs)
-    properties = {k: {"type": "string"} for k in inputs}
+    tool_name = name or graph.name
+    validator, schema = arguments_schema(tool_name, {
+        k: (annotation, ..., None) for k, annotation in sorted(graph.inputs.items())})
 
     async def runner(arguments: dict[str, Any]) -> Any:
-        result = await run(graph, inputs=arguments, store="memory")
-        result.raise_for_status()
+        token = _SCOPE.set(None)  # agents inside the graph run in a run of their own
+        try:
+            result = await run(graph, inputs=arguments, store="memory")
+        finally:
+            _SCOPE.reset(token)
+        try:
+            result.raise_for_status()
+        except RunFailure as exc:
+            raise ToolError(f"graph {graph.name}: {exc}") from exc
         return result.output
 
-    return Tool(name=name or graph.name, description=description or f"Run graph {graph.name}",
-                parameters={"type": "object", "properties": properties, "required": inputs},
-                runner=runner)
+    return Tool(name=tool_name, description=description or f"Run graph {graph.name}",
+                parameters=schema, validator=validator, runner=runner)
 
 
 def _task_text(task: str, context: Any) -> str:
-    if context is None or context == "" or context == {}:
+    if context is None or (isinstance(context, str | Mapping) and not context):
         return task
     if isinstance(context, str):
         body = context
@@ -311,23 +427,20 @@ def _task_text(task: str, context: Any) -> str:
 
 
 def _text(value: Any) -> str:
+    """``value`` as prompt text: the same for an object and for its JSON round trip, so
+    a resumed run (whose inputs come back from the log) sends the same prompt."""
     if isinstance(value, str):
         return value
-    if isinstance(value, pydantic.BaseModel):
-        return value.model_dump_json(indent=1)
     try:
-        return json.dumps(value, indent=1, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
+        return pydantic_core.to_json(value, indent=1).decode()
+    except (pydantic_core.PydanticSerializationError, TypeError, ValueError):
         return str(value)
 
 
-def _key(ctx: NodeContext | None, scope: str, turn: int, index: int, call: ToolCall) -> str:
+def _key(ctx: NodeContext | None, scope: str, task: str, turn: int, index: int,
+         call: ToolCall) -> str:
     """The idempotency key of a tool call: the same after a crash and resume."""
     where = f"{ctx.run_id}/{ctx.node}" if ctx is not None else "-"
-    body = json.dumps([where, scope, turn, index, call.name, call.arguments], sort_keys=True,
-                      default=str)
+    body = json.dumps([where, scope, task, turn, index, call.name, call.arguments],
+                      sort_keys=True, default=str)
     return hashlib.sha256(body.encode()).hexdigest()[:32]
-
-
-def _where(ctx: NodeContext | None) -> str:
-    return f" (run {ctx.run_id}, node {ctx.node!r})" if ctx is not None else ""

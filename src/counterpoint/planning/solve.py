@@ -63,12 +63,13 @@ class _Session:
 
 
 # --------------------------------------------------------------------- planning
-async def make_plan(goal: str, team: Team, limits: Limits = Limits(), *,
+async def make_plan(goal: str, team: Team, limits: Limits | None = None, *,
                     ctx: NodeContext | None = None) -> tuple[Plan, list[str]]:
     """Ask the planner for a valid plan; re-ask with the problems, then repair or fail.
 
     Returns the plan and the repairs made (empty when the planner got it right).
     """
+    limits = limits or Limits()
     workers = sorted(team.workers)
     answer_type = plan_type(workers, limits.max_subtasks)
     conversation = [Message.user(
@@ -179,7 +180,7 @@ def _tool_agent(tool: Tool, session: _Session) -> Agent:
 async def _verify(session: _Session, results: Mapping[str, Any],
                   ctx: NodeContext) -> dict[str, Any]:
     session.rounds += 1
-    limits, team = session.limits, session.team
+    team = session.team
     shown = _results_text(session, results)
     generation = await team.verifier.model.generate(
         f"Goal: {session.goal}\n\nSubtasks and results:\n{shown}",
