@@ -34,6 +34,7 @@ from ..results import RunResult
 from ..runtime import owner_alive
 from ..state import RunStatus
 from ..store import RunStore, default_location, open_store
+from . import goals
 from .live import Display, LineDisplay, LiveView, follow
 from .recorded import log_report, mark_cancelled, shown_status
 from .render import Report, calls_table, dumps, payload, runs_table, summary
@@ -61,6 +62,7 @@ from .models import ASK_HELP, MODELS_HELP, ask_command, models_command  # noqa: 
 
 app.command("models", help=MODELS_HELP)(models_command)
 app.command("ask", help=ASK_HELP)(ask_command)
+app.command("plan")(goals.plan_command)
 
 
 def main() -> None:
@@ -199,8 +201,9 @@ def _root(version: Annotated[bool, typer.Option(
 @app.command()
 def run(
     target: Annotated[str, typer.Argument(
-        metavar="TARGET", help="FILE.py[:GRAPH] or package.module[:GRAPH]; GRAPH names a Graph "
-                               "or a function returning one.")],
+        metavar="TARGET", help="FILE.py[:GRAPH] or package.module[:GRAPH] (GRAPH names a Graph "
+                               "or a function returning one), a workflow FILE.yaml, or a "
+                               "goal in quotes.")],
     db: Db = None,
     max_concurrency: Annotated[int | None, typer.Option(
         "--max-concurrency", metavar="N", min=1, help="Most nodes running at once.")] = None,
@@ -215,27 +218,55 @@ def run(
         help="A graph input (repeatable); VALUE is JSON if it parses, else text.")] = None,
     quiet: Quiet = False,
     as_json: AsJson = False,
+    model: goals.ModelOption = None,
+    planner_model: goals.PlannerModel = None,
+    worker_model: goals.WorkerModel = None,
+    verifier_model: goals.VerifierModel = None,
+    synthesizer_model: goals.SynthesizerModel = None,
+    rounds: goals.Rounds = 2,
+    budget_tokens: goals.BudgetTokens = None,
+    budget_usd: goals.BudgetUsd = None,
+    max_subtasks: goals.MaxSubtasks = 6,
 ) -> None:
-    """Run a graph, showing its progress, then summarize it."""
+    """Run a graph, a workflow file or a goal, showing its progress, then summarize it.
+
+    A goal is planned into subtasks that run in parallel, verified and re-planned
+    (--rounds, --budget-tokens, --budget-usd, --deadline bound it); the model
+    options choose each role's model. --model also sets a workflow's default model.
+    """
     limits = parse_limits(limit or [])
-    values = parse_inputs(inputs or [])
     out = make_console()
+    kind = goals.target_kind(target)
     with reported():
         options = RunOptions(max_concurrency=max_concurrency, limits=limits,
                              fail_fast=fail_fast, deadline=deadline)
-        _importable_cwd()
-        graph = load_target(target)
+        attr = None
+        if kind == "goal":
+            graph = goals.goal_run_graph(
+                target, goals.team(model, planner_model, worker_model, verifier_model,
+                                   synthesizer_model),
+                rounds=rounds, budget_tokens=budget_tokens, budget_usd=budget_usd,
+                deadline=deadline, max_subtasks=max_subtasks)
+            values: dict[str, Any] = {}
+        elif kind == "workflow":
+            graph, values = goals.workflow_graph(target, inputs or [], model)
+        else:
+            values = parse_inputs(inputs or [])
+            _importable_cwd()
+            graph = load_target(target)
+            attr = graph_attr(target)
         store = open_store(db or default_location())
         try:
-            code = _run(graph, options, values, store, graph_attr(target), db=db, quiet=quiet,
-                        as_json=as_json, out=out)
+            code = _run(graph, options, values, store, attr, db=db, quiet=quiet,
+                        as_json=as_json, out=out, goal=kind == "goal")
         finally:
             store.close()
     raise typer.Exit(code)
 
 
 def _run(graph: Graph, options: RunOptions, inputs: dict[str, Any], store: RunStore,
-         attr: str | None, *, db: str | None, quiet: bool, as_json: bool, out: Console) -> int:
+         attr: str | None, *, db: str | None, quiet: bool, as_json: bool, out: Console,
+         goal: bool = False) -> int:
     display = _display(make_console(stderr=True) if as_json else out, quiet=quiet)
     started: list[RunId] = []
 
@@ -249,7 +280,10 @@ def _run(graph: Graph, options: RunOptions, inputs: dict[str, Any], store: RunSt
         result = asyncio.run(start_and_follow())
     except KeyboardInterrupt:
         return _interrupted(started[0] if started else None, db)
-    return _finish(_result_report(result), db=db, as_json=as_json, out=out)
+    code = _finish(_result_report(result), db=db, as_json=as_json, out=out)
+    if goal and not as_json:
+        goals.print_answer(result.output, out)
+    return code
 
 
 def _interrupted(run_id: str | None, db: str | None) -> int:

@@ -24,7 +24,7 @@ from ..ids import NodeId
 from ..results import RunResult
 from ..runtime import RunHandle
 from ..state import NodeState, NodeStatus, RunState
-from .render import cause, seconds, styled
+from .render import cause, round_lines, seconds, styled
 
 REFRESH_SECONDS = 0.1
 """How often the live view is redrawn."""
@@ -100,6 +100,10 @@ class LineDisplay(Display):
                            "nodes", soft_wrap=True)
 
     def event(self, event: Event, state: RunState) -> None:
+        if event.kind is EventKind.PLAN_ROUND:
+            for line in round_lines(event.data or {}):
+                self.console.print(line, soft_wrap=True, markup=False)
+            return
         ns = self.tally.note(event, state)
         if ns is None:
             return
@@ -133,6 +137,10 @@ class LiveView(Display):
         self.tick(state)
 
     def event(self, event: Event, state: RunState) -> None:
+        if event.kind is EventKind.PLAN_ROUND:  # printed above the live view, kept
+            for line in round_lines(event.data or {}):
+                self.live.console.print(line, soft_wrap=True, markup=False)
+            return
         self.tally.note(event, state)
 
     def tick(self, state: RunState) -> None:
@@ -150,6 +158,9 @@ def render_live(state: RunState, tally: Tally, started: float, now: float) -> Re
     done = len(tally.done)
     head = Text.assemble(("run ", "bold"), state.run_id, "  graph ", (state.graph, "bold"),
                          f"  {seconds(now - started)}")
+    if state.models.calls:
+        head.append(f"  {state.models.calls} model calls, {state.models.tokens:,} tokens",
+                    style="dim")
     bar = Table.grid(padding=(0, 1))
     bar.add_row(ProgressBar(total=max(total, 1), completed=done, width=40),
                 Text(f"{done}/{total} nodes"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
@@ -67,28 +67,38 @@ class Replan(BaseModel):
                               description="ids of subtasks not started yet to drop")
 
 
-def plan_type(workers: Iterable[str], max_subtasks: int) -> type[Plan]:
-    """``Plan`` whose ``worker`` fields accept only ``workers`` (constrained decoding)."""
+PLANNED_ID = r"^t[0-9]{1,2}$"
+"""The ids a planner writes (re-plans add more, and redone subtasks get ``.rN``)."""
+
+
+def _planned_subtask(workers: Iterable[str]) -> type[Subtask]:
     names = tuple(sorted(workers))
     worker_type: Any = Literal[names]
-    sub = create_model("PlannedSubtask", __base__=Subtask,
-                       worker=(worker_type, Field(description="which worker does it")))
+    # ids and needs follow one pattern, so constrained decoding cannot invent free text there
+    return create_model("PlannedSubtask", __base__=Subtask,
+                        id=(str, Field(pattern=PLANNED_ID, description="t1, t2, ...")),
+                        needs=(list[Annotated[str, Field(pattern=PLANNED_ID)]], Field(
+                            default_factory=list, description="ids of earlier subtasks "
+                                                              "whose results it uses")),
+                        worker=(worker_type, Field(description="which worker does it")))
+
+
+def plan_type(workers: Iterable[str], max_subtasks: int) -> type[Plan]:
+    """``Plan`` whose ``worker`` fields accept only ``workers`` (constrained decoding)."""
+    sub = _planned_subtask(workers)
     return create_model("TeamPlan", __base__=Plan,
                         subtasks=(list[sub], Field(min_length=1,  # type: ignore[valid-type]
                                                    max_length=max_subtasks)))
 
 
 def replan_type(workers: Iterable[str], max_subtasks: int) -> type[Replan]:
-    names = tuple(sorted(workers))
-    worker_type: Any = Literal[names]
-    sub = create_model("PlannedSubtask", __base__=Subtask,
-                       worker=(worker_type, Field(description="which worker does it")))
+    sub = _planned_subtask(workers)
     return create_model("TeamReplan", __base__=Replan,
                         add=(list[sub], Field(default_factory=list,  # type: ignore[valid-type]
                                               max_length=max_subtasks)))
 
 
-_ID = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,39}$")
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
 
 
 def check_plan(subtasks: list[Subtask], workers: Iterable[str], *,

@@ -1,0 +1,135 @@
+"""``counterpoint run "GOAL"``, ``counterpoint plan "GOAL"`` and workflow files.
+
+``run`` takes a graph file or module, a workflow file (``.yaml``/``.yml``), or a
+goal: any quoted sentence that is not a file. A goal is planned, run, verified
+and re-planned live (see :mod:`counterpoint.planning`); its answer is printed
+after the run's summary. ``plan`` prints the plan of a goal without running it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.text import Text
+
+from ..errors import RunFailure
+from ..graph import Graph
+from ..models import Model
+from ..planning import Limits, Team, goal_graph, make_plan
+from .render import plan_tree
+
+ModelOption = Annotated[str | None, typer.Option(
+    "--model", metavar="MODEL",
+    help="Model for every role (default: the configured default, else local:smollm2).")]
+PlannerModel = Annotated[str | None, typer.Option(
+    "--planner-model", metavar="MODEL", help="Model of the planner and re-planner.")]
+WorkerModel = Annotated[str | None, typer.Option(
+    "--worker-model", metavar="MODEL", help="Model of the subtask workers.")]
+VerifierModel = Annotated[str | None, typer.Option(
+    "--verifier-model", metavar="MODEL", help="Model of the verifier.")]
+SynthesizerModel = Annotated[str | None, typer.Option(
+    "--synthesizer-model", metavar="MODEL", help="Model of the synthesizer.")]
+Rounds = Annotated[int, typer.Option(
+    "--rounds", metavar="N", min=0, help="Verify / re-plan rounds (0: no verification).")]
+BudgetTokens = Annotated[int | None, typer.Option(
+    "--budget-tokens", metavar="N", min=1, help="Stop re-planning after this many tokens.")]
+BudgetUsd = Annotated[float | None, typer.Option(
+    "--budget-usd", metavar="USD", min=0.0, help="Stop re-planning after this much cost.")]
+MaxSubtasks = Annotated[int, typer.Option(
+    "--max-subtasks", metavar="N", min=1, help="Most subtasks in a plan.")]
+
+
+def target_kind(target: str) -> str:
+    """``workflow``, ``graph`` or ``goal`` for a ``run`` target."""
+    path = Path(target.split(":", 1)[0]) if not target.endswith((".yaml", ".yml")) \
+        else Path(target)
+    if target.endswith((".yaml", ".yml")):
+        return "workflow"
+    if path.suffix == ".py" or path.exists():
+        return "graph"
+    if any(c.isspace() for c in target.strip()):
+        return "goal"
+    return "graph"  # a module name
+
+
+def team(model: str | None, planner: str | None, worker: str | None,
+         verifier: str | None, synthesizer: str | None) -> Team:
+    def pick(name: str | None) -> Model | None:
+        return Model(name) if name else None
+    return Team.default(pick(model), planner=pick(planner), worker=pick(worker),
+                        verifier=pick(verifier), synthesizer=pick(synthesizer))
+
+
+def goal_run_graph(goal: str, the_team: Team, *, rounds: int, budget_tokens: int | None,
+                   budget_usd: float | None, deadline: float | None,
+                   max_subtasks: int) -> Graph:
+    limits = Limits(max_rounds=rounds, max_tokens=budget_tokens, max_cost=budget_usd,
+                    deadline=deadline, max_subtasks=max_subtasks)
+    return goal_graph(goal, the_team, limits)
+
+
+def workflow_graph(target: str, raw_inputs: list[str],
+                   model: str | None) -> tuple[Graph, dict[str, Any]]:
+    """The graph of a workflow file and its inputs, converted to their declared types."""
+    from ..workflow import load_workflow
+    workflow = load_workflow(target, models={"*": model} if model else None)
+    values: dict[str, str] = {}
+    for item in raw_inputs:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise typer.BadParameter(f"{item!r}: expected KEY=VALUE, e.g. --input folder=docs",
+                                     param_hint="'--input'")
+        values[key.strip()] = value
+    return workflow.graph, workflow.bind_inputs(values)
+
+
+def print_answer(output: Any, out: Any) -> None:
+    """A goal run's answer (the ``answer`` node's text), after its summary."""
+    node = output.get("answer") if isinstance(output, dict) else None
+    text = node.get("answer") if isinstance(node, dict) else None
+    if not isinstance(text, str):
+        return
+    out.print()
+    out.print(Text("answer", style="bold"))
+    out.print(text, soft_wrap=True, markup=False)
+    cited = node.get("cited") if isinstance(node, dict) else None
+    if cited:
+        out.print(Text(f"cites {', '.join(cited)}", style="dim"))
+
+
+def plan_command(
+    goal: Annotated[str, typer.Argument(help="What to achieve, as a sentence.")],
+    model: ModelOption = None,
+    planner_model: PlannerModel = None,
+    max_subtasks: MaxSubtasks = 6,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
+) -> None:
+    """Plan GOAL and print the plan (subtasks, workers, dependencies) without running it."""
+    from .app import make_console, reported
+    out = make_console()
+    with reported():
+        the_team = team(model, planner_model, None, None, None)
+        try:
+            plan, repairs = asyncio.run(make_plan(goal, the_team,
+                                                  Limits(max_subtasks=max_subtasks)))
+        except RunFailure as exc:  # the planner or its model gave up
+            make_console(stderr=True).print(Text(f"error: {exc}", style="red"),
+                                            soft_wrap=True)
+            raise typer.Exit(1) from None
+    data = plan.model_dump(mode="json")
+    if as_json:
+        typer.echo(json.dumps({**data, "repairs": repairs}, indent=2))
+        return
+    out.print(Text(f"plan for: {goal}", style="bold"), soft_wrap=True)
+    if not plan.decompose:
+        out.print(Text("(not decomposed: one worker does it)", style="dim"))
+    for line in plan_tree(data):
+        out.print(line, soft_wrap=True, markup=False)
+    if repairs:
+        out.print(Text("repaired: " + "; ".join(repairs), style="yellow"), soft_wrap=True)
+
+
