@@ -364,3 +364,14 @@ async def test_rate_limits_are_shared_across_runs() -> None:
 def test_registry_is_used_for_names() -> None:
     registry = ModelRegistry({"mine": ModelConfig(name="mine", provider="local")}, "mine")
     assert Model(registry=registry).name == "mine"
+
+
+async def test_an_unknown_tool_call_is_answered_with_the_error_and_re_asked() -> None:
+    scripted = ScriptedModel([[ToolCall(id="x1", name="rm", arguments={})],
+                              [ToolCall(id="x2", name="weather", arguments={"city": "Oslo"})]])
+    result = await Model(scripted).generate("Weather?", tools=[WEATHER])
+    assert [c.name for c in result.tool_calls] == ["weather"]
+    retry = scripted.requests[1].messages
+    assert retry[-2].tool_calls[0].name == "rm"  # the bad call is kept in the conversation
+    assert retry[-1].role == "tool" and retry[-1].tool_call_id == "x1"
+    assert "unknown tool" in retry[-1].content

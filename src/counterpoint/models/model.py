@@ -319,15 +319,23 @@ class _Call:
                 problems = _problems(exc)
                 raw = response.text
                 self.record_invalid(binding, ask, problems)
+                native_tools = bool(response.tool_calls) and not emulated
                 if ask == re_asks:
+                    what = "tool calls" if native_tools or emulated else "output schema"
                     raise InvalidOutput(
                         f"model {binding.config.name}: the answer did not match the "
-                        f"{'tool call format' if emulated else 'output schema'} after "
-                        f"{re_asks + 1} attempt(s): {problems}", model=binding.config.name,
-                        raw=raw, errors=problems) from exc
-                conversation = [*conversation, Message.assistant(raw), Message.user(
-                    f"Your answer was invalid: {problems}\nReply again with JSON only, "
-                    "matching the schema exactly.")]
+                        f"{what} after {re_asks + 1} attempt(s): {problems}",
+                        model=binding.config.name, raw=raw or _calls_text(response),
+                        errors=problems) from exc
+                if native_tools:
+                    # answer every call (a provider rejects calls left unanswered), then ask
+                    conversation = [*conversation, response.message(), *(
+                        Message.tool(call, f"error: {problems}") for call in
+                        response.tool_calls)]
+                else:
+                    conversation = [*conversation, Message.assistant(raw), Message.user(
+                        f"Your answer was invalid: {problems}\nReply again with JSON only, "
+                        "matching the schema exactly.")]
         raise AssertionError("unreachable")
 
     def finish(self, binding: _Binding, request: Request, response: Response, emulated: bool,
@@ -459,6 +467,10 @@ class _Call:
     def record_invalid(self, binding: _Binding, ask: int, problems: str) -> None:
         self._node_event(EventKind.MODEL_CALL, {
             "model": binding.config.name, "invalid_output": problems, "re_ask": ask + 1})
+
+
+def _calls_text(response: Response) -> str:
+    return "; ".join(f"{c.name}({json.dumps(c.arguments)})" for c in response.tool_calls)
 
 
 def _identity(binding: _Binding) -> str:
