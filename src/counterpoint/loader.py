@@ -24,10 +24,14 @@ def module_name_for(path: Path) -> str:
 
 
 def load_file(path: str | Path) -> ModuleType:
-    """Import a Python file as a module (its ``__main__`` block does not run)."""
+    """Import a Python file as a module (its ``__main__`` block does not run); a workflow
+    file (``.yaml``) gives the module that holds its compiled graph."""
     file = Path(path)
     if not file.is_file():
         raise SourceError(f"{path}: no such file; pass FILE.py[:GRAPH]")
+    if file.suffix in (".yaml", ".yml"):  # a workflow file: its graph lives in a module too
+        from .workflow.workflow import workflow_module
+        return workflow_module(file)
     name = module_name_for(file)
     if name in sys.modules:
         return sys.modules[name]

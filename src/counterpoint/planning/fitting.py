@@ -38,12 +38,17 @@ def fit(parts: Mapping[str, str], budget: int) -> dict[str, str]:
 
 
 def _boundary(text: str, limit: int) -> int:
-    """The last paragraph, else sentence, else word boundary at or before ``limit``."""
+    """The last paragraph, else sentence, else word boundary at or before ``limit``.
+
+    Only a single word longer than ``limit`` is cut inside itself.
+    """
     if limit <= 0:
         return 0
-    window = text[:limit]
+    window = text[:limit + 1]  # a space just after the limit ends the window's last word
     for sep in ("\n\n", "\n", ". ", "; ", " "):
-        at = window.rfind(sep)
+        at = window.rfind(sep, 0, limit + (sep == " "))
         if at > limit // 2:
             return at + len(sep.rstrip(" ")) if sep.strip() else at
-    return limit
+    # no boundary in the second half: any earlier word end beats cutting a word
+    at = max(window.rfind(" "), window.rfind("\n"))
+    return at if at > 0 else limit

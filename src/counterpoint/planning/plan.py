@@ -59,12 +59,14 @@ class Redo(BaseModel):
 
 
 class Replan(BaseModel):
-    """The re-planner's answer: edits that close the gaps."""
+    """The re-planner's answer: edits that close the gaps.
+
+    There is no "cancel": a verify node runs after every subtask has ended, so there
+    is nothing left to cancel when the re-planner answers.
+    """
 
     add: list[Subtask] = Field(default_factory=list)
     redo: list[Redo] = Field(default_factory=list)
-    cancel: list[str] = Field(default_factory=list,
-                              description="ids of subtasks not started yet to drop")
 
 
 PLANNED_ID = r"^t[0-9]{1,2}$"

@@ -43,6 +43,11 @@ from .team import Limits, Team
 RESERVED = frozenset({"plan", "answer"})
 
 
+def _reserved(subtask_id: str) -> bool:
+    """Ids the graph's own nodes use (``plan``, ``answer``, ``verify-N``)."""
+    return subtask_id in RESERVED or subtask_id.startswith("verify-")
+
+
 class PlanningError(RunFailure):
     """The planner produced no usable plan within its attempts."""
 
@@ -60,6 +65,8 @@ class _Session:
     latest: dict[str, str] = field(default_factory=dict)
     """Subtask id -> the node holding its newest result (redone subtasks move)."""
     rounds: int = 0
+    stopped: bool = False
+    """No more verify rounds: the re-planner found no valid edit."""
 
 
 # --------------------------------------------------------------------- planning
@@ -87,16 +94,16 @@ async def make_plan(goal: str, team: Team, limits: Limits | None = None, *,
             plan = plan.model_copy(update={"subtasks": plan.subtasks[:1]})
         problems = check_plan(plan.subtasks, workers, max_subtasks=limits.max_subtasks)
         problems += [f"subtask id {s.id!r} is reserved; use another" for s in plan.subtasks
-                     if s.id in RESERVED or s.id.startswith("verify-")]
+                     if _reserved(s.id)]
         _record(ctx, {"phase": "plan", "attempt": attempt, "plan": _dump(plan),
                       "problems": problems})
         if not problems:
             return plan, []
-        conversation = [*generation.messages, Message.user(
+        conversation = [*conversation, generation.response.message(), Message.user(
             "The plan has problems:\n- " + "\n- ".join(problems)
             + "\nAnswer again with a corrected plan.")]
     assert plan is not None
-    repaired, fixes = repair_plan([s for s in plan.subtasks if s.id not in RESERVED], workers)
+    repaired, fixes = repair_plan([s for s in plan.subtasks if not _reserved(s.id)], workers)
     if not repaired:
         raise PlanningError(f"planner{_where(ctx)}: no valid plan after "
                             f"{limits.plan_attempts} attempts: {'; '.join(problems)}")
@@ -109,11 +116,14 @@ async def make_plan(goal: str, team: Team, limits: Limits | None = None, *,
 def goal_graph(goal: str, team: Team | None = None, limits: Limits | None = None,
                *, name: str = "goal") -> Graph:
     """A graph that plans ``goal`` when it runs and grows as the plan unfolds."""
-    session = _Session(goal=goal, team=team or Team.default(), limits=limits or Limits())
+    team = team or Team.default()
+    limits = limits or Limits()
     graph = Graph(name)
 
     async def plan(ctx: NodeContext) -> dict[str, Any]:
-        made, repairs = await make_plan(goal, session.team, session.limits, ctx=ctx)
+        # a session per run (and per attempt): the graph may be run many times
+        session = _Session(goal=goal, team=team, limits=limits)
+        made, repairs = await make_plan(goal, team, limits, ctx=ctx)
         edit = Edit("plan")
         for subtask in made.subtasks:
             session.subtasks[subtask.id] = subtask
@@ -142,7 +152,7 @@ def _add_tail(edit: Edit, session: _Session, *, replace: bool) -> None:
     """The next verify node (if rounds remain) and the answer after it."""
     inputs = {_param(sid): _ref(node) for sid, node in session.latest.items()}
     after: list[str] = list(session.latest.values())
-    if session.rounds < session.limits.max_rounds:
+    if not session.stopped and session.rounds < session.limits.max_rounds:
         verify_id = f"verify-{session.rounds + 1}"
 
         async def verify(ctx: NodeContext, **results: Any) -> dict[str, Any]:
@@ -210,9 +220,12 @@ def _stop_reason(session: _Session, ctx: NodeContext) -> str | None:
         return f"token budget used ({usage.tokens:,} of {limits.max_tokens:,})"
     if limits.max_cost is not None and usage.cost >= limits.max_cost:
         return f"money budget used (${usage.cost:.4f} of ${limits.max_cost:.4f})"
-    if limits.deadline is not None and \
-            time.time() - ctx.run_started_at >= 0.7 * limits.deadline:
-        return f"deadline near ({limits.deadline:g}s)"
+    # the run's own deadline cancels whatever is left when it passes: stop re-planning
+    # before that too, so the answer still gets written
+    run_deadline = ctx._execution.options.deadline  # not on NodeContext's public surface
+    deadlines = [d for d in (limits.deadline, run_deadline) if d is not None]
+    if deadlines and time.time() - ctx.run_started_at >= 0.7 * min(deadlines):
+        return f"deadline near ({min(deadlines):g}s)"
     return None
 
 
@@ -242,32 +255,36 @@ async def _replan(session: _Session, verdict: Verdict, shown: str,
         problems += [f"redo names unknown subtask {r.id!r}" for r in replan.redo
                      if r.id not in session.subtasks]
         problems += [f"subtask id {s.id!r} is reserved; use another" for s in replan.add
-                     if s.id in RESERVED or s.id.startswith("verify-")]
+                     if _reserved(s.id)]
+        redone = [r.id for r in replan.redo]
+        problems += [f"subtask {sid!r} is redone twice; redo it once"
+                     for sid in sorted({i for i in redone if redone.count(i) > 1})]
         if not replan.add and not replan.redo:
             problems.append("no subtask added or redone")
         if not problems:
             break
-        conversation = [*generation.messages, Message.user(
+        conversation = [*conversation, generation.response.message(), Message.user(
             "These edits have problems:\n- " + "\n- ".join(problems) + "\nAnswer again.")]
     if replan is None or problems:
         _record(ctx, {"phase": "replan", "round": session.rounds, "applied": False,
                       "problems": problems})
         edit = Edit(f"round {session.rounds}: no valid re-plan")
-        session.rounds = limits.max_rounds  # nothing to add: answer with what there is
+        session.stopped = True  # nothing to add: answer with what there is
         _add_tail(edit, session, replace=True)
         ctx.apply(edit)
         return {"applied": False, "problems": problems}
     edit = Edit(f"re-plan after verify-{session.rounds}")
+    # redone first: a subtask added in the same edit that needs one gets the new result
+    for redo in replan.redo:
+        revised = session.subtasks[redo.id].model_copy(update={"task": redo.task})
+        node = f"{redo.id}.r{session.rounds + 1}"
+        _add_subtask(edit, session, revised, node)
+        session.subtasks[redo.id] = revised  # the verifier judges the new task
+        session.latest[redo.id] = node
     for subtask in replan.add:
         session.subtasks[subtask.id] = subtask
         session.latest[subtask.id] = subtask.id
         _add_subtask(edit, session, subtask, subtask.id)
-    for redo in replan.redo:
-        old = session.subtasks[redo.id]
-        node = f"{redo.id}.r{session.rounds + 1}"
-        revised = old.model_copy(update={"task": redo.task})
-        _add_subtask(edit, session, revised, node)
-        session.latest[redo.id] = node
     _add_tail(edit, session, replace=True)
     ctx.apply(edit)
     applied = {"applied": True, "added": [s.id for s in replan.add],

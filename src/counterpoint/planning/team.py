@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from ..agents import Agent, Tool
 from ..errors import UserError
-from ..models import Model
+from ..models import Model, Provider
 
 PLANNER = (
     "You plan work for a small team. Decide first whether the goal needs several "
@@ -43,7 +43,9 @@ class Limits:
     max_cost: float | None = None
     """Stop re-planning once the run has cost this many US dollars."""
     deadline: float | None = None
-    """Seconds for the whole run; re-planning stops when most of it is gone."""
+    """Seconds for the whole run; re-planning stops when most (70%) of it is gone, as it
+    does for the run's own ``RunOptions.deadline``. This one cancels nothing: pass
+    ``RunOptions(deadline=...)`` to have the runtime stop what is left."""
     max_subtasks: int = 6
     plan_attempts: int = 3
     """Times the planner may answer before its plan is repaired or rejected."""
@@ -68,16 +70,18 @@ class Team:
     workers: dict[str, Agent | Tool] = field(default_factory=dict)
 
     @classmethod
-    def default(cls, model: str | Model | None = None, *, planner: str | Model | None = None,
-                worker: str | Model | None = None, verifier: str | Model | None = None,
-                synthesizer: str | Model | None = None,
+    def default(cls, model: str | Model | Provider | None = None, *,
+                planner: str | Model | Provider | None = None,
+                worker: str | Model | Provider | None = None,
+                verifier: str | Model | Provider | None = None,
+                synthesizer: str | Model | Provider | None = None,
                 workers: Mapping[str, Agent | Tool] | None = None,
                 worker_turns: int = 3) -> Team:
         """Default prompts; ``model`` for every role unless a role's own model is given.
 
         Without ``workers`` the team has one general worker agent, ``writer``.
         """
-        def pick(own: str | Model | None) -> Model:
+        def pick(own: str | Model | Provider | None) -> Model:
             chosen = own if own is not None else model
             return chosen if isinstance(chosen, Model) else Model(chosen)
 

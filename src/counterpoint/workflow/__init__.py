@@ -1,0 +1,63 @@
+"""Declarative YAML workflows that compile to the same :class:`~counterpoint.Graph` as the
+Python API.
+
+>>> wf = load_workflow("examples/workflows/digest.yaml")            # doctest: +SKIP
+>>> result = await cp.run(wf.graph, inputs=wf.bind_inputs({}))       # doctest: +SKIP
+
+A file (see ``examples/workflows/digest.yaml``)::
+
+    name: NAME                        # required; the graph's name
+    description: TEXT
+    model: MODEL                      # default model of agents that name none
+    inputs:
+      NAME: {type: string|integer|number|boolean|list|object, default: V, description: T}
+      OTHER: string                   # shorthand; no default = required
+    agents:
+      NAME:
+        model: MODEL
+        instructions: TEXT
+        tools: [module:function, file.py:function]   # files relative to this file
+        output: {field: string, items: "list[string]", note: "string?"}  # or module:Class
+        max_turns: N                  # also max_tokens, turn_tokens, temperature, deadline
+    steps:
+      ID:                             # one of agent / tool / python / workflow:
+        agent: NAME                   # with task: TEMPLATE, context: TEMPLATE | [step ids]
+        tool: REF                     # with args: {name: value or TEMPLATE}
+        python: REF                   # with args: {...}
+        workflow: sub.yaml            # with inputs: {...}; runs as a sub-graph node
+        needs: [ID, ...]              # ordering only (references already add data edges)
+        map: ${steps.ID.output}       # one node per item; ${item} in templates
+        when: CONDITION               # false -> the step (and what reads it) is skipped
+        loop: {max: N, until: CONDITION}   # ${loop.index}, ${loop.previous}, ${output}
+        model: MODEL                  # agent steps: another model
+        retries: N
+        timeout: SECONDS
+    output: ID                        # or ${steps.ID.output.path}
+
+Templates (:mod:`.templates`): ``${inputs.NAME}``, ``${steps.ID.output.a.0}``,
+``${steps.ID.iterations}``, ``${item}``, ``${loop.index}``, ``${loop.previous}``,
+``${workflow.dir}``; a template that is exactly one reference keeps the value's
+type. Conditions (:mod:`.conditions`): comparisons, ``in``, ``and/or/not``,
+literals, ``len(x)`` and references; a skipped step reads as ``null``. A loop
+step's output is ``{"output", "iterations", "stopped"}``; ``${steps.ID.output}``
+reads its last iteration.
+
+Everything is checked before anything runs; every problem found is reported at
+once, each with ``file:line`` and a hint (:class:`WorkflowError`). Models can be
+replaced without editing the file: ``load_workflow(path, models={"NAME": model,
+"*": model})``.
+
+Modules: :mod:`.yamlsource` (YAML with line marks), :mod:`.spec` (the file's
+shape), :mod:`.templates`, :mod:`.conditions`, :mod:`.schemas` (agent output
+specs), :mod:`.imports` (Python references), :mod:`.plan` (checks and
+resolution), :mod:`.compile` (plan -> graph), :mod:`.steps` (what the nodes
+run), :mod:`.inputs` (binding input values), :mod:`.workflow` (loading).
+"""
+
+from __future__ import annotations
+
+from .errors import Problem, WorkflowError
+from .spec import InputSpec
+from .workflow import Workflow, load_workflow
+
+__all__ = ["InputSpec", "Problem", "Workflow", "WorkflowError", "load_workflow"]

@@ -1,0 +1,253 @@
+"""The shape of a workflow file, as pydantic models, and reading a document into them.
+
+The file is validated piece by piece (the top level, then each input, agent and
+step on its own), so one bad step does not hide the problems of the others;
+pydantic's error locations are mapped back to ``file:line`` through the
+document's key lines, and an unknown key comes with the closest allowed key.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+import pydantic
+
+from .errors import Problem
+from .yamlsource import KeyPath, YamlDocument
+
+M = TypeVar("M", bound=pydantic.BaseModel)
+
+InputType = Literal["string", "integer", "number", "boolean", "list", "object"]
+
+
+class _Strict(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+
+class InputSpec(_Strict):
+    """One declared input: ``{type, default, description}``; no ``default`` = required."""
+
+    type: InputType = "string"
+    default: Any = None
+    description: str = ""
+
+    @property
+    def required(self) -> bool:
+        return "default" not in self.model_fields_set
+
+
+class AgentSpec(_Strict):
+    """An agent: a model, instructions, tools (Python references) and an output spec."""
+
+    model: str | None = None
+    """A model name (``local:smollm2``, ``openai:gpt-4.1-mini``, a configured name)."""
+    instructions: str = ""
+    description: str = ""
+    tools: list[str] = []
+    """``module:function`` or ``file.py:function`` (relative to the workflow file)."""
+    output: str | dict[str, Any] | None = None
+    """A field spec (see :mod:`.schemas`) or a ``module:Class`` reference."""
+    max_turns: int = pydantic.Field(default=8, ge=1)
+    max_tokens: int | None = pydantic.Field(default=None, ge=1)
+    turn_tokens: int | None = pydantic.Field(default=None, ge=1)
+    temperature: float = pydantic.Field(default=0.0, ge=0)
+    deadline: float | None = pydantic.Field(default=None, gt=0)
+
+
+def _condition_text(value: Any) -> Any:
+    """``when: false`` in YAML is a boolean; conditions are text."""
+    return ("true" if value else "false") if isinstance(value, bool) else value
+
+
+class LoopSpec(_Strict):
+    """Re-run a step until ``until`` holds, at most ``max`` times."""
+
+    max: int = pydantic.Field(ge=1, le=1000)
+    until: str | None = None
+
+    _until = pydantic.field_validator("until", mode="before")(_condition_text)
+
+
+class StepSpec(_Strict):
+    """One step. Exactly one of ``agent``, ``tool``, ``python``, ``workflow``."""
+
+    agent: str | None = None
+    task: str | None = None
+    context: str | list[str] | None = None
+    tool: str | None = None
+    python: str | None = None
+    args: dict[str, Any] = {}
+    workflow: str | None = None
+    inputs: dict[str, Any] = {}
+    needs: list[str] = []
+    map: str | None = None
+    when: str | None = None
+    loop: LoopSpec | None = None
+    model: str | None = None
+    retries: int | None = pydantic.Field(default=None, ge=0)
+    timeout: float | None = pydantic.Field(default=None, gt=0)
+    description: str = ""
+
+    _when = pydantic.field_validator("when", mode="before")(_condition_text)
+
+    @pydantic.field_validator("needs", mode="before")
+    @classmethod
+    def _one_need(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+
+class _Head(_Strict):
+    name: str = pydantic.Field(min_length=1)
+    description: str = ""
+    model: str | None = None
+    """The model of agents that name none."""
+    inputs: dict[str, Any] = {}
+    agents: dict[str, Any] = {}
+    steps: dict[str, Any] = pydantic.Field(min_length=1)
+    output: str | None = None
+    """The step (``ID`` or ``${steps.ID.output...}``) whose output is the workflow's."""
+
+
+KINDS = ("agent", "tool", "python", "workflow")
+_MODELS: dict[str, type[pydantic.BaseModel]] = {
+    "workflow": _Head, "input": InputSpec, "agent": AgentSpec, "step": StepSpec,
+    "loop": LoopSpec}
+
+
+@dataclass(kw_only=True, slots=True)
+class WorkflowSpec:
+    """A workflow file's content, validated per part. Parts that failed are left out of
+    ``inputs``/``agents``/``steps`` (their problems are reported), but their names stay in
+    ``step_ids`` and ``agent_names`` so references to them are not reported twice."""
+
+    name: str
+    description: str
+    model: str | None
+    output: str | None
+    inputs: dict[str, InputSpec] = field(default_factory=dict)
+    agents: dict[str, AgentSpec] = field(default_factory=dict)
+    steps: dict[str, StepSpec] = field(default_factory=dict)
+    step_ids: list[str] = field(default_factory=list)
+    agent_names: list[str] = field(default_factory=list)
+    input_names: list[str] = field(default_factory=list)
+
+
+def parse_spec(doc: YamlDocument) -> tuple[WorkflowSpec | None, list[Problem]]:
+    """Validate ``doc`` against the models; ``None`` if the top level is unusable."""
+    problems: list[Problem] = []
+    head = _validate(doc, _Head, doc.data, (), "workflow", problems)
+    if head is None:
+        return None, problems
+    spec = WorkflowSpec(name=head.name, description=head.description, model=head.model,
+                        output=head.output, step_ids=list(head.steps),
+                        agent_names=list(head.agents), input_names=list(head.inputs))
+    for name, raw in head.inputs.items():
+        if isinstance(raw, str) or raw is None:  # shorthand ``topic: string``
+            raw = {"type": raw} if raw else {}
+        bound = _validate(doc, InputSpec, raw, ("inputs", name), "input", problems)
+        if bound is not None:
+            spec.inputs[name] = bound
+    for name, raw in head.agents.items():
+        agent = _validate(doc, AgentSpec, raw or {}, ("agents", name), "agent", problems)
+        if agent is not None:
+            spec.agents[name] = agent
+    for step_id, raw in head.steps.items():
+        step = _validate(doc, StepSpec, raw or {}, ("steps", step_id), "step", problems)
+        if step is not None:
+            spec.steps[step_id] = step
+    return spec, problems
+
+
+def _validate(doc: YamlDocument, model: type[M], raw: Any, at: KeyPath, what: str,
+              problems: list[Problem]) -> M | None:
+    """``raw`` as ``model``, or ``None``; problems are appended. When unknown keys are
+    the only problems, the part is still returned without them, so that the checks
+    that follow can report the rest of the file."""
+    try:
+        return model.model_validate(raw)
+    except pydantic.ValidationError as exc:
+        errors = exc.errors()
+    seen: set[KeyPath] = set()
+    for error in errors:
+        loc = (*at, *error["loc"])
+        known = _known_prefix(doc, loc, at)
+        if known in seen:
+            continue  # one message per location (unions report once per member)
+        seen.add(known)
+        problems.append(_problem(doc, error, loc, known, at, what))
+    if all(e["type"] == "extra_forbidden" for e in errors):
+        try:
+            return model.model_validate(_without(raw, [e["loc"] for e in errors]))
+        except pydantic.ValidationError:
+            return None
+    return None
+
+
+def _without(raw: Any, locs: list[tuple[str | int, ...]]) -> Any:
+    """``raw`` with the keys at ``locs`` removed (copied where it changes)."""
+    if not locs or not isinstance(raw, dict):
+        return raw
+    here = {loc[0] for loc in locs if len(loc) == 1}
+    deeper: dict[Any, list[tuple[str | int, ...]]] = {}
+    for loc in locs:
+        if len(loc) > 1:
+            deeper.setdefault(loc[0], []).append(loc[1:])
+    return {k: _without(v, deeper.get(k, [])) for k, v in raw.items() if k not in here}
+
+
+def _known_prefix(doc: YamlDocument, loc: KeyPath, at: KeyPath) -> KeyPath:
+    for end in range(len(loc), len(at) - 1, -1):
+        if loc[:end] in doc.lines:
+            return loc[:end]
+    return at
+
+
+def _problem(doc: YamlDocument, error: Any, loc: KeyPath, known: KeyPath, at: KeyPath,
+             what: str) -> Problem:
+    label = _label(at, what)
+    kind = error["type"]
+    key = loc[-1] if loc else ""
+    if kind == "extra_forbidden":
+        owner = _owner(loc[:-1], at, what)
+        allowed = tuple(_MODELS[owner].model_fields)
+        close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.5)
+        hint = f"did you mean {close[0]!r}?" if close else f"allowed keys: {', '.join(allowed)}"
+        return doc.problem(known, f"{label}: unknown key {key!r}", hint)
+    if kind in ("model_type", "dict_type") and known == at:
+        return doc.problem(known, f"{label} must be a mapping of keys, got "
+                                  f"{type(error.get('input')).__name__}",
+                           "indent its keys under it")
+    if kind == "missing":
+        return doc.problem(known, f"{label}: missing required key {key!r}",
+                           f"add {key}: ...")
+    field_path = ".".join(str(p) for p in known[len(at):]) or "(value)"
+    given = error.get("input")
+    shown = repr(given) if not isinstance(given, dict | list) else type(given).__name__
+    return doc.problem(known, f"{label}: {field_path}: {error['msg'].lower()} (got {shown})",
+                       _type_hint(field_path))
+
+
+def _owner(loc: KeyPath, at: KeyPath, what: str) -> str:
+    inner = loc[len(at):]
+    if what == "step" and inner[:1] == ("loop",):
+        return "loop"
+    return what
+
+
+def _label(at: KeyPath, what: str) -> str:
+    if what == "workflow" or not at:
+        return "workflow"
+    return f"{what} {at[-1]!r}"
+
+
+def _type_hint(field_path: str) -> str:
+    hints = {"needs": "write needs: [step_id, ...]",
+             "context": "write a template string or a list of step ids",
+             "loop": "write loop: {max: N, until: CONDITION}",
+             "type": "types are string, integer, number, boolean, list, object",
+             "tools": "write tools: [module:function, file.py:function]",
+             "args": "write args: {name: value or template}",
+             "inputs": "write inputs: {name: value or template}"}
+    return hints.get(field_path.split(".")[0], "")

@@ -1,0 +1,127 @@
+"""Loading a workflow file: :func:`load_workflow` and the :class:`Workflow` it returns."""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..graph import Graph, GraphSource
+from ..loader import module_name_for
+from .compile import build_graph
+from .errors import Problem, WorkflowError
+from .inputs import bind
+from .plan import ModelChoice, SubWorkflow, plan_workflow
+from .spec import InputSpec, parse_spec
+from .yamlsource import load_yaml
+
+
+@dataclass(frozen=True, kw_only=True)
+class Workflow:
+    """A loaded workflow: its graph and what it needs to run.
+
+    Run it with ``cp.run(wf.graph, inputs=wf.bind_inputs({...}))``: the graph takes
+    every declared input, and :meth:`bind_inputs` fills in defaults.
+    """
+
+    name: str
+    description: str
+    source_path: Path
+    """The file it was loaded from, as given."""
+    graph: Graph
+    inputs: Mapping[str, InputSpec]
+    """Declared inputs, by name (type, default, description; ``.required``)."""
+    input_lines: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """Input name -> ``file:line`` of its declaration (for error messages)."""
+
+    def bind_inputs(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Every input's value for a run: ``values`` converted to the declared types
+        (text from ``--input key=value`` is parsed), defaults for the rest.
+
+        Raises :class:`WorkflowError` naming each missing required input (and how to
+        pass it), unknown input, and value that does not fit its type.
+        """
+        return bind(self.name, self.inputs, self.input_lines, str(self.source_path), values)
+
+
+def load_workflow(path: str | os.PathLike[str], *,
+                  models: Mapping[str, ModelChoice] | None = None) -> Workflow:
+    """Read, check and compile the workflow file at ``path``.
+
+    ``models`` overrides the models agents use, without editing the file: a key is a
+    model name as written in the file (an agent's, a step's or the workflow's
+    ``model:``), or ``"*"`` for every agent; a value is a model name, a
+    :class:`~counterpoint.models.Model` or a provider such as
+    :class:`~counterpoint.models.ScriptedModel`. Overrides apply to sub-workflows too.
+
+    Raises :class:`WorkflowError` listing every problem found, each with ``file:line``
+    and a hint. Loading imports the Python modules and files the workflow names.
+    The same file always compiles to the same graph (same fingerprint), so a run
+    can be resumed with ``cp.resume(run_id, graph=load_workflow(path).graph)``;
+    within the process that loaded it, ``cp.resume(run_id)`` finds the graph too.
+    """
+    loader = _Loader(dict(models or {}))
+    workflow = loader.load(Path(path), ())
+    _register(workflow)
+    return workflow
+
+
+class _Loader:
+    """Loads a file and its sub-workflows (each file once per load)."""
+
+    def __init__(self, models: Mapping[str, ModelChoice]) -> None:
+        self.models = models
+        self.loaded: dict[Path, Workflow] = {}
+
+    def load(self, path: Path, stack: tuple[Path, ...]) -> Workflow:
+        key = path.resolve()
+        if key in self.loaded:
+            return self.loaded[key]
+        doc = load_yaml(path)
+        spec, problems = parse_spec(doc)
+        if spec is None:
+            raise WorkflowError(problems, file=str(path))
+        try:
+            plan = plan_workflow(doc, spec, models=self.models, load_sub=self.sub,
+                                 stack=stack)
+        except WorkflowError as exc:
+            found = sorted([*problems, *exc.problems], key=Problem.order)
+            raise WorkflowError(found, file=str(path)) from None
+        if problems:
+            raise WorkflowError(problems, file=str(path))
+        graph = build_graph(plan)
+        graph.source = GraphSource(module=module_name_for(path), file=str(key), name=plan.name)
+        workflow = Workflow(name=plan.name, description=plan.description, source_path=path,
+                            graph=graph, inputs=plan.inputs, input_lines=plan.input_lines)
+        self.loaded[key] = workflow
+        return workflow
+
+    def sub(self, path: Path, stack: tuple[Path, ...]) -> SubWorkflow:
+        workflow = self.load(path, stack)
+        return SubWorkflow(name=workflow.name, path=path, graph=workflow.graph,
+                           inputs=workflow.inputs)
+
+
+def workflow_module(path: str | os.PathLike[str]) -> types.ModuleType:
+    """Load the workflow at ``path`` and return the module its graph's source record
+    names: what :func:`counterpoint.loader.load_file` needs to resume a workflow run in
+    a new process (the file's models are used: overrides given at the first load are
+    not recorded)."""
+    workflow = load_workflow(path)
+    return sys.modules[workflow.graph.source.module]
+
+
+def _register(workflow: Workflow) -> None:
+    """Make the graph findable where its source record points (``cp.resume`` re-finds a
+    file's graph by the module name :func:`~counterpoint.loader.module_name_for` gives the
+    file), so a run of this workflow resumes in this process without ``graph=``."""
+    name = workflow.graph.source.module
+    module = types.ModuleType(name, f"workflow {workflow.name} ({workflow.source_path})")
+    module.__file__ = workflow.graph.source.file
+    module.graph = workflow.graph  # type: ignore[attr-defined]
+    module.workflow = workflow  # type: ignore[attr-defined]
+    sys.modules[name] = module

@@ -1,0 +1,127 @@
+"""Reading a YAML file into plain data plus the line of every key and item.
+
+PyYAML's composer keeps a mark (position) on every node; the values built here
+are plain ``dict``/``list``/scalars, and :class:`YamlDocument` maps each key path
+(``("steps", "extract", "task")``) to the line it was written on, so every error
+about the file can say ``file:line``. Only the safe YAML subset is accepted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import Problem, WorkflowError
+
+KeyPath = tuple[str | int, ...]
+"""Where a value sits in the document: mapping keys and sequence indexes."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class YamlDocument:
+    """A parsed YAML mapping and the line (1-based) of each key path in it."""
+
+    path: Path
+    """The file as named by the caller (relative paths stay relative, for messages)."""
+    data: dict[str, Any]
+    lines: Mapping[KeyPath, int] = field(default_factory=dict)
+
+    def line(self, at: KeyPath) -> int:
+        """The line of ``at``, or of its closest enclosing key that has one (else 1)."""
+        for end in range(len(at), 0, -1):
+            found = self.lines.get(at[:end])
+            if found is not None:
+                return found
+        return 1
+
+    def where(self, at: KeyPath = ()) -> str:
+        """``file:line`` of ``at``."""
+        return f"{self.path}:{self.line(at)}"
+
+    def problem(self, at: KeyPath, message: str, hint: str = "") -> Problem:
+        """A :class:`Problem` located at ``at``."""
+        return Problem(where=self.where(at), message=message, hint=hint)
+
+
+def load_yaml(path: Path) -> YamlDocument:
+    """Read ``path``; raises :class:`WorkflowError` if it is missing, not YAML, not a
+    mapping, or repeats a key."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise WorkflowError([Problem(where=str(path), message=f"cannot read the file: "
+                                     f"{exc.strerror or exc}",
+                                     hint="check the path")]) from None
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            raise WorkflowError([Problem(where=f"{path}:1", message="the file is empty",
+                                         hint="a workflow needs at least name and steps")])
+        if not isinstance(node, yaml.MappingNode):
+            raise WorkflowError([Problem(
+                where=f"{path}:{node.start_mark.line + 1}",
+                message="the file's top level must be a mapping (name:, steps:, ...)",
+                hint="see examples/workflows/digest.yaml")])
+        builder = _Builder(loader, path)
+        data = builder.build(node, ())
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else 1
+        raise WorkflowError([Problem(where=f"{path}:{line}",
+                                     message=f"invalid YAML: {exc.problem or exc}",
+                                     hint="fix the syntax (indentation, quotes, colons)")]
+                            ) from None
+    except yaml.YAMLError as exc:
+        raise WorkflowError([Problem(where=f"{path}:1", message=f"invalid YAML: {exc}")]
+                            ) from None
+    finally:
+        loader.dispose()
+    if builder.problems:
+        raise WorkflowError(builder.problems, file=str(path))
+    return YamlDocument(path=path, data=data, lines=builder.lines)
+
+
+class _Builder:
+    """Builds plain values from composed nodes, noting each key's line."""
+
+    def __init__(self, loader: yaml.SafeLoader, path: Path) -> None:
+        self.loader = loader
+        self.path = path
+        self.lines: dict[KeyPath, int] = {}
+        self.problems: list[Problem] = []
+
+    def build(self, node: yaml.Node, at: KeyPath) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            self.loader.flatten_mapping(node)  # resolves ``<<:`` merge keys
+            out: dict[Any, Any] = {}
+            for key_node, value_node in node.value:
+                key = self.loader.construct_object(key_node, deep=True)
+                if not isinstance(key, str | int | float | bool):
+                    self.problems.append(Problem(
+                        where=f"{self.path}:{key_node.start_mark.line + 1}",
+                        message=f"keys must be plain text, got {type(key).__name__}"))
+                    continue
+                line = key_node.start_mark.line + 1
+                key = str(key) if not isinstance(key, str) else key
+                if key in out:
+                    self.problems.append(Problem(
+                        where=f"{self.path}:{line}",
+                        message=f"key {key!r} appears twice (first on line "
+                                f"{self.lines.get((*at, key), '?')})",
+                        hint="remove or rename one of them"))
+                    continue
+                self.lines[(*at, key)] = line
+                out[key] = self.build(value_node, (*at, key))
+            return out
+        if isinstance(node, yaml.SequenceNode):
+            items = []
+            for index, item in enumerate(node.value):
+                self.lines[(*at, index)] = item.start_mark.line + 1
+                items.append(self.build(item, (*at, index)))
+            return items
+        return self.loader.construct_object(node, deep=True)
