@@ -73,7 +73,7 @@ def test_readme_has_three_python_examples() -> None:
     assert len(_fenced("python")) == 3
 
 
-def test_quick_start_example_runs(tmp_path: Path) -> None:
+def test_trip_example_runs(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "counterpoint.cli", "run",
                            str(ROOT / "examples" / "trip.py"), "--db", str(tmp_path / "r.db")],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
