@@ -11,18 +11,27 @@ from counterpoint.models.limits import RateLimiter, limiter_for
 
 def test_requests_are_paced_evenly_not_in_bursts() -> None:
     limiter = RateLimiter(rpm=600)  # one request every 0.1 s
-    assert limiter._reserve(0) == 0.0
-    wait = limiter._reserve(0)
-    assert 0 < wait <= 0.1  # the second request of the same instant waits its turn
-    time.sleep(wait)
-    assert limiter._reserve(0) == 0.0
+    waits = [limiter._reserve(0) for _ in range(4)]  # four callers arrive at once
+    assert waits[0] == 0.0
+    for earlier, later in itertools.pairwise(waits):
+        assert 0.05 < later - earlier <= 0.1  # each reserved the slot after the last one
+
+
+def test_slots_follow_each_other_not_the_time_a_sleeper_woke() -> None:
+    limiter = RateLimiter(rpm=600)
+    limiter._reserve(0)
+    second = limiter._reserve(0)
+    time.sleep(second + 0.05)  # woke 50 ms late
+    third = limiter._reserve(0)
+    assert third <= 0.1 - 0.04  # its slot counts from the second's, not from now
 
 
 def test_token_budget_waits_for_refill_and_settles_with_real_usage() -> None:
     limiter = RateLimiter(tpm=6000)  # 100 tokens/s, a bucket of 10 s = 1000 tokens
     assert limiter._reserve(900) == 0.0
-    wait = limiter._reserve(300)  # 100 left: needs 200 more, at 100 tokens/s
-    assert 1.0 < wait <= 2.0
+    other = RateLimiter(tpm=6000)
+    other._reserve(900)
+    assert 1.0 < other._reserve(300) <= 2.0  # 100 left: needs 200 more, at 100 tokens/s
     limiter.settle(estimated=900, actual=100)  # the call used far less than reserved
     assert limiter._reserve(300) == 0.0
 
@@ -31,6 +40,7 @@ def test_a_pause_holds_every_caller() -> None:
     limiter = RateLimiter(rpm=6000)
     limiter.pause(0.5)
     assert 0 < limiter._reserve(0) <= 0.5
+    assert limiter._paused()
 
 
 async def test_concurrency_limit_and_pacing_together() -> None:

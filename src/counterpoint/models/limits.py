@@ -1,11 +1,15 @@
 """Per-model rate limits, shared by every node of every run in the process.
 
 Three limits, each optional: concurrent requests, requests per minute and tokens
-per minute. Requests are paced evenly (one every ``60 / rpm`` seconds, GCRA) rather
-than released in bursts, because a server that counts requests over a sliding
-window answers a burst with 429s. Tokens are reserved up front from an estimate
-and the difference is settled from the reported usage. A 429 with ``Retry-After``
-pauses every caller of that model, not only the one that got it.
+per minute. Requests are paced evenly (one every ``60 / rpm`` seconds) rather than
+released in bursts, because a server that counts requests over a sliding window
+answers a burst with 429s. Both rates are GCRA schedules: a caller reserves its
+slot once, in arrival order, and sleeps once until it; slots follow each other
+from the previous slot, not from when a sleeper happened to wake, so a late
+wake-up costs no throughput and waiting callers cost nothing while they wait.
+Tokens are reserved from an estimate (with 10 seconds' worth of burst) and the
+difference is settled from the reported usage. A 429 with ``Retry-After`` pauses
+every caller of that model, not only the one that got it.
 
 The pacing state is plain numbers under a thread lock, so one limiter serves
 every event loop of the process; only the concurrency semaphore is per loop.
@@ -31,8 +35,7 @@ class RateLimiter:
         self.tpm = tpm
         self._lock = threading.Lock()
         self._next_request = 0.0  # monotonic time the next request may go (GCRA)
-        self._tokens = tpm / 60 * 10 if tpm else 0.0  # a bucket holding 10 s of tokens
-        self._tokens_at = time.monotonic()
+        self._token_tat = 0.0  # when the tokens reserved so far are paid off (GCRA)
         self._paused_until = 0.0
         self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
                                                     asyncio.Semaphore] = \
@@ -49,10 +52,11 @@ class RateLimiter:
         try:
             while True:
                 delay = self._reserve(tokens)
-                if delay <= 0:
-                    break
-                self.waited += delay
-                await asyncio.sleep(delay)
+                if delay > 0:
+                    self.waited += delay
+                    await asyncio.sleep(delay)
+                if not self._paused():
+                    break  # a pause that began while we slept takes a new slot after it
             yield
         finally:
             if semaphore is not None:
@@ -67,37 +71,40 @@ class RateLimiter:
             semaphore = self._semaphores[loop] = asyncio.Semaphore(self.max_concurrency)
         return semaphore
 
+    def _paused(self) -> bool:
+        with self._lock:
+            return time.monotonic() < self._paused_until
+
     def _reserve(self, tokens: int) -> float:
-        """Take a request (and ``tokens``) now if the limits allow; else how long to wait."""
+        """Reserve the earliest slot the limits allow; returns how long to wait for it."""
         with self._lock:
             now = time.monotonic()
-            if now < self._paused_until:
-                return self._paused_until - now
+            at = max(now, self._paused_until)
             if self.tpm:
                 rate = self.tpm / 60
-                self._tokens = min(rate * 10, self._tokens + (now - self._tokens_at) * rate)
-                self._tokens_at = now
-                need = min(tokens, rate * 10)  # a call bigger than the bucket waits for a full one
-                if self._tokens < need:
-                    return (need - self._tokens) / rate
+                # the bucket holds 10 s of tokens: a call may start once the schedule is
+                # less than 10 s ahead; a call bigger than the bucket waits for a full one
+                cost = min(tokens, rate * 10) / rate
+                at = max(at, self._token_tat - 10.0 + cost)
             if self.rpm:
-                if now < self._next_request:
-                    return self._next_request - now
-                self._next_request = max(now, self._next_request) + 60 / self.rpm
+                at = max(at, self._next_request)
+                self._next_request = at + 60 / self.rpm
             if self.tpm:
-                self._tokens -= tokens
-            return 0.0
+                self._token_tat = max(self._token_tat, at) + tokens / (self.tpm / 60)
+            return at - now
 
     def settle(self, estimated: int, actual: int) -> None:
-        """Correct the token bucket once the call's real usage is known."""
+        """Correct the token schedule once the call's real usage is known."""
         if self.tpm and actual:
             with self._lock:
-                self._tokens += estimated - actual
+                self._token_tat += (actual - estimated) / (self.tpm / 60)
 
     def pause(self, seconds: float) -> None:
         """Hold every caller back for ``seconds`` (the provider said to wait)."""
         with self._lock:
-            self._paused_until = max(self._paused_until, time.monotonic() + seconds)
+            until = time.monotonic() + seconds
+            self._paused_until = max(self._paused_until, until)
+            self._next_request = max(self._next_request, until)
 
 
 _LIMITERS: dict[str, RateLimiter] = {}
