@@ -375,3 +375,9 @@ async def test_an_unknown_tool_call_is_answered_with_the_error_and_re_asked() ->
     assert retry[-2].tool_calls[0].name == "rm"  # the bad call is kept in the conversation
     assert retry[-1].role == "tool" and retry[-1].tool_call_id == "x1"
     assert "unknown tool" in retry[-1].content
+
+
+async def test_raw_newlines_inside_json_strings_are_accepted() -> None:
+    scripted = ScriptedModel(['{"name": "Lyon\nFrance", "population": 5}'])
+    result = await Model(scripted, output_retries=0).generate("A city?", output=City)
+    assert result.output == City(name="Lyon\nFrance", population=5)

@@ -64,11 +64,20 @@ class OutputShape:
         """The validated value; raises ``pydantic.ValidationError`` or ``ValueError``."""
         text = _strip_fences(text)
         if self.wrapped:
-            data = json.loads(text)
+            data = _loads(text)
             if not isinstance(data, dict) or "value" not in data:
                 raise ValueError('expected an object with a "value" key')
             return self.adapter.validate_python(data["value"])
-        return self.adapter.validate_json(text)
+        try:
+            return self.adapter.validate_json(text)
+        except pydantic.ValidationError as exc:
+            if exc.errors()[0]["type"] != "json_invalid":
+                raise
+            try:  # raw newlines or tabs inside strings: small models write them
+                data = json.loads(text, strict=False)
+            except json.JSONDecodeError:
+                raise exc from None
+            return self.adapter.validate_python(data)
 
 
 def schema_instruction(spec: OutputSpec) -> str:
@@ -136,6 +145,11 @@ def adapt(messages: Sequence[Message], caps: Capabilities) -> tuple[Message, ...
     elif system:
         rest.insert(0, Message.user(system))
     return tuple(rest)
+
+
+def _loads(text: str) -> Any:
+    """JSON that may hold raw control characters inside strings."""
+    return json.loads(text, strict=False)
 
 
 def _strip_fences(text: str) -> str:
