@@ -730,3 +730,37 @@ async def test_a_tool_worker_is_called_by_a_tool_calling_agent() -> None:
     results = [e.data or {} for e in events if e.kind is EventKind.TOOL_RESULT]
     assert [(r["tool"], r["ok"], r["content"]) for r in results] == [("add", True, "5")]
     assert crew.requests["worker"] == []
+
+
+# ------------------------------------------------------- checks after chosen nodes
+async def test_a_checked_subtask_is_verified_and_redone_before_its_dependents_start() -> None:
+    attempts: dict[str, int] = defaultdict(int)
+
+    def result(sid: str, task: str) -> str:
+        attempts[sid] += 1
+        return f"{sid} attempt {attempts[sid]}"
+
+    crew = Crew(_plan(_sub("t1"), _sub("t2", needs=["t1"])),
+                verdicts=[_gaps("no prices given", subtask="t1"), COMPLETE], result=result)
+    result_, events = await _run("goal", Team.default(crew.model()),
+                                 Limits(max_rounds=0, check=("t1",)))
+    _ok(result_)
+    assert attempts == {"t1": 2, "t2": 1}  # t2 was not checked
+    redo = [r for r in crew.requests["worker"] if _subtask(r)[0] == "t1"][1]
+    assert "A first attempt had these problems" in redo.messages[-1].content
+    assert "no prices given" in redo.messages[-1].content
+    t2 = next(r for r in crew.requests["worker"] if _subtask(r)[0] == "t2")
+    assert _context(t2.messages[-1].content)["t1"] == "t1 attempt 2"  # the redone result
+    checks = _rounds(events, "check")
+    assert [c.get("redone", False) for c in checks] == [False, True]
+    assert checks[0]["gaps"] == ["no prices given"] and checks[0]["subtask"] == "t1"
+
+
+async def test_a_checked_subtask_that_passes_is_not_redone() -> None:
+    crew = Crew(_plan(_sub("t1")), verdicts=[COMPLETE])
+    result, events = await _run("goal", Team.default(crew.model()),
+                                Limits(max_rounds=0, check=("*",)))
+    _ok(result)
+    assert len(crew.requests["worker"]) == 1
+    assert _rounds(events, "check") == [{"phase": "check", "subtask": "t1", "complete": True,
+                                         "gaps": []}]

@@ -227,6 +227,7 @@ def run(
     budget_tokens: goals.BudgetTokens = None,
     budget_usd: goals.BudgetUsd = None,
     max_subtasks: goals.MaxSubtasks = 6,
+    check: goals.Check = None,
 ) -> None:
     """Run a graph, a workflow file or a goal, showing its progress, then summarize it.
 
@@ -246,7 +247,7 @@ def run(
                 target, goals.team(model, planner_model, worker_model, verifier_model,
                                    synthesizer_model),
                 rounds=rounds, budget_tokens=budget_tokens, budget_usd=budget_usd,
-                deadline=deadline, max_subtasks=max_subtasks)
+                deadline=deadline, max_subtasks=max_subtasks, check=check)
             values: dict[str, Any] = {}
         elif kind == "workflow":
             graph, values = goals.workflow_graph(target, inputs or [], model)

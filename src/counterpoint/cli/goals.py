@@ -39,6 +39,10 @@ BudgetTokens = Annotated[int | None, typer.Option(
     "--budget-tokens", metavar="N", min=1, help="Stop re-planning after this many tokens.")]
 BudgetUsd = Annotated[float | None, typer.Option(
     "--budget-usd", metavar="USD", min=0.0, help="Stop re-planning after this much cost.")]
+Check = Annotated[list[str] | None, typer.Option(
+    "--check", metavar="ID",
+    help="Verify this subtask's result as soon as it exists and redo it once if it has "
+         "gaps (repeatable; '*' for every subtask).")]
 MaxSubtasks = Annotated[int, typer.Option(
     "--max-subtasks", metavar="N", min=1, help="Most subtasks in a plan.")]
 
@@ -66,9 +70,9 @@ def team(model: str | None, planner: str | None, worker: str | None,
 
 def goal_run_graph(goal: str, the_team: Team, *, rounds: int, budget_tokens: int | None,
                    budget_usd: float | None, deadline: float | None,
-                   max_subtasks: int) -> Graph:
+                   max_subtasks: int, check: list[str] | None = None) -> Graph:
     limits = Limits(max_rounds=rounds, max_tokens=budget_tokens, max_cost=budget_usd,
-                    deadline=deadline, max_subtasks=max_subtasks)
+                    deadline=deadline, max_subtasks=max_subtasks, check=tuple(check or ()))
     return goal_graph(goal, the_team, limits)
 
 

@@ -350,6 +350,12 @@ def round_lines(data: Mapping[str, Any]) -> list[str]:
         if data.get("stop"):
             lines.append(f"  stopping: {data['stop']}")
         return lines
+    if phase == "check":
+        if data.get("redone"):
+            return [f"check {data.get('subtask')}: redone with the verifier's feedback"]
+        gaps = data.get("gaps") or []
+        return [f"check {data.get('subtask')}: " + ("passed" if not gaps else
+                                                    "; ".join(gaps)[:160])]
     if phase == "replan":
         if not data.get("applied"):
             return [f"re-plan round {data.get('round')}: no valid edit ("

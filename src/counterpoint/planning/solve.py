@@ -177,7 +177,35 @@ async def _work(session: _Session, subtask: Subtask, results: Mapping[str, Any],
             + (f"\nExpected result: {subtask.expected}" if subtask.expected else ""))
     result = await agent.run(task, context=context or None, ctx=ctx)
     output = result.output
+    if subtask.id in session.limits.check or "*" in session.limits.check:
+        gaps = await _check(session, subtask, output, ctx)
+        if gaps:  # redo once, with what the verifier found
+            feedback = "\n".join(f"- {g}" for g in gaps)
+            retry = await agent.run(f"{task}\nA first attempt had these problems; avoid "
+                                    f"them:\n{feedback}", context=context or None, ctx=ctx)
+            output = retry.output
+            _record(ctx, {"phase": "check", "subtask": subtask.id, "redone": True,
+                          "gaps": gaps})
     return output.model_dump(mode="json") if isinstance(output, pydantic.BaseModel) else output
+
+
+async def _check(session: _Session, subtask: Subtask, output: Any,
+                 ctx: NodeContext) -> list[str]:
+    """The verifier's gaps in one subtask's result (empty if it passes)."""
+    team = session.team
+    generation = await team.verifier.model.generate(
+        f"Goal: {session.goal}\n\nSubtask [{subtask.id}]: {subtask.task}"
+        + (f" (expected: {subtask.expected})" if subtask.expected else "")
+        + f"\nresult: {fit({'result': _text(output)}, session.limits.context_chars)['result']}",
+        system=team.verifier.instructions, output=Verdict, max_tokens=team.verifier.turn_tokens,
+        ctx=ctx, purpose=f"check {subtask.id}")
+    verdict = generation.output
+    assert verdict is not None
+    gaps = [g.problem for g in verdict.gaps] or ([] if verdict.complete else
+                                                 ["the result does not do the subtask"])
+    _record(ctx, {"phase": "check", "subtask": subtask.id, "complete": not gaps,
+                  "gaps": gaps})
+    return gaps
 
 
 def _tool_agent(tool: Tool, session: _Session) -> Agent:

@@ -52,6 +52,10 @@ class Limits:
     context_chars: int = 4000
     """Budget for dependency results in one subtask's prompt (cut visibly beyond it)."""
     worker_turns: int = 3
+    check: tuple[str, ...] = ()
+    """Subtask ids whose result the verifier checks as soon as it exists, before their
+    dependents start (``("*",)`` for every subtask); a result with gaps is redone once
+    with the gaps as feedback."""
 
     def __post_init__(self) -> None:
         if self.max_rounds < 0 or self.max_subtasks < 1 or self.plan_attempts < 1:
