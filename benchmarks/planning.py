@@ -2,6 +2,8 @@
 
     python benchmarks/planning.py MODEL [--limit N] [--domains D ...] [--candidates auto|all|N]
                                         [--max-subtasks N] [--timeout S] [--json FILE]
+    python benchmarks/planning.py --selfcheck
+
 
 Each TaskBench record is a user request (``instruction``) and a gold graph of tool
 calls: nodes are tool names, edges ``(source, target)`` pairs of tool names. For every
@@ -27,6 +29,9 @@ Candidate tools (``--candidates``): the planner sees only the tools it is offere
   list) and inflates the scores; the output says so.
 - ``auto`` (default): ``all`` when the domain's tool list fits in about
   ``AUTO_BUDGET_TOKENS`` tokens, else ``N = DEFAULT_CANDIDATES`` (with the leak).
+
+``--selfcheck`` needs no model: a scripted planner answers each record's gold plan and
+every score must come out 1 (it checks the loading, the name mapping and the scoring).
 
 The data: ``<evaldata>/taskbench`` (see ``workloads.evaldata_dir``), ``samples/`` for
 the records and ``data_<domain>/tool_desc.json`` for each domain's tools.
@@ -255,7 +260,7 @@ def counts(gold: set[Any] | frozenset[Any], pred: set[Any]) -> dict[str, float]:
             "f1": 2 * p * r / (p + r) if p + r else 0.0}
 
 
-async def plan_record(record: Record, tools: Sequence[ToolInfo], setting: str, model: Any,
+async def plan_record(record: Record, tools: Sequence[ToolInfo], setting: str, model: cp.Model,
                       limits: Limits, store: cp.MemoryStore) -> Outcome:
     """Plan one record in a one-node run and score the plan."""
     chosen = choose(record, tools, setting)
@@ -442,27 +447,42 @@ def _candidates_arg(value: str) -> str:
     raise argparse.ArgumentTypeError("expected auto, all or a positive number")
 
 
-async def run_all(args: argparse.Namespace) -> dict[str, Any]:
+def gold_plan(record: Record, tools: Sequence[ToolInfo]) -> dict[str, Any]:
+    """The answer of a perfect planner for ``record``: what ``--selfcheck`` scripts."""
+    worker = {t.name: t.worker for t in tools}
+    order = sorted(record.nodes)
+    ids = {name: f"t{i}" for i, name in enumerate(order, 1)}
+    return {"decompose": len(order) > 1, "subtasks": [
+        {"id": ids[name], "task": f"use {name}", "worker": worker[name],
+         "needs": sorted(ids[s] for s, t in record.edges if t == name)} for name in order]}
+
+
+async def run_all(args: argparse.Namespace) -> list[Outcome]:
     root = evaldata_dir() / "taskbench"
     tools = {d: load_tools(root, d) for d in args.domains}
     records = load_records(root, args.domains, args.limit)
-    model = cp.Model(args.model, timeout=args.timeout)
+    shared = None if args.selfcheck else cp.Model(args.model, timeout=args.timeout)
     limits = Limits(max_subtasks=args.max_subtasks)
     store = cp.MemoryStore()
     outcomes: list[Outcome] = []
     for index, record in enumerate(records, 1):
+        model = shared or cp.Model(cp.ScriptedModel([gold_plan(record, tools[record.domain])]))
         outcome = await plan_record(record, tools[record.domain], args.candidates, model,
                                     limits, store)
         outcomes.append(outcome)
         console.print(_record_line(outcome, index, len(records)), markup=False)
-    return {"outcomes": outcomes, "tools": tools}
+    return outcomes
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python benchmarks/planning.py",
         description="Score the planner's task graphs against TaskBench's gold tool graphs.")
-    parser.add_argument("model", help="local:smollm2, provider:id or a counterpoint.toml name")
+    parser.add_argument("model", nargs="?",
+                        help="local:smollm2, provider:id or a counterpoint.toml name")
+    parser.add_argument("--selfcheck", action="store_true",
+                        help="no model: a scripted planner answers every record's gold plan, "
+                             "and every score must be 1 (checks loading, names and scoring)")
     parser.add_argument("--limit", type=int, metavar="N", help="plan at most N records")
     parser.add_argument("--domains", nargs="+", choices=DOMAINS, default=list(DOMAINS),
                         metavar="D", help=f"domains to use (default: all of {', '.join(DOMAINS)})")
@@ -479,6 +499,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, metavar="FILE",
                         help="write the summary and every record's plan and scores to FILE")
     args = parser.parse_args(argv)
+    if args.selfcheck:
+        args.model = "scripted gold plans (--selfcheck)"
+    elif not args.model:
+        parser.error("give a MODEL (or --selfcheck)")
     nproc = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     info: dict[str, Any] = {
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
@@ -490,8 +514,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"planner sources {info['planning_sha256']}"
                   f"{' (uncommitted changes)' if info['planning_dirty'] else ''}")
     started = time.perf_counter()
-    ran = asyncio.run(run_all(args))
-    outcomes: list[Outcome] = ran["outcomes"]
+    outcomes = asyncio.run(run_all(args))
     info["seconds"] = time.perf_counter() - started
     info["loadavg_end"] = list(os.getloadavg())
     if not outcomes:
@@ -525,6 +548,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                   "records": [asdict(o) for o in outcomes]}
         args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
         console.print(f"wrote {args.json}")
+    if args.selfcheck:
+        overall = summary["overall"]
+        edge = overall["edge_micro_f1"]
+        ok = (overall["node_micro_f1"] == 1.0 and overall["first"] == overall["records"]
+              and (edge == 1.0 or edge != edge))  # NaN: no record has edges
+        console.print("selfcheck: " + ("[green]PASS[/green]" if ok else "[red]FAIL[/red]"))
+        return 0 if ok else 1
     return 0
 
 
