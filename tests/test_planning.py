@@ -764,3 +764,12 @@ async def test_a_checked_subtask_that_passes_is_not_redone() -> None:
     assert len(crew.requests["worker"]) == 1
     assert _rounds(events, "check") == [{"phase": "check", "subtask": "t1", "complete": True,
                                          "gaps": []}]
+
+
+async def test_a_subtask_may_need_one_listed_after_it() -> None:
+    # regression: subtasks were recorded one by one, so a forward need raised KeyError
+    crew = Crew(_plan(_sub("t1", needs=["t2"]), _sub("t2")))
+    result, _ = await _run("goal", Team.default(crew.model()), Limits(max_rounds=0))
+    _ok(result)
+    t1 = next(r for r in crew.requests["worker"] if _subtask(r)[0] == "t1")
+    assert _context(t1.messages[-1].content)["t2"] == "result of t2"

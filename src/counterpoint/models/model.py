@@ -133,6 +133,8 @@ class Model:
         self.backoff = backoff
         self.timeout = timeout
         self._limits = (max_concurrency, rpm, tpm)
+        self._given: dict[Provider, ModelConfig] = {}
+        """Configurations of the provider objects in the chain (see ``_bind``)."""
         self.rng = random.Random()
         """Jitter source for backoff delays."""
         self.name = model.name if isinstance(model, Provider) else \
@@ -151,10 +153,13 @@ class Model:
     # ---------------------------------------------------------------- resolving
     def _bind(self, spec: str | Provider) -> _Binding:
         if isinstance(spec, Provider):
-            config = ModelConfig(name=spec.name, provider="local",
-                                 retries=3 if self.retries is None else self.retries,
-                                 max_concurrency=self._limits[0], rpm=self._limits[1],
-                                 tpm=self._limits[2])
+            # a provider object's configuration never changes: build it once per Model
+            config = self._given.get(spec)
+            if config is None:
+                config = self._given[spec] = ModelConfig(
+                    name=spec.name, provider="local",
+                    retries=3 if self.retries is None else self.retries,
+                    max_concurrency=self._limits[0], rpm=self._limits[1], tpm=self._limits[2])
             provider = spec
         else:
             config = self.registry.resolve(spec)

@@ -74,7 +74,7 @@ class OutputShape:
             if exc.errors()[0]["type"] != "json_invalid":
                 raise
             try:  # raw newlines or tabs inside strings: small models write them
-                data = json.loads(text, strict=False)
+                data = _loads(text)
             except json.JSONDecodeError:
                 raise exc from None
             return self.adapter.validate_python(data)

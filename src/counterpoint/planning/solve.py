@@ -125,10 +125,7 @@ def goal_graph(goal: str, team: Team | None = None, limits: Limits | None = None
         session = _Session(goal=goal, team=team, limits=limits)
         made, repairs = await make_plan(goal, team, limits, ctx=ctx)
         edit = Edit("plan")
-        for subtask in made.subtasks:
-            session.subtasks[subtask.id] = subtask
-            session.latest[subtask.id] = subtask.id
-            _add_subtask(edit, session, subtask, subtask.id)
+        _add_subtasks(edit, session, [(s, s.id) for s in made.subtasks])
         _add_tail(edit, session, replace=False)
         ctx.apply(edit)
         return {"decompose": made.decompose, "subtasks": [_dump(s) for s in made.subtasks],
@@ -139,6 +136,19 @@ def goal_graph(goal: str, team: Team | None = None, limits: Limits | None = None
 
 
 # ------------------------------------------------------------------- the nodes
+def _add_subtasks(edit: Edit, session: _Session,
+                  placed: Sequence[tuple[Subtask, str]]) -> None:
+    """Record each subtask and the node holding its result, then add the nodes.
+
+    Recording all of them first lets a subtask need one listed after it.
+    """
+    for subtask, node in placed:
+        session.subtasks[subtask.id] = subtask
+        session.latest[subtask.id] = node
+    for subtask, node in placed:
+        _add_subtask(edit, session, subtask, node)
+
+
 def _add_subtask(edit: Edit, session: _Session, subtask: Subtask, node: str) -> None:
     deps = {dep: session.latest[dep] for dep in subtask.needs}
 
@@ -302,17 +312,12 @@ async def _replan(session: _Session, verdict: Verdict, shown: str,
         ctx.apply(edit)
         return {"applied": False, "problems": problems}
     edit = Edit(f"re-plan after verify-{session.rounds}")
-    # redone first: a subtask added in the same edit that needs one gets the new result
-    for redo in replan.redo:
-        revised = session.subtasks[redo.id].model_copy(update={"task": redo.task})
-        node = f"{redo.id}.r{session.rounds + 1}"
-        _add_subtask(edit, session, revised, node)
-        session.subtasks[redo.id] = revised  # the verifier judges the new task
-        session.latest[redo.id] = node
-    for subtask in replan.add:
-        session.subtasks[subtask.id] = subtask
-        session.latest[subtask.id] = subtask.id
-        _add_subtask(edit, session, subtask, subtask.id)
+    # a subtask added in the same edit that needs a redone one gets the new result, and
+    # the verifier judges the redone task
+    revised: list[tuple[Subtask, str]] = [
+        (session.subtasks[r.id].model_copy(update={"task": r.task}),
+         f"{r.id}.r{session.rounds + 1}") for r in replan.redo]
+    _add_subtasks(edit, session, [*revised, *((s, s.id) for s in replan.add)])
     _add_tail(edit, session, replace=True)
     ctx.apply(edit)
     applied = {"applied": True, "added": [s.id for s in replan.add],
