@@ -218,9 +218,16 @@ class Outcome:
     failure: str = ""
     """For ``failed``: the error type and message."""
     attempts: int = 0
-    """Planner answers recorded (plan attempts that produced a parsable plan)."""
+    """Planning attempts (``plan_round`` events other than the repair)."""
+    unreadable: int = 0
+    """Attempts whose answer did not validate against the schema (after the model layer's
+    own re-asks), re-asked by ``make_plan``."""
+    cut_off: int = 0
+    """Of those, answers cut off at the token limit before their JSON ended."""
+    contradictions: int = 0
+    """Answers that said ``decompose`` and contradicted their own subtask count."""
     problems: list[list[str]] = field(default_factory=list)
-    """check_plan's problems with each attempt."""
+    """The problems with each attempt (check_plan's, or why the answer did not read)."""
     repairs: list[str] = field(default_factory=list)
     model_calls: int = 0
     schema_reasks: int = 0
@@ -292,6 +299,9 @@ async def plan_record(record: Record, tools: Sequence[ToolInfo], setting: str, m
             else:
                 outcome.attempts += 1
                 outcome.problems.append(list(data.get("problems", [])))
+                outcome.unreadable += "invalid" in data
+                outcome.cut_off += bool(data.get("cut_off"))
+                outcome.contradictions += "contradiction" in data
         elif event.kind is cp.EventKind.MODEL_CALL:
             if "invalid_output" in data:
                 outcome.schema_reasks += 1
@@ -362,6 +372,10 @@ def summarize(outcomes: Sequence[Outcome]) -> dict[str, Any]:
         "exact": sum(set(o.pred_nodes) == set(o.gold_nodes) and o.pred_edges == o.gold_edges
                      for o in outcomes),
         "subtasks_mean": mean([len(o.subtasks) for o in outcomes if o.status != "failed"]),
+        "attempts": sum(o.attempts for o in outcomes),
+        "unreadable": sum(o.unreadable for o in outcomes),
+        "cut_off": sum(o.cut_off for o in outcomes),
+        "contradictions": sum(o.contradictions for o in outcomes),
         "gold_nodes_mean": mean([len(o.gold_nodes) for o in outcomes]),
         **statuses,
     }
@@ -395,13 +409,16 @@ def print_tables(summary: dict[str, dict[str, Any]]) -> None:
                        if s["subtasks_mean"] == s["subtasks_mean"] else "-")
     console.print(scores)
     valid = Table(title="Plan validity: a valid graph on the first attempt, after re-asking, "
-                        "only after repair, or none")
-    for col in ("type", "records", "first attempt", "after re-asking", "repaired", "failed"):
+                        "only after repair, or none; planning attempts, and those whose "
+                        "answer did not read (cut off at the token limit)")
+    for col in ("type", "records", "first attempt", "after re-asking", "repaired", "failed",
+                "attempts", "unreadable (cut off)"):
         valid.add_column(col, justify="left" if col == "type" else "right")
     for name, s in summary.items():
         n = s["records"]
         valid.add_row(name, str(n), _share(s["first"], n), _share(s["re-asked"], n),
-                      _share(s["repaired"], n), _share(s["failed"], n))
+                      _share(s["repaired"], n), _share(s["failed"], n), str(s["attempts"]),
+                      f"{s['unreadable']} ({s['cut_off']})")
     console.print(valid)
 
 
@@ -412,7 +429,8 @@ def _record_line(o: Outcome, index: int, total: int) -> str:
     note = f" [{o.failure[:140]}]" if o.failure else ""
     edge_f1 = f"{o.edge['f1']:.2f}" if o.gold_edges or o.pred_edges else "n/a (no edges)"
     return (f"[{index}/{total}] {o.domain}/{o.id} {o.type}: {o.status}{note}, "
-            f"{o.seconds:.0f} s, {o.model_calls} calls (+{o.schema_reasks} schema re-asks), "
+            f"{o.seconds:.0f} s, {o.attempts} attempts ({o.unreadable} unreadable), "
+            f"{o.model_calls} calls (+{o.schema_reasks} schema re-asks), "
             f"{o.input_tokens:,} in / {o.output_tokens:,} out tokens\n"
             f"    gold  nodes: {', '.join(o.gold_nodes)} | edges: {gold_edges}\n"
             f"    plan  nodes: {pred} | edges: {edges}\n"
@@ -452,7 +470,7 @@ def gold_plan(record: Record, tools: Sequence[ToolInfo]) -> dict[str, Any]:
     worker = {t.name: t.worker for t in tools}
     order = sorted(record.nodes)
     ids = {name: f"t{i}" for i, name in enumerate(order, 1)}
-    return {"decompose": len(order) > 1, "subtasks": [
+    return {"subtasks": [
         {"id": ids[name], "task": f"use {name}", "worker": worker[name],
          "needs": sorted(ids[s] for s, t in record.edges if t == name)} for name in order]}
 

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 import counterpoint as cp
 import counterpoint.planning as planning
 from counterpoint.agents import Agent, tool
-from counterpoint.errors import InvalidOutput, SourceError
+from counterpoint.errors import SourceError
 from counterpoint.events import Event, EventKind
 from counterpoint.models import Message, Request, Response, ScriptedModel, ToolCall, Usage
 from counterpoint.planning import (
@@ -63,8 +63,10 @@ def _sub(sid: str, task: str = "", worker: str = "writer", needs: Sequence[str] 
             "expected": expected}
 
 
-def _plan(*subtasks: dict[str, Any], decompose: bool = True) -> dict[str, Any]:
-    return {"decompose": decompose, "subtasks": list(subtasks)}
+def _plan(*subtasks: dict[str, Any], decompose: bool | None = None) -> dict[str, Any]:
+    """A planner's answer; ``decompose`` only if given (the schema has no such field)."""
+    plan: dict[str, Any] = {"subtasks": list(subtasks)}
+    return plan if decompose is None else {"decompose": decompose, **plan}
 
 
 def _gaps(*problems: str, subtask: str = "") -> dict[str, Any]:
@@ -167,7 +169,7 @@ def test_public_api_is_pinned() -> None:
 # ------------------------------------------------------------------ the planner
 async def test_invalid_plan_is_reasked_with_its_problems_and_the_second_is_used() -> None:
     broken = _plan(_sub("t1", needs=["t2"]), _sub("t2", needs=["t1"]),
-                   _sub("t3", needs=["t0"]))
+                   _sub("t3", needs=["t5"]))
     crew = Crew(broken, _plan(_sub("t1"), _sub("t2", needs=["t1"])))
     result, events = await _run("goal", Team.default(crew.model()), Limits(max_rounds=0))
     _ok(result)
@@ -177,7 +179,7 @@ async def test_invalid_plan_is_reasked_with_its_problems_and_the_second_is_used(
     first, second = crew.requests["planner"]
     reask = second.messages[-1].content
     assert reask.startswith("The plan has problems:")
-    assert "subtask 't3' needs 't0', which is not a subtask" in reask
+    assert "subtask 't3' needs 't5', which is not a subtask" in reask
     assert "the dependencies form a cycle: " in reask
     # the conversation goes on: the first plan is there, the system prompt only once
     assert [m.role for m in second.messages] == ["system", "user", "assistant", "user"]
@@ -192,7 +194,7 @@ async def test_invalid_plan_is_reasked_with_its_problems_and_the_second_is_used(
 
 async def test_always_invalid_planner_gets_its_plan_repaired_and_the_repairs_logged() -> None:
     broken = _plan(_sub("t1", needs=["t2"]), _sub("t2", needs=["t1"]), _sub("t4", task=" "),
-                   _sub("t3", needs=["t2", "t9"]))
+                   _sub("t3", needs=["t2", "t6"]))
     crew = Crew(broken)
     result, events = await _run("goal", Team.default(crew.model()),
                                 Limits(max_rounds=0, plan_attempts=2))
@@ -201,7 +203,7 @@ async def test_always_invalid_planner_gets_its_plan_repaired_and_the_repairs_log
     assert sorted(result.nodes) == ["answer", "plan", "t1", "t2", "t3"]
     repairs = result["plan"]["repairs"]
     assert repairs == ["dropped subtask 't4'", "subtask 't1': dropped needs ['t2']",
-                       "subtask 't3': dropped needs ['t9']"]
+                       "subtask 't3': dropped needs ['t6']"]
     assert [s["needs"] for s in result["plan"]["subtasks"]] == [[], ["t1"], ["t2"]]
     assert [r["attempt"] for r in _rounds(events, "plan")] == [1, 2, "repaired"]
     assert _rounds(events, "plan")[-1]["repairs"] == repairs
@@ -210,7 +212,8 @@ async def test_always_invalid_planner_gets_its_plan_repaired_and_the_repairs_log
 async def test_planner_with_nothing_valid_fails_with_planning_error() -> None:
     hopeless = _plan(_sub("t1", task="  "), _sub("t2", task="\n"))
     crew = Crew(hopeless)
-    with pytest.raises(PlanningError, match=r"no valid plan after 2 attempts: .*empty task"):
+    with pytest.raises(PlanningError, match=r"no valid plan after 2 attempts with model "
+                                            r"crew: .*empty task.*Limits\(plan_attempts"):
         await make_plan("goal", Team.default(crew.model()), Limits(plan_attempts=2))
 
     result, _ = await _run("goal", Team.default(Crew(hopeless).model()),
@@ -238,12 +241,13 @@ async def test_unknown_worker_is_caught_by_the_schema_layer_and_reasked() -> Non
     assert [(r["attempt"], r["problems"]) for r in _rounds(events, "plan")] == [(1, [])]
 
 
-async def test_unknown_worker_every_time_ends_in_invalid_output() -> None:
+async def test_unknown_worker_every_time_ends_in_planning_error() -> None:
     crew = Crew(_plan(_sub("t1", worker="ghost")))
-    with pytest.raises(InvalidOutput, match=r"subtasks\.0\.worker") as caught:
-        await make_plan("goal", Team.default(crew.model()))
-    assert "ghost" in caught.value.raw
-    assert len(crew.requests["planner"]) == 3  # the model layer's asks (output_retries=2)
+    with pytest.raises(PlanningError, match=r"after 2 attempts .*subtasks\.0\.worker"):
+        await make_plan("goal", Team.default(crew.model()), Limits(plan_attempts=2))
+    # each planning attempt is the model layer's 3 asks (output_retries=2); the salvaged
+    # subtask names no worker of the team, so repair has nothing left
+    assert len(crew.requests["planner"]) == 6
 
 
 def test_check_plan_names_unknown_workers_for_unconstrained_callers() -> None:
@@ -284,8 +288,7 @@ def test_repair_plan_drops_what_is_wrong_and_keeps_the_rest() -> None:
 
 
 async def test_no_decomposition_runs_exactly_one_subtask() -> None:
-    crew = Crew(_plan(_sub("t1", "answer it all"), _sub("t2"), _sub("t3", needs=["t2"]),
-                      decompose=False))
+    crew = Crew(_plan(_sub("t1", "answer it all")))
     result, _ = await _run("a small goal", Team.default(crew.model()), Limits())
     _ok(result)
     assert sorted(result.nodes) == ["answer", "plan", "t1", "verify-1"]
@@ -683,10 +686,11 @@ async def test_every_role_can_be_replaced_with_its_own_model() -> None:
     for scripted in models.values():
         scripted.verify()
     systems = {role: [r.messages[0].content for r in m.requests] for role, m in models.items()}
-    assert systems == {"planner": ["custom plan"], "worker": ["custom work"] * 2,
+    assert systems == {"planner": ["custom plan\n\nWorkers:\n- w: does the work\n\n"
+                                   "Plan at most 6 subtasks (ids t1 to t6)."],
+                       "worker": ["custom work"] * 2,
                        "verifier": ["custom verify"] * 2, "replanner": ["custom replan"],
                        "synthesizer": ["custom answer"]}
-    assert "Workers:\n- w: does the work" in models["planner"].requests[0].messages[-1].content
     assert result["t2"] == "second result" and result["answer"]["cited"] == ["t1", "t2"]
 
 
@@ -720,7 +724,7 @@ async def test_a_tool_worker_is_called_by_a_tool_calling_agent() -> None:
                                 Limits(max_rounds=0))
     _ok(result)
     assert "Workers:\n- calc: Add two integers." in \
-        crew.requests["planner"][0].messages[-1].content
+        crew.requests["planner"][0].messages[0].content
     assert result["t1"] == "The sum is 5."
     first, second = crew.requests["tool-caller"]
     assert [t.name for t in first.tools] == ["add"]

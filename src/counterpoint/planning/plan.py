@@ -2,18 +2,20 @@
 
 A :class:`Plan` is a list of subtasks with ids, a worker (agent or tool) each,
 dependencies and the output expected. The answer schemas are built per team
-(:func:`plan_type`), so constrained decoding can only name workers that exist;
-:func:`check_plan` still validates everything, since not every provider
-constrains its output.
+(:func:`plan_type`), so constrained decoding can only name workers that exist, ids
+``t1`` to ``tN`` and at most N-1 needs per subtask; :func:`check_plan` still validates
+everything, since not every provider constrains its output.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model
+from pydantic.json_schema import SkipJsonSchema
 
 from ..graph import find_cycle
 from ..ids import NodeId
@@ -31,9 +33,13 @@ class Subtask(BaseModel):
 
 
 class Plan(BaseModel):
-    """The planner's answer: whether to decompose, and the subtasks."""
+    """A plan: the subtasks, and whether the goal was decomposed (more than one subtask).
 
-    decompose: bool = Field(description="false if one worker can do the whole goal at once")
+    The planner answers a :class:`PlanAnswer`; :meth:`PlanAnswer.plan` derives
+    ``decompose`` from the subtasks it lists.
+    """
+
+    decompose: bool = Field(description="false if one worker does the whole goal at once")
     subtasks: list[Subtask]
 
 
@@ -70,34 +76,118 @@ class Replan(BaseModel):
 
 
 PLANNED_ID = r"^t[0-9]{1,2}$"
-"""The ids a planner writes (re-plans add more, and redone subtasks get ``.rN``)."""
+"""The ids a re-planner writes (it adds ids after the existing ones; redone subtasks get
+``.rN``)."""
 
 
-def _planned_subtask(workers: Iterable[str]) -> type[Subtask]:
-    names = tuple(sorted(workers))
-    worker_type: Any = Literal[names]
-    # ids and needs follow one pattern, so constrained decoding cannot invent free text there
-    return create_model("PlannedSubtask", __base__=Subtask,
-                        id=(str, Field(pattern=PLANNED_ID, description="t1, t2, ...")),
-                        needs=(list[Annotated[str, Field(pattern=PLANNED_ID)]], Field(
-                            default_factory=list, description="ids of earlier subtasks "
-                                                              "whose results it uses")),
+def plan_ids(max_subtasks: int) -> tuple[str, ...]:
+    """The ids a first plan may use: ``t1`` to ``tN``, N = ``max_subtasks``."""
+    return tuple(f"t{i}" for i in range(1, max_subtasks + 1))
+
+
+def _unique(value: Any) -> Any:
+    """A list without repeats, first occurrence kept (a repeated need means nothing more)."""
+    return list(dict.fromkeys(value)) if isinstance(value, list) else value
+
+
+def _needs_required(schema: dict[str, Any]) -> None:
+    required = schema.setdefault("required", [])
+    if "needs" not in required:
+        required.append("needs")
+
+
+class _PlannedBase(Subtask):
+    # the schema requires needs (a constrained decoder must decide on it, even if only
+    # to write []), while reading an answer without it still gives []
+    model_config = ConfigDict(json_schema_extra=_needs_required)
+
+
+def _planned_subtask(workers: Iterable[str], ids: tuple[str, ...] | None,
+                     max_needs: int | None) -> type[Subtask]:
+    """A ``Subtask`` whose worker must be one of ``workers`` and whose ids are ``ids``
+    (else ``PLANNED_ID``), with at most ``max_needs`` distinct needs.
+
+    Every bound is a plain JSON schema keyword (``enum``, ``maxItems``, ``uniqueItems``)
+    that llama.cpp's grammar and OpenAI-style ``json_schema`` accept; a decoder that
+    ignores one (llama.cpp ignores ``uniqueItems``) is still checked when the answer is
+    read. Bounded needs stop a small model from counting ``t1, t2, ...`` until the
+    token limit cuts its JSON.
+    """
+    worker_type: Any = Literal[tuple(sorted(workers))]
+    id_type: Any = Literal[ids] if ids else Annotated[str, Field(pattern=PLANNED_ID)]
+    needs_type: Any = Annotated[list[id_type], BeforeValidator(_unique)]
+    return create_model("PlannedSubtask", __base__=_PlannedBase,
+                        id=(id_type, Field(description="t1, t2, ...")),
+                        needs=(needs_type, Field(
+                            default_factory=list, max_length=max_needs,
+                            json_schema_extra={"uniqueItems": True},
+                            description="ids of earlier subtasks whose results it uses")),
                         worker=(worker_type, Field(description="which worker does it")))
 
 
-def plan_type(workers: Iterable[str], max_subtasks: int) -> type[Plan]:
-    """``Plan`` whose ``worker`` fields accept only ``workers`` (constrained decoding)."""
-    sub = _planned_subtask(workers)
-    return create_model("TeamPlan", __base__=Plan,
+class PlanAnswer(BaseModel):
+    """What the planner answers: the subtasks, nothing else.
+
+    There is no ``decompose`` field to fill in: the planner decides whether to decompose
+    by how many subtasks it lists (one subtask is a simple goal, run as one node), so
+    the decision and the list cannot disagree. An answer that still carries
+    ``decompose`` (a provider that does not constrain its output) keeps it in
+    :attr:`claimed_decompose` so a contradiction can be reported; it is not in the
+    schema.
+    """
+
+    subtasks: list[Subtask]
+    claimed_decompose: SkipJsonSchema[bool | None] = Field(default=None, alias="decompose")
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    def plan(self) -> Plan:
+        """The plan: decomposed exactly when there is more than one subtask."""
+        return Plan(decompose=len(self.subtasks) > 1, subtasks=list(self.subtasks))
+
+
+def plan_type(workers: Iterable[str], max_subtasks: int) -> type[PlanAnswer]:
+    """The planner's answer schema for a team: workers from ``workers``, ids ``t1`` to
+    ``tN`` and 1 to N subtasks (N = ``max_subtasks``), each needing at most N-1 others."""
+    sub = _planned_subtask(workers, plan_ids(max_subtasks), max_subtasks - 1)
+    return create_model("TeamPlan", __base__=PlanAnswer,
                         subtasks=(list[sub], Field(min_length=1,  # type: ignore[valid-type]
                                                    max_length=max_subtasks)))
 
 
 def replan_type(workers: Iterable[str], max_subtasks: int) -> type[Replan]:
-    sub = _planned_subtask(workers)
+    """The re-planner's answer schema: new ids follow ``PLANNED_ID`` (they come after
+    the existing ones, which this schema does not know)."""
+    sub = _planned_subtask(workers, None, None)
     return create_model("TeamReplan", __base__=Replan,
                         add=(list[sub], Field(default_factory=list,  # type: ignore[valid-type]
                                               max_length=max_subtasks)))
+
+
+def salvage_subtasks(text: str) -> list[Subtask]:
+    """The complete subtask objects at the start of an answer's ``subtasks`` list.
+
+    For an answer that did not validate (the token limit cut its JSON, or one subtask
+    is malformed): the objects read before the cut are kept for :func:`repair_plan`.
+    """
+    start = text.find('"subtasks"')
+    at = text.find("[", start) if start >= 0 else -1
+    if at < 0:
+        return []
+    decoder = json.JSONDecoder(strict=False)
+    found: list[Subtask] = []
+    pos = at + 1
+    while True:
+        while pos < len(text) and text[pos] in " \t\r\n,":
+            pos += 1
+        try:
+            item, pos = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError:
+            return found
+        try:
+            found.append(Subtask.model_validate(item))
+        except ValidationError:
+            continue
 
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")

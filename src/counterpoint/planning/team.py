@@ -15,12 +15,12 @@ from ..errors import UserError
 from ..models import Model, Provider
 
 PLANNER = (
-    "You plan work for a small team. Decide first whether the goal needs several "
-    "steps: if one worker can do it at once, set decompose to false and give one subtask. "
-    "Otherwise give a few small subtasks (ids t1, t2, ...). Each subtask names one worker "
-    "from the list, says what to do, lists in needs the ids of earlier subtasks whose "
-    "results it uses, and says what its result should contain. Independent subtasks "
-    "should not need each other, so they can run in parallel.")
+    "You plan work for a small team. First decide whether the goal needs several steps at "
+    "all: if one worker can do it at once, answer with exactly one subtask, the whole goal. "
+    "Otherwise give a few small subtasks, ids t1, t2, ... in order. Each subtask names one "
+    "worker from the list, says what to do, lists in needs only the ids of earlier subtasks "
+    "whose results it uses (often none or one), and says what its result should contain. "
+    "Independent subtasks should not need each other, so they can run in parallel.")
 WORKER = ("You do one subtask of a larger goal. Use the context you are given. Answer "
           "briefly and concretely.")
 VERIFIER = ("You check whether the results achieve the goal and what each subtask was "
@@ -49,6 +49,9 @@ class Limits:
     max_subtasks: int = 6
     plan_attempts: int = 3
     """Times the planner may answer before its plan is repaired or rejected."""
+    reask_temperature: float = 0.7
+    """Sampling temperature of the planner's re-asks (the first ask is at 0): the same
+    conversation at temperature 0 would get the same answer again."""
     context_chars: int = 4000
     """Budget for dependency results in one subtask's prompt (cut visibly beyond it)."""
     worker_turns: int = 3
@@ -61,6 +64,8 @@ class Limits:
         if self.max_rounds < 0 or self.max_subtasks < 1 or self.plan_attempts < 1:
             raise UserError("Limits: max_rounds >= 0, max_subtasks >= 1 and "
                             "plan_attempts >= 1 are required")
+        if self.reask_temperature < 0:
+            raise UserError("Limits: reask_temperature must be >= 0")
 
 
 @dataclass(kw_only=True)
