@@ -300,6 +300,6 @@ def test_a_patch_may_replace_a_node_to_depend_on_a_node_it_adds() -> None:
     patch = edit.build("p", {k: v.spec for k, v in state.nodes.items()})
     check_patch(state, patch)
     evolve(state, Event(EventKind.PATCH_APPLIED, 0.0, output=patch))
-    assert state.nodes[NodeId("b")].dependents == [NodeId("tail")]
+    assert state.nodes[NodeId("b")].dependents == (NodeId("tail"),)
     assert NodeId("tail") not in state.nodes[NodeId("a")].dependents
     assert state.nodes[NodeId("tail")].unmet == 1

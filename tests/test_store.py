@@ -102,10 +102,10 @@ def test_cancel_requests_reach_watchers(store: RunStore) -> None:
 
     async def scenario() -> None:
         seen = asyncio.Event()
-        unwatch = store.watch_cancel(RUN, asyncio.get_running_loop(), seen.set)
+        store.watch_cancel(RUN, asyncio.get_running_loop(), seen.set)
         store.request_cancel(RUN)
         await asyncio.wait_for(seen.wait(), timeout=5)
-        unwatch()
+        store.unwatch_cancel(RUN)
 
     asyncio.run(scenario())
     assert RUN in store.cancel_requests()

@@ -49,3 +49,7 @@ class InProcessBackend:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
+
+
+DEFAULT_BACKEND = InProcessBackend()
+"""The backend of runs that name none: one thread pool for the sync steps of the process."""

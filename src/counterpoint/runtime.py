@@ -25,7 +25,7 @@ from typing import Any
 
 from . import codec
 from .annotations import return_type
-from .backend import Backend, InProcessBackend
+from .backend import DEFAULT_BACKEND, Backend, InProcessBackend
 from .context import _CURRENT, NodeContext
 from .errors import (
     NodeFailed,
@@ -61,6 +61,7 @@ from .results import RunResult
 from .state import (
     BLOCKED,
     FAILED,
+    READY,
     RETRYING,
     RUNNING,
     SUCCEEDED,
@@ -75,6 +76,7 @@ from .state import (
 from .store import RunRecord, RunStore, open_store
 
 _RUN_RUNNING = RunStatus.RUNNING
+_DEFAULT_OPTIONS = RunOptions()
 _TASK = NodeKind.TASK
 _GRAPH = NodeKind.GRAPH
 _JOIN = NodeKind.JOIN
@@ -82,6 +84,11 @@ _JOIN = NodeKind.JOIN
 
 class Execution:
     """One run being executed in this process."""
+
+    __slots__ = ("_cancelling", "_children", "_deadline", "_done", "_emitting", "_held",
+                 "_inline_async", "_loop", "_pending", "_rng", "_seq", "_slots",
+                 "_subscribers", "_tasks", "_timers", "backend", "graph", "inputs", "journal",
+                 "options", "owns_store", "parent", "run_id", "state", "store")
 
     def __init__(self, graph: Graph, state: RunState, store: RunStore, options: RunOptions,
                  *, backend: Backend, inputs: Mapping[str, Any], seq: int = 0,
@@ -98,8 +105,10 @@ class Execution:
         self._tasks: dict[NodeId, asyncio.Task[None]] = {}
         self._cancelling: dict[NodeId, str] = {}
         self._timers: dict[NodeId, asyncio.TimerHandle] = {}
-        self._subscribers: list[asyncio.Queue[Event | None]] = []
+        self._subscribers: tuple[asyncio.Queue[Event | None], ...] = ()
         self._pending: deque[Event] = deque()
+        self._held: dict[NodeId, Event] = {}
+        """``node_ready`` events applied but not yet logged: see :meth:`_log_held`."""
         self._emitting = False
         self._rng: random.Random | None = None
         self._slots = options.max_concurrency or 1 << 30
@@ -125,6 +134,8 @@ class Execution:
         try:
             self._drain()
             self._dispatch()
+            if self._held:
+                self._log_held()
         except StoreError as exc:
             self._abort(exc)
         finally:
@@ -156,6 +167,11 @@ class Execution:
         try:
             while pending:
                 ev = popleft()
+                kind = ev.kind
+                if kind is NODE_READY:
+                    evolve(state, ev)
+                    self._held[ev.node] = ev  # type: ignore[index]
+                    continue  # nothing follows from it by the graph's rules alone
                 seq += 1
                 ev.seq = seq
                 evolve(state, ev)
@@ -163,8 +179,7 @@ class Execution:
                 if subscribers:
                     for queue in subscribers:
                         queue.put_nowait(ev)
-                kind = ev.kind
-                if kind is NODE_STARTED or kind is NODE_READY or kind in INFORMATIONAL:
+                if kind is NODE_STARTED or kind in INFORMATIONAL:
                     continue  # nothing follows from these by the graph's rules alone
                 if kind is RUN_FINISHED:
                     self._seq = seq
@@ -173,6 +188,25 @@ class Execution:
                     pending.extend(react(state, ev, ev.at))
         finally:
             self._seq = seq
+
+    def _log_held(self) -> None:
+        """Log the ``node_ready`` events of nodes that did not start in this burst.
+
+        A node that became ready and started in the same burst of events needs no
+        ``node_ready`` record: its ``node_started`` says both (the projection sets
+        ``ready_at`` from it), so a typical node costs two records instead of three.
+        A node left waiting (for a slot or a resource) gets its ``node_ready`` logged
+        here, after the burst, which keeps its queue wait in the log.
+        """
+        held, self._held = self._held, {}
+        nodes = self.state.nodes
+        for node_id, ev in held.items():
+            if nodes[node_id].status is READY:
+                self._seq += 1
+                ev.seq = self._seq
+                self.store.append(self.run_id, ev)
+                for queue in self._subscribers:
+                    queue.put_nowait(ev)
 
     def _dispatch(self) -> None:
         state = self.state
@@ -198,10 +232,10 @@ class Execution:
             self._deadline.cancel()
         samples: dict[str, list[float]] = {}
         for ns in self.state.nodes.values():
-            if ns.status is SUCCEEDED and ns.intervals and \
+            if ns.status is SUCCEEDED and ns.stopped_at is not None and \
                     ns.spec.kind is _TASK:
-                start, end = ns.intervals[-1]
-                samples.setdefault(ns.spec.step_key, []).append(end - start)
+                samples.setdefault(ns.spec.step_key, []).append(
+                    ns.stopped_at - ns.started_at)  # type: ignore[operator]
         if samples:
             self.store.record_durations(samples)
         for queue in self._subscribers:
@@ -219,36 +253,52 @@ class Execution:
         if self._tasks.get(node_id) is asyncio.current_task():
             del self._tasks[node_id]
 
-    async def execute(self, first: Event) -> RunResult:
-        """Run until the run finishes; returns its result.
+    async def execute(self, first: Event | None) -> RunResult:
+        """Run until the run finishes; returns its result (``first=None``: already over).
 
         Node tasks belong to this call: if it is cancelled (the process is
         shutting down), every node task is cancelled and awaited before it
-        returns, and the run stays resumable in the log.
+        returns, and the run stays resumable in the log. A top-level run returns
+        once its log is durable; a store the run opened itself is closed.
         """
-        loop = self._loop = asyncio.get_running_loop()
-        self._done = loop.create_future()
-        unwatch = self.store.watch_cancel(self.run_id, loop, lambda: self.stop("cancelled"))
         try:
-            if self.options.deadline is not None:
-                self._deadline = loop.call_later(self.options.deadline, self.stop, "deadline")
-            self.emit(first)
-            if self.state.stop_reason is not None and not self.state.status.terminal:
-                self._cancel_rest()  # resumed in the middle of a stop: finish it
-            if not self._done.done():
-                await self._done
+            if first is not None:
+                loop = self._loop = asyncio.get_running_loop()
+                self._done = loop.create_future()
+                self.store.watch_cancel(self.run_id, loop, self._cancel_requested)
+                try:
+                    if self.options.deadline is not None:
+                        self._deadline = loop.call_later(self.options.deadline, self.stop,
+                                                         "deadline")
+                    self.emit(first)
+                    if self.state.stop_reason is not None and not self.state.status.terminal:
+                        self._cancel_rest()  # resumed in the middle of a stop: finish it
+                    if not self._done.done():
+                        await self._done
+                finally:
+                    self.store.unwatch_cancel(self.run_id)
+                    await self._end_tasks()
         finally:
-            unwatch()
-            for timer in self._timers.values():
-                timer.cancel()
-            if self._deadline is not None:
-                self._deadline.cancel()
-            leftover = [t for t in self._tasks.values() if not t.done()]
-            for task in leftover:
-                task.cancel()
-            if leftover:
-                await asyncio.gather(*leftover, return_exceptions=True)
+            if self.owns_store:
+                self.store.close()
+            elif self.parent is None:
+                await self.store.flush()
         return self.result()
+
+    async def _end_tasks(self) -> None:
+        """Cancel timers and await every node task still going (none, normally)."""
+        for timer in self._timers.values():
+            timer.cancel()
+        if self._deadline is not None:
+            self._deadline.cancel()
+        leftover = [t for t in self._tasks.values() if not t.done()]
+        for task in leftover:
+            task.cancel()
+        if leftover:
+            await asyncio.gather(*leftover, return_exceptions=True)
+
+    def _cancel_requested(self) -> None:
+        self.stop("cancelled")
 
     def result(self) -> RunResult:
         """The run's result as the state stands now."""
@@ -533,7 +583,7 @@ class Execution:
         if self.state.status.terminal:
             queue.put_nowait(None)  # already over: nothing more will come
         else:
-            self._subscribers.append(queue)
+            self._subscribers = (*self._subscribers, queue)
         return queue
 
 
@@ -587,8 +637,8 @@ async def start(graph: Graph, *, inputs: Mapping[str, Any] | None = None,
                 run_id: str | None = None, backend: Backend | None = None,
                 source_attr: str | None = None, _parent: RunId | None = None) -> RunHandle:
     """Start running ``graph`` in the background of the current event loop."""
-    execution, first = _prepare(graph, inputs or {}, options or RunOptions(), store, run_id,
-                                backend, source_attr, _parent)
+    execution, first = _prepare(graph, inputs or {}, options or _DEFAULT_OPTIONS, store,
+                                run_id, backend, source_attr, _parent)
     handle = _launch(execution, first)
     await asyncio.sleep(0)
     return handle
@@ -603,26 +653,14 @@ async def run(graph: Graph, *, inputs: Mapping[str, Any] | None = None,
     ``store`` is a :class:`RunStore`, a path, ``"memory"``, or ``None`` for the
     default SQLite file (``$COUNTERPOINT_DB`` or ``.counterpoint/runs.db``).
     """
-    execution, first = _prepare(graph, inputs or {}, options or RunOptions(), store, run_id,
-                                backend, source_attr, _parent)
-    return await _execute(execution, first)
+    execution, first = _prepare(graph, inputs or {}, options or _DEFAULT_OPTIONS, store,
+                                run_id, backend, source_attr, _parent)
+    return await execution.execute(first)
 
 
 def run_sync(graph: Graph, **kwargs: Any) -> RunResult:
     """:func:`run` for code that has no event loop."""
     return asyncio.run(run(graph, **kwargs))
-
-
-async def _execute(execution: Execution, first: Event | None) -> RunResult:
-    try:
-        if first is None:  # nothing to do: the run had already finished
-            return execution.result()
-        return await execution.execute(first)
-    finally:
-        if execution.owns_store:
-            execution.store.close()
-        elif execution.parent is None:
-            await execution.store.flush()
 
 
 def _over_limit(specs: Iterable[NodeSpec],
@@ -640,7 +678,7 @@ def _over_limit(specs: Iterable[NodeSpec],
 def _launch(execution: Execution, first: Event | None) -> RunHandle:
     """Start ``execution`` as a task of the running loop (``first=None``: already over)."""
     return RunHandle(execution, asyncio.get_running_loop().create_task(
-        _execute(execution, first)))
+        execution.execute(first)))
 
 
 def _resumed(execution: Execution) -> Event | None:
@@ -670,7 +708,7 @@ def _prepare(graph: Graph, inputs: Mapping[str, Any], options: RunOptions,
     state = RunState.fresh(rid, graph.name, topology, graph.nodes,
                            estimates=the_store.estimates(), limits=options.limits)
     execution = Execution(graph, state, the_store, options,
-                          backend=backend or InProcessBackend(), inputs=inputs, parent=parent)
+                          backend=backend or DEFAULT_BACKEND, inputs=inputs, parent=parent)
     execution.owns_store = owns
     deps = topology.cache.get("deps")
     if deps is None:  # recorded so the log alone shows the graph's shape (counterpoint show)
@@ -733,7 +771,7 @@ def _prepare_resume(rid: RunId, store: RunStore, graph: Graph | None,
     state = RunState.new(rid, the_graph.name, [the_graph.nodes[n] for n in topology.order],
                          estimates=store.estimates(), limits=opts.limits)
     replay(state, events, the_graph)
-    execution = Execution(the_graph, state, store, opts, backend=backend or InProcessBackend(),
+    execution = Execution(the_graph, state, store, opts, backend=backend or DEFAULT_BACKEND,
                           inputs=inputs, seq=events[-1].seq, parent=record.parent)
     execution.journal = _journal(state, events)
     return execution

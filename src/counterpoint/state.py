@@ -127,13 +127,26 @@ class NodeState:
     run_time: float = 0.0
     """Seconds spent running, summed over attempts."""
     first_ready_at: float | None = None
-    intervals: list[tuple[float, float]] = field(default_factory=list)
-    """``(start, end)`` of every attempt that ended while this process watched it."""
+    stopped_at: float | None = None
+    """When the attempt that began at ``started_at`` ended (``None``: running or never ran)."""
+    earlier: list[tuple[float, float]] | None = None
+    """``(start, end)`` of attempts before that one (``None`` while there were none: a
+    node that runs once allocates nothing for its history)."""
     output: Any = None
     value: str | None = None
     error: dict[str, Any] | None = None
     chosen: frozenset[str] | None = None
-    dependents: list[NodeId] = field(default_factory=list)
+    dependents: tuple[NodeId, ...] = ()
+    """Nodes that depend on this one. A tuple, replaced (never mutated) on change, so
+    every run of a graph shares the wiring computed for its first run."""
+
+    @property
+    def intervals(self) -> list[tuple[float, float]]:
+        """``(start, end)`` of every attempt that ended while this process watched it."""
+        out = list(self.earlier) if self.earlier else []
+        if self.started_at is not None and self.stopped_at is not None:
+            out.append((self.started_at, self.stopped_at))
+        return out
 
 
 @dataclass(slots=True)
@@ -194,8 +207,8 @@ class RunState:
     finished_at: float | None = None
     stop_reason: str | None = None
     """Why the run is being stopped early: ``cancelled``, ``deadline`` or ``fail_fast``."""
-    models: ModelTally = field(default_factory=ModelTally)
-    """The run's model calls and usage."""
+    model_tally: ModelTally | None = None
+    """The run's model calls and usage; ``None`` until the first (see :attr:`models`)."""
     node_models: dict[NodeId, ModelTally] = field(default_factory=dict)
     """Model calls and usage per node (only nodes that called a model)."""
 
@@ -219,14 +232,18 @@ class RunState:
         if cached is None or cached[0] is not estimates:
             model = cls.new(run_id, graph, [specs[n] for n in topology.order],
                             estimates=estimates, limits=limits)
-            rows = [(ns.spec, ns.unmet, ns.rank, tuple(ns.dependents))
+            rows = [(ns.spec, ns.unmet, ns.rank, ns.dependents)
                     for ns in model.nodes.values()]
             topology.cache["template"] = cached = (estimates, rows)
-        nodes = {spec.id: NodeState(spec=spec, order=i, unmet=unmet, rank=rank,
-                                    dependents=list(dependents))
+        nodes = {spec.id: NodeState(spec, i, PENDING, unmet, rank, dependents=dependents)
                  for i, (spec, unmet, rank, dependents) in enumerate(cached[1])}
         return cls(run_id=run_id, graph=graph, nodes=nodes, estimates=estimates,
                    limits=limits, open=len(nodes))
+
+    @property
+    def models(self) -> ModelTally:
+        """The run's model calls and usage (all zero for a run that called no model)."""
+        return self.model_tally or ModelTally()
 
     def node(self, node: NodeId) -> NodeState:
         return self.nodes[node]
@@ -246,7 +263,7 @@ def _add_specs(state: RunState, specs: Iterable[NodeSpec]) -> list[NodeId]:
         unmet = 0
         for dep in ns.spec.deps:
             dep_state = nodes[dep]
-            dep_state.dependents.append(node_id)
+            dep_state.dependents += (node_id,)
             if dep_state.status not in TERMINAL:
                 unmet += 1
         ns.unmet = unmet
@@ -295,8 +312,14 @@ def evolve(state: RunState, event: Event) -> None:
     kind = event.kind
     if kind is NODE_STARTED:
         ns = state.nodes[event.node]  # type: ignore[index]
+        if ns.status is not READY:  # its node_ready was not logged: ready as it started
+            ns.ready_at = event.at
+            if ns.first_ready_at is None:
+                ns.first_ready_at = event.at
         ns.status = RUNNING
         ns.attempt = event.attempt
+        if ns.stopped_at is not None:
+            _keep_attempt(ns)
         ns.started_at = event.at
         if ns.first_started_at is None:
             ns.first_started_at = event.at
@@ -351,7 +374,9 @@ def evolve(state: RunState, event: Event) -> None:
         state.status = RunStatus((event.data or {}).get("status", RunStatus.FAILED))
         state.finished_at = event.at
     elif kind is MODEL_CALL and event.data is not None:
-        state.models.add(event.data)
+        if state.model_tally is None:
+            state.model_tally = ModelTally()
+        state.model_tally.add(event.data)
         if event.node is not None:
             tally = state.node_models.get(event.node)
             if tally is None:
@@ -370,7 +395,7 @@ def _stop_running(state: RunState, ns: NodeState, at: float) -> None:
     state.running -= 1
     if ns.started_at is not None:
         ns.run_time += at - ns.started_at
-        ns.intervals.append((ns.started_at, at))
+        ns.stopped_at = at
     resources = ns.spec.policy.resources
     if resources:
         for name, units in resources.items():
@@ -395,11 +420,23 @@ def _finish(state: RunState, ns: NodeState, status: NodeStatus, at: float) -> No
         nodes[dep].unmet -= 1
 
 
+def _keep_attempt(ns: NodeState) -> None:
+    """Move the ended attempt ``(started_at, stopped_at)`` into ``earlier``."""
+    interval = (ns.started_at, ns.stopped_at)
+    if ns.earlier is None:
+        ns.earlier = [interval]  # type: ignore[list-item]
+    else:
+        ns.earlier.append(interval)  # type: ignore[arg-type]
+    ns.stopped_at = None
+
+
 def _interrupt(state: RunState) -> None:
     """A resumed run: whatever was in flight or queued starts over from PENDING."""
     for ns in state.nodes.values():
         if ns.status in (RUNNING, READY, RETRYING):
             ns.status = PENDING
+            if ns.stopped_at is not None:
+                _keep_attempt(ns)
             ns.started_at = None
     state.running = 0
     state.in_use.clear()
@@ -426,14 +463,21 @@ def _expand_map(state: RunState, event: Event) -> None:
             estimate=spec.estimate, spawned_by=map_id))
     _add_specs(state, children)
     for dep in spec.deps:  # the join depends on the spawned nodes only
-        state.nodes[dep].dependents.remove(map_id)
+        _unlink(state.nodes[dep], map_id)
     join = NodeSpec(id=map_id, fn=spec.fn, inputs={}, after=tuple(c.id for c in children),
                     kind=NodeKind.JOIN, step_key="counterpoint:join", where=spec.where)
     ns.spec = join
     for child in children:
-        state.nodes[child.id].dependents.append(map_id)
+        state.nodes[child.id].dependents += (map_id,)
     ns.unmet = count
     compute_ranks(state)
+
+
+def _unlink(ns: NodeState, dependent: NodeId) -> None:
+    """``dependent`` no longer depends on ``ns`` (its first listing removed)."""
+    deps = list(ns.dependents)
+    deps.remove(dependent)
+    ns.dependents = tuple(deps)
 
 
 def _apply_patch(state: RunState, patch: Patch) -> None:
@@ -442,11 +486,11 @@ def _apply_patch(state: RunState, patch: Patch) -> None:
     for spec in patch.replace:
         ns = nodes[spec.id]
         for dep in ns.spec.deps:
-            nodes[dep].dependents.remove(spec.id)
+            _unlink(nodes[dep], spec.id)
         ns.spec = spec
         ns.unmet = 0
         for dep in spec.deps:
-            nodes[dep].dependents.append(spec.id)
+            nodes[dep].dependents += (spec.id,)
             if nodes[dep].status not in TERMINAL:
                 ns.unmet += 1
         if ns.status is READY:  # re-judged by react: its new dependencies may have failed
@@ -455,7 +499,7 @@ def _apply_patch(state: RunState, patch: Patch) -> None:
         target = nodes[after]
         target.spec = replace(target.spec, after=(*target.spec.after, before))
         if after not in nodes[before].dependents:
-            nodes[before].dependents.append(after)
+            nodes[before].dependents += (after,)
             if nodes[before].status not in TERMINAL:
                 target.unmet += 1
         if target.status is READY:  # re-judged by react: ``before`` may have failed

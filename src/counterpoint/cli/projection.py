@@ -106,16 +106,15 @@ def _wire(state: RunState, ns: NodeState) -> None:
     ns.unmet = 0
     for dep in ns.spec.deps:
         source = state.nodes[dep]
-        source.dependents.append(ns.spec.id)
+        source.dependents += (ns.spec.id,)
         if not source.status.terminal:
             ns.unmet += 1
 
 
 def _unwire(state: RunState, ns: NodeState) -> None:
     for dep in ns.spec.deps:
-        dependents = state.nodes[dep].dependents
-        if ns.spec.id in dependents:
-            dependents.remove(ns.spec.id)
+        source = state.nodes[dep]
+        source.dependents = tuple(d for d in source.dependents if d != ns.spec.id)
 
 
 def _expand(state: RunState, map_id: NodeId, count: int) -> int:
@@ -152,7 +151,7 @@ def _patch(state: RunState, data: Mapping[str, Any]) -> int:
             continue
         target.spec = _spec(target.spec.id, (*target.spec.deps, source.spec.id),
                             target.spec.kind)
-        source.dependents.append(target.spec.id)
+        source.dependents += (target.spec.id,)
         if not source.status.terminal:
             target.unmet += 1
     state.version += 1

@@ -88,9 +88,13 @@ class RunStore(abc.ABC):
 
     @abc.abstractmethod
     def watch_cancel(self, run_id: RunId, loop: asyncio.AbstractEventLoop,
-                     callback: Callable[[], None]) -> Callable[[], None]:
+                     callback: Callable[[], None]) -> None:
         """Call ``callback`` on ``loop`` once a cancel of ``run_id`` is requested (from any
-        process). Returns a function that stops watching."""
+        process), until :meth:`unwatch_cancel`."""
+
+    @abc.abstractmethod
+    def unwatch_cancel(self, run_id: RunId) -> None:
+        """Stop watching for a cancel of ``run_id``."""
 
     @abc.abstractmethod
     def put_blob(self, text: str) -> str:

@@ -104,9 +104,11 @@ class MemoryStore(RunStore):
             watcher[0].call_soon_threadsafe(watcher[1])
 
     def watch_cancel(self, run_id: RunId, loop: asyncio.AbstractEventLoop,
-                     callback: Callable[[], None]) -> Callable[[], None]:
+                     callback: Callable[[], None]) -> None:
         self._watch[run_id] = (loop, callback)
-        return lambda: self._watch.pop(run_id, None) and None
+
+    def unwatch_cancel(self, run_id: RunId) -> None:
+        self._watch.pop(run_id, None)
 
     def cancel_requests(self) -> set[RunId]:
         return set(self._cancel)
