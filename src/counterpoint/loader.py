@@ -1,19 +1,65 @@
-"""Find graphs in user files and modules, and re-import step functions on resume."""
+"""Find graphs in user files and modules, and re-import step functions on resume.
+
+A run's log records where its graph came from (:func:`source_record`): a module or
+file that defines it, or, for a graph that no file defines (a goal run from the
+command line), the module-level function that built it and that function's JSON
+arguments (:func:`built_by`). :func:`load_recorded` rebuilds the graph from that
+record; :func:`make_resolver` finds the steps of nodes that live edits added.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import re
 import sys
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .errors import SourceError
-from .graph import Graph, step_key
+import pydantic_core
+
+from .errors import SourceError, UserError
+from .graph import Graph, GraphSource, step_key
+
+LIVE_STEPS = "__counterpoint_live_steps__"
+"""A step whose live edits add nodes with steps that are not module-level functions (bound
+methods of an object the graph was built with) names them in this attribute, a sequence
+of callables, so a resumed run resolves the step keys its log records to the callables of
+the graph it is given (see :func:`make_resolver`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BuiltSource(GraphSource):
+    """A graph that no file defines: ``builder`` (``module:qualname`` of a module-level
+    function) called with ``arguments`` (JSON) builds it again."""
+
+    builder: str
+    arguments: dict[str, Any] = field(default_factory=dict, hash=False)
+
+
+def built_by(graph: Graph, builder: Callable[..., Graph], /, **arguments: Any) -> Graph:
+    """Record in ``graph`` that ``builder(**arguments)`` builds it, so a run of it resumes in
+    a new process (``counterpoint resume``); returns ``graph``.
+
+    ``builder`` must be a module-level function and ``arguments`` JSON data: both go
+    into the run's log.
+    """
+    key = step_key(builder)
+    if "<" in key or "." in key.partition(":")[2]:
+        raise UserError(f"built_by: {key} is not a module-level function; a resumed run "
+                        "must be able to import it")
+    try:
+        data = pydantic_core.to_jsonable_python(arguments)
+    except pydantic_core.PydanticSerializationError as exc:
+        raise UserError(f"built_by: the arguments of {key} must be JSON data ({exc})") from exc
+    graph.source = BuiltSource(module=key.partition(":")[0], file=None, name=graph.name,
+                               builder=key, arguments=data)
+    return graph
 
 
 def module_name_for(path: Path) -> str:
@@ -108,13 +154,21 @@ def load_target(target: str) -> Graph:
 
 def source_record(graph: Graph, attr: str | None = None) -> dict[str, Any]:
     """What the log records to rebuild ``graph`` later."""
-    return {"module": graph.source.module, "file": graph.source.file, "graph": graph.name,
-            "attr": attr, "fingerprint": graph.fingerprint()}
+    record: dict[str, Any] = {"module": graph.source.module, "file": graph.source.file,
+                              "graph": graph.name, "attr": attr,
+                              "fingerprint": graph.fingerprint()}
+    if isinstance(graph.source, BuiltSource):
+        record.update(builder=graph.source.builder, arguments=graph.source.arguments)
+    return record
 
 
 def load_recorded(source: Mapping[str, Any], run: str) -> Graph:
-    """Rebuild the graph of a recorded run from the module or file it came from."""
+    """Rebuild the graph of a recorded run from the module or file it came from, or with
+    the function that built it."""
     where = f"run {run}"
+    if source.get("builder"):
+        return _checked(_rebuild(str(source["builder"]), source.get("arguments") or {},
+                                 where), source, where, str(source["builder"]))
     module_name = source.get("module")
     file = source.get("file")
     module: ModuleType | None = None
@@ -134,16 +188,39 @@ def load_recorded(source: Mapping[str, Any], run: str) -> Graph:
                           "from Python with resume(run_id, graph=...)")
     graph = find_graph(module, source.get("attr"), name=source.get("graph"),
                        where=str(file or module_name))
+    return _checked(graph, source, where, f"in {file or module_name}")
+
+
+def _checked(graph: Graph, source: Mapping[str, Any], where: str, origin: str) -> Graph:
     fingerprint = source.get("fingerprint")
     if fingerprint and graph.fingerprint() != fingerprint:
-        raise SourceError(f"{where}: graph {graph.name!r} in {file or module_name} changed "
+        raise SourceError(f"{where}: graph {graph.name!r} {origin} changed "
                           "since the run started (different nodes or edges); restore the "
                           "original definition to resume")
     return graph
 
 
+def _rebuild(builder: str, arguments: Mapping[str, Any], where: str) -> Graph:
+    """``builder(**arguments)``: the graph of a run that no file defines."""
+    module_name, _, qualname = builder.partition(":")
+    try:
+        target: Any = getattr(importlib.import_module(module_name), qualname)
+    except (ImportError, AttributeError) as exc:
+        raise SourceError(f"{where}: its graph was built by {builder}, which cannot be "
+                          f"imported ({exc}); resume from Python with graph=") from exc
+    try:
+        graph = target(**arguments)
+    except Exception as exc:
+        raise SourceError(f"{where}: rebuilding its graph with {builder} raised "
+                          f"{type(exc).__name__}: {exc}") from exc
+    if not isinstance(graph, Graph):
+        raise SourceError(f"{where}: {builder} returned {type(graph).__name__}, not a Graph")
+    return graph
+
+
 def make_resolver(graph: Graph, run: str = "?") -> Callable[[str, str], Callable[..., Any]]:
-    """Resolve step keys recorded in patches: first among the graph's own steps, then by
+    """Resolve step keys recorded in patches: first among the graph's own steps and the
+    steps they name in ``__counterpoint_live_steps__`` (:data:`LIVE_STEPS`), then by
     importing ``module:qualname``."""
     known: dict[str, Any] = {}
     qualnames: dict[str, Any] = {}
@@ -156,6 +233,9 @@ def make_resolver(graph: Graph, run: str = "?") -> Callable[[str, str], Callable
                 key = step_key(fn)
                 known[key] = fn
                 qualnames.setdefault(key.partition(":")[2], fn)
+                live = getattr(fn, LIVE_STEPS, ())
+                for added in live if isinstance(live, tuple | list) else ():
+                    known.setdefault(step_key(added), added)
                 if isinstance(fn, Graph):
                     collect(fn)
         for value in vars(sys.modules.get(g.source.module) or object()).values():
@@ -180,12 +260,17 @@ def make_resolver(graph: Graph, run: str = "?") -> Callable[[str, str], Callable
         try:
             target: Any = importlib.import_module(module_name)
             for part in qualname.split("."):
-                target = getattr(target, part)
+                owner, target = target, getattr(target, part)
         except (ImportError, AttributeError) as exc:
             if qualname in qualnames:  # e.g. the graph moved from __main__ to a module
                 return qualnames[qualname]  # type: ignore[no-any-return]
             raise SourceError(f"run {run}, node {node!r}: cannot import its step {key} "
                               f"({exc}); restore it, or resume from Python with graph=") from exc
+        if inspect.isclass(owner) and inspect.isfunction(target) and not isinstance(
+                inspect.getattr_static(owner, target.__name__, None), staticmethod):
+            raise SourceError(f"run {run}, node {node!r} (added by a live edit): its step "
+                              f"{key} is a method of an object the graph was built with; "
+                              "resume with a graph built the same way (graph=...)")
         return target  # type: ignore[no-any-return]
 
     return resolve

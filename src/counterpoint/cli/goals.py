@@ -16,8 +16,10 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
+from ..agents import Agent
 from ..errors import RunFailure
 from ..graph import Graph
+from ..loader import built_by
 from ..models import Model
 from ..planning import Limits, Team, goal_graph, make_plan
 from .render import plan_tree
@@ -71,9 +73,42 @@ def team(model: str | None, planner: str | None, worker: str | None,
 def goal_run_graph(goal: str, the_team: Team, *, rounds: int, budget_tokens: int | None,
                    budget_usd: float | None, deadline: float | None,
                    max_subtasks: int, check: list[str] | None = None) -> Graph:
+    """The graph of ``counterpoint run "GOAL"``.
+
+    Its run's log records how to build it again (the goal, each role's model name and
+    the limits, see :func:`rebuild_goal_graph`), so ``counterpoint resume RUN_ID``
+    continues the run in a new process.
+    """
     limits = Limits(max_rounds=rounds, max_tokens=budget_tokens, max_cost=budget_usd,
                     deadline=deadline, max_subtasks=max_subtasks, check=tuple(check or ()))
-    return goal_graph(goal, the_team, limits)
+    graph = goal_graph(goal, the_team, limits)
+    models = role_models(the_team)
+    if models is None:
+        return graph
+    return built_by(graph, rebuild_goal_graph, goal=goal, models=models, rounds=rounds,
+                    budget_tokens=budget_tokens, budget_usd=budget_usd, deadline=deadline,
+                    max_subtasks=max_subtasks, check=list(check or ()))
+
+
+def rebuild_goal_graph(goal: str, models: dict[str, str], **limits: Any) -> Graph:
+    """:func:`goal_run_graph` again, from what a goal run's log recorded: the same goal,
+    roles on the same models (by name, so a configured name must still be configured),
+    the same limits."""
+    roles = Team.default(planner=Model(models["planner"]), worker=Model(models["worker"]),
+                         verifier=Model(models["verifier"]),
+                         synthesizer=Model(models["synthesizer"]))
+    return goal_run_graph(goal, roles, **limits)
+
+
+def role_models(the_team: Team) -> dict[str, str] | None:
+    """The model name of each role of a team :func:`team` built (``None`` for another
+    team, whose roles cannot be rebuilt from names)."""
+    writer = the_team.workers.get("writer")
+    if len(the_team.workers) != 1 or not isinstance(writer, Agent):
+        return None
+    return {"planner": the_team.planner.model.name, "worker": writer.model.name,
+            "verifier": the_team.verifier.model.name,
+            "synthesizer": the_team.synthesizer.model.name}
 
 
 def workflow_graph(target: str, raw_inputs: list[str],

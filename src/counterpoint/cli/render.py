@@ -360,8 +360,11 @@ def round_lines(data: Mapping[str, Any]) -> list[str]:
         if not data.get("applied"):
             return [f"re-plan round {data.get('round')}: no valid edit ("
                     + "; ".join(data.get("problems") or [])[:160] + "); answering now"]
-        return [f"re-plan round {data.get('round')}: added {data.get('added') or []}, "
-                f"redoing {data.get('redone') or []}"]
+        line = (f"re-plan round {data.get('round')}: added {data.get('added') or []}, "
+                f"redoing {data.get('redone') or []}")
+        if data.get("cancelled"):
+            line += f", cancelled {data['cancelled']} (left out of the answer)"
+        return [line]
     return []
 
 

@@ -67,12 +67,17 @@ class Redo(BaseModel):
 class Replan(BaseModel):
     """The re-planner's answer: edits that close the gaps.
 
-    There is no "cancel": a verify node runs after every subtask has ended, so there
-    is nothing left to cancel when the re-planner answers.
+    A verify node runs after every subtask of the plan has ended, so a cancel never
+    stops work in flight: it takes a subtask out of the plan. Its result (and those of
+    the subtasks that need it) no longer reach the next verify round or the answer.
     """
 
     add: list[Subtask] = Field(default_factory=list)
     redo: list[Redo] = Field(default_factory=list)
+    cancel: list[str] = Field(
+        default_factory=list,
+        description="ids of subtasks whose results are wrong or not needed: they are left "
+                    "out of the answer, with every subtask that needs them")
 
 
 PLANNED_ID = r"^t[0-9]{1,2}$"

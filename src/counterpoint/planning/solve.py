@@ -4,17 +4,22 @@
 planner's plan becomes live edits: one node per subtask (each waits only for the
 subtasks it needs, so independent ones run in parallel), a ``verify-1`` node after
 all of them, and an ``answer`` node after that. A verify node that finds gaps asks
-the re-planner for edits and applies them (new subtasks, redone subtasks, a
-``verify-N+1`` node, and the ``answer`` node rewired to the newest results),
-until the results pass or a stop condition holds: the rounds, the token or
-money budget, or the deadline. Every round is a ``plan_round`` event in the log.
+the re-planner for edits and applies them (new subtasks, redone subtasks, cancelled
+subtasks, a ``verify-N+1`` node, and the ``answer`` node rewired to the newest
+results), until the results pass or a stop condition holds: the rounds, the token
+or money budget, or the deadline. Every round is a ``plan_round`` event in the log.
+
+The added nodes' steps are methods of the graph's ``plan`` step and take everything
+else from their recorded inputs, and every decision is recorded before the edit it
+leads to: a run resumed after a crash rebuilds its nodes from the log, and neither
+plans again nor re-decides a verify round whose decision the log holds.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,21 +58,6 @@ class PlanningError(RunFailure):
     """The planner produced no usable plan within its attempts."""
 
     retryable = False
-
-
-@dataclass
-class _Session:
-    """What a planned run knows as it goes (verify nodes run one after another)."""
-
-    goal: str
-    team: Team
-    limits: Limits
-    subtasks: dict[str, Subtask] = field(default_factory=dict)
-    latest: dict[str, str] = field(default_factory=dict)
-    """Subtask id -> the node holding its newest result (redone subtasks move)."""
-    rounds: int = 0
-    stopped: bool = False
-    """No more verify rounds: the re-planner found no valid edit."""
 
 
 # --------------------------------------------------------------------- planning
@@ -190,24 +180,162 @@ def _unreadable_note(errors: str, cut: bool, max_subtasks: int) -> str:
 
 def goal_graph(goal: str, team: Team | None = None, limits: Limits | None = None,
                *, name: str = "goal") -> Graph:
-    """A graph that plans ``goal`` when it runs and grows as the plan unfolds."""
-    team = team or Team.default()
-    limits = limits or Limits()
-    graph = Graph(name)
+    """A graph that plans ``goal`` when it runs and grows as the plan unfolds.
 
-    async def plan(ctx: NodeContext) -> dict[str, Any]:
-        # a session per run (and per attempt): the graph may be run many times
-        session = _Session(goal=goal, team=team, limits=limits)
-        made, repairs = await make_plan(goal, team, limits, ctx=ctx)
+    A run of it can be resumed after a crash with a graph built the same way:
+    ``cp.resume(run_id, graph=goal_graph(goal, team, limits))`` (the team's models may
+    be new objects). Nodes whose success is in the log do not run again, and neither
+    the planner nor a verify round that was decided is asked again.
+    """
+    graph = Graph(name)
+    graph.add("plan", _GoalSteps(goal, team or Team.default(), limits or Limits()))
+    return graph
+
+
+class _GoalSteps:
+    """The steps of one goal graph, bound to its team and limits: the ``plan`` node itself
+    (``__call__``) and the steps of the subtask, verify and answer nodes its edits add.
+
+    Nothing about a run is kept here (a graph may run many times, even at once): each
+    added node gets what it needs as literal inputs (its subtask; a verify or answer
+    node the plan as it stands), which the log records with the edit. A resumed run
+    finds these steps through ``__counterpoint_live_steps__`` on the graph it is given
+    (see :func:`counterpoint.loader.make_resolver`), so the log and that graph rebuild
+    every node.
+    """
+
+    def __init__(self, goal: str, team: Team, limits: Limits) -> None:
+        self.goal = goal
+        self.team = team
+        self.limits = limits
+
+    @property
+    def __counterpoint_live_steps__(self) -> tuple[Callable[..., Any], ...]:
+        return (self.work, self.verify, self.answer)
+
+    async def __call__(self, ctx: NodeContext) -> dict[str, Any]:
+        """The ``plan`` node: plan the goal, add its subtasks, a verify and an answer node."""
+        earlier = await _Earlier.read(ctx)
+        plan, repairs = earlier.plan() or await make_plan(self.goal, self.team, self.limits,
+                                                          ctx=ctx)
+        session = _Session(self, self.goal)
         edit = Edit("plan")
-        _add_subtasks(edit, session, [(s, s.id) for s in made.subtasks])
+        _add_subtasks(edit, session, [(s, s.id) for s in plan.subtasks])
         _add_tail(edit, session, replace=False)
-        ctx.apply(edit)
-        return {"decompose": made.decompose, "subtasks": [_dump(s) for s in made.subtasks],
+        earlier.apply(ctx, edit)
+        return {"decompose": plan.decompose, "subtasks": [_dump(s) for s in plan.subtasks],
                 "repairs": repairs}
 
-    graph.add("plan", plan)
-    return graph
+    async def work(self, ctx: NodeContext, subtask: dict[str, Any], goal: str,
+                   **results: Any) -> Any:
+        """A subtask node: its worker does ``subtask`` with its needs' ``results``."""
+        return await _work(_Session(self, goal), Subtask.model_validate(subtask), results, ctx)
+
+    async def verify(self, ctx: NodeContext, plan: dict[str, Any],
+                     **results: Any) -> dict[str, Any]:
+        """A ``verify-N`` node: judge the results of ``plan``; re-plan the gaps."""
+        return await _verify(_Session.of(self, plan), results, ctx)
+
+    async def answer(self, ctx: NodeContext, plan: dict[str, Any],
+                     **results: Any) -> dict[str, Any]:
+        """The ``answer`` node: write the cited answer from the results of ``plan``."""
+        return await _answer(_Session.of(self, plan), results, ctx)
+
+
+class _Snapshot(pydantic.BaseModel):
+    """The plan as it stands when a verify or answer node is added: that node's literal
+    input ``plan``, recorded in the log with the edit that adds the node."""
+
+    goal: str
+    subtasks: list[Subtask]
+    latest: dict[str, str]
+    cancelled: list[str] = []
+    rounds: int
+    """Verify rounds run before a verify node; for the answer node, before it."""
+
+
+@dataclass
+class _Earlier:
+    """What earlier attempts of the running node recorded, when a crash (or a failure)
+    cut them short: a decision recorded there is used again instead of asking a model
+    for a new one, and an edit already applied is not applied twice.
+
+    A node records its decision (a ``plan_round``) before it applies the edit that
+    follows from it, and succeeds after; the log keeps events in order, so whatever
+    prefix of them survived a crash, the node can finish the same way.
+    """
+
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+    """This node's ``plan_round`` records from earlier attempts, in order."""
+    applied: frozenset[str] = frozenset()
+    """The reasons of the edits applied to the run so far."""
+
+    @classmethod
+    async def read(cls, ctx: NodeContext) -> _Earlier:
+        if ctx.attempt == 1:
+            return cls()  # a first attempt has nothing before it: no need to read the log
+        await ctx.flush()  # an earlier attempt in this process may still be queued
+        events = ctx.store.events(ctx.run_id)
+        return cls(rounds=[e.data for e in events if e.kind is EventKind.PLAN_ROUND
+                           and e.node == ctx.node and e.attempt < ctx.attempt and e.data],
+                   applied=frozenset(str((e.data or {}).get("reason", "")) for e in events
+                                     if e.kind is EventKind.PATCH_APPLIED))
+
+    def last(self, phase: str) -> dict[str, Any] | None:
+        return next((r for r in reversed(self.rounds) if r.get("phase") == phase), None)
+
+    def plan(self) -> tuple[Plan, list[str]] | None:
+        """The plan :func:`make_plan` returned to an earlier attempt, and its repairs."""
+        for data in reversed(self.rounds):
+            final = data.get("attempt") == "repaired" or data.get("problems") == []
+            if data.get("phase") == "plan" and "plan" in data and final:
+                return Plan.model_validate(data["plan"]), list(data.get("repairs") or [])
+        return None
+
+    def apply(self, ctx: NodeContext, edit: Edit) -> None:
+        """Apply ``edit`` unless an earlier attempt did (edit reasons are unique per run)."""
+        if edit.reason not in self.applied:
+            ctx.apply(edit)
+
+
+@dataclass
+class _Session:
+    """What one plan, verify or answer node knows of the plan while it runs.
+
+    Built for each node from the graph's steps and the node's recorded inputs, and
+    changed only by that node: nothing is shared between nodes or runs.
+    """
+
+    steps: _GoalSteps
+    goal: str
+    subtasks: dict[str, Subtask] = field(default_factory=dict)
+    """The subtasks in the plan, by id, in plan order (cancelled ones are gone)."""
+    latest: dict[str, str] = field(default_factory=dict)
+    """Subtask id -> the node holding its newest result (redone subtasks move)."""
+    cancelled: list[str] = field(default_factory=list)
+    """Ids that re-plans took out of the plan; they are never used again."""
+    rounds: int = 0
+    stopped: bool = False
+    """No more verify rounds: the re-planner found no valid edit."""
+
+    @classmethod
+    def of(cls, steps: _GoalSteps, plan: Mapping[str, Any]) -> _Session:
+        known = _Snapshot.model_validate(plan)
+        return cls(steps, known.goal, {s.id: s for s in known.subtasks}, dict(known.latest),
+                   list(known.cancelled), known.rounds)
+
+    @property
+    def team(self) -> Team:
+        return self.steps.team
+
+    @property
+    def limits(self) -> Limits:
+        return self.steps.limits
+
+    def snapshot(self, rounds: int) -> dict[str, Any]:
+        return _Snapshot(goal=self.goal, subtasks=list(self.subtasks.values()),
+                         latest=self.latest, cancelled=self.cancelled,
+                         rounds=rounds).model_dump(mode="json")
 
 
 # ------------------------------------------------------------------- the nodes
@@ -226,30 +354,22 @@ def _add_subtasks(edit: Edit, session: _Session,
 
 def _add_subtask(edit: Edit, session: _Session, subtask: Subtask, node: str) -> None:
     deps = {dep: session.latest[dep] for dep in subtask.needs}
-
-    async def work(ctx: NodeContext, **results: Any) -> Any:
-        return await _work(session, subtask, results, ctx)
-
-    edit.add(node, work, **{_param(d): _ref(n) for d, n in deps.items()})
+    edit.add(node, session.steps.work, subtask=_dump(subtask), goal=session.goal,
+             **{_param(d): _ref(n) for d, n in deps.items()})
 
 
 def _add_tail(edit: Edit, session: _Session, *, replace: bool) -> None:
     """The next verify node (if rounds remain) and the answer after it."""
     inputs = {_param(sid): _ref(node) for sid, node in session.latest.items()}
     after: list[str] = list(session.latest.values())
+    rounds = session.rounds
     if not session.stopped and session.rounds < session.limits.max_rounds:
         verify_id = f"verify-{session.rounds + 1}"
-
-        async def verify(ctx: NodeContext, **results: Any) -> dict[str, Any]:
-            return await _verify(session, results, ctx)
-
-        edit.add(verify_id, verify, **inputs)
+        edit.add(verify_id, session.steps.verify, plan=session.snapshot(rounds), **inputs)
         after = [verify_id]
-
-    async def answer(ctx: NodeContext, **results: Any) -> dict[str, Any]:
-        return await _answer(session, results, ctx)
-
-    (edit.replace if replace else edit.add)("answer", answer, after=after, **inputs)
+        rounds += 1
+    (edit.replace if replace else edit.add)("answer", session.steps.answer, after=after,
+                                            plan=session.snapshot(rounds), **inputs)
 
 
 async def _work(session: _Session, subtask: Subtask, results: Mapping[str, Any],
@@ -302,26 +422,32 @@ def _tool_agent(tool: Tool, session: _Session) -> Agent:
 
 async def _verify(session: _Session, results: Mapping[str, Any],
                   ctx: NodeContext) -> dict[str, Any]:
+    earlier = await _Earlier.read(ctx)
     session.rounds += 1
-    team = session.team
     shown = _results_text(session, results)
-    generation = await team.verifier.model.generate(
-        f"Goal: {session.goal}\n\nSubtasks and results:\n{shown}",
-        system=team.verifier.instructions, output=Verdict, max_tokens=team.verifier.turn_tokens,
-        ctx=ctx, purpose=f"verify {session.rounds}")
-    verdict = generation.output
-    assert verdict is not None
-    stop = None if not verdict.gaps and verdict.complete else _stop_reason(session, ctx)
-    _record(ctx, {"phase": "verify", "round": session.rounds, "complete": verdict.complete,
-                  "gaps": [g.model_dump() for g in verdict.gaps], "stop": stop})
+    judged = earlier.last("verify")
+    if judged is None:
+        team = session.team
+        generation = await team.verifier.model.generate(
+            f"Goal: {session.goal}\n\nSubtasks and results:\n{shown}",
+            system=team.verifier.instructions, output=Verdict,
+            max_tokens=team.verifier.turn_tokens, ctx=ctx, purpose=f"verify {session.rounds}")
+        found = generation.output
+        assert found is not None
+        judged = {"phase": "verify", "round": session.rounds, "complete": found.complete,
+                  "gaps": [g.model_dump() for g in found.gaps],
+                  "stop": None if found.complete and not found.gaps
+                  else _stop_reason(session, ctx)}
+        _record(ctx, judged)
+    verdict = Verdict.model_validate(judged)
+    gaps = [g.model_dump() for g in verdict.gaps]
     if verdict.complete and not verdict.gaps:
         return {"round": session.rounds, "complete": True, "gaps": []}
-    if stop is not None:
-        return {"round": session.rounds, "complete": False, "stopped": stop,
-                "gaps": [g.model_dump() for g in verdict.gaps]}
-    edits = await _replan(session, verdict, shown, ctx)
-    return {"round": session.rounds, "complete": False, "replanned": edits,
-            "gaps": [g.model_dump() for g in verdict.gaps]}
+    if judged.get("stop") is not None:
+        return {"round": session.rounds, "complete": False, "stopped": judged["stop"],
+                "gaps": gaps}
+    edits = await _replan(session, verdict, shown, ctx, earlier)
+    return {"round": session.rounds, "complete": False, "replanned": edits, "gaps": gaps}
 
 
 def _stop_reason(session: _Session, ctx: NodeContext) -> str | None:
@@ -342,17 +468,47 @@ def _stop_reason(session: _Session, ctx: NodeContext) -> str | None:
     return None
 
 
-async def _replan(session: _Session, verdict: Verdict, shown: str,
-                  ctx: NodeContext) -> dict[str, Any]:
+async def _replan(session: _Session, verdict: Verdict, shown: str, ctx: NodeContext,
+                  earlier: _Earlier) -> dict[str, Any]:
+    """Ask the re-planner for edits (or take the ones an earlier attempt recorded), record
+    them, then apply them: new subtasks, redone ones, cancelled ones, the next verify
+    node and the answer rewired."""
+    decided = earlier.last("replan")
+    if decided is None:
+        replan, problems = await _ask_replanner(session, verdict, shown, ctx)
+        if replan is None or problems:
+            decided = {"phase": "replan", "round": session.rounds, "applied": False,
+                       "problems": problems}
+        else:
+            cancelled = _with_dependents(session.subtasks, replan.cancel)
+            decided = {"phase": "replan", "round": session.rounds, "applied": True,
+                       "added": [s.id for s in replan.add],
+                       "redone": [r.id for r in replan.redo],
+                       **({"cancelled": cancelled} if cancelled else {}),
+                       "edits": _dump(replan)}
+        _record(ctx, decided)
+    if not decided.get("applied"):
+        edit = Edit(f"round {session.rounds}: no valid re-plan")
+        session.stopped = True  # nothing to add: answer with what there is
+        _add_tail(edit, session, replace=True)
+        earlier.apply(ctx, edit)
+        return {"applied": False, "problems": list(decided.get("problems") or [])}
+    earlier.apply(ctx, _replan_edit(session, Replan.model_validate(decided["edits"])))
+    return {k: decided[k] for k in ("applied", "added", "redone", "cancelled") if k in decided}
+
+
+async def _ask_replanner(session: _Session, verdict: Verdict, shown: str,
+                         ctx: NodeContext) -> tuple[Replan | None, list[str]]:
+    """The re-planner's edits and their problems (empty when valid), after re-asks."""
     team, limits = session.team, session.limits
     workers = sorted(team.workers)
-    existing = {sid: s.needs for sid, s in session.subtasks.items()}
     gaps = "\n".join(f"- {g.problem}" + (f" (subtask {g.subtask})" if g.subtask else "")
                      for g in verdict.gaps) or "- the verifier found the results incomplete"
     conversation = [Message.user(
         f"Goal: {session.goal}\n\nWorkers:\n{team.describe_workers()}\n\nCurrent subtasks "
         f"and results:\n{shown}\n\nGaps:\n{gaps}\n\nAdd subtasks with new ids or redo "
-        "existing ones to close the gaps.")]
+        "existing ones to close the gaps; cancel subtasks whose results are wrong or not "
+        "needed (they are left out of the answer, with the subtasks that need them).")]
     answer_type = replan_type(workers, limits.max_subtasks)
     replan: Replan | None = None
     problems: list[str] = []
@@ -363,30 +519,60 @@ async def _replan(session: _Session, verdict: Verdict, shown: str,
             purpose=f"replan {session.rounds}.{attempt}")
         replan = generation.output
         assert replan is not None
-        problems = check_plan(replan.add, workers, existing=existing,
-                              max_subtasks=limits.max_subtasks) if replan.add else []
-        problems += [f"redo names unknown subtask {r.id!r}" for r in replan.redo
-                     if r.id not in session.subtasks]
-        problems += [f"subtask id {s.id!r} is reserved; use another" for s in replan.add
-                     if _reserved(s.id)]
-        redone = [r.id for r in replan.redo]
-        problems += [f"subtask {sid!r} is redone twice; redo it once"
-                     for sid in sorted({i for i in redone if redone.count(i) > 1})]
-        if not replan.add and not replan.redo:
-            problems.append("no subtask added or redone")
+        problems = _replan_problems(session, replan, workers)
         if not problems:
             break
         conversation = [*conversation, generation.response.message(), Message.user(
             "These edits have problems:\n- " + "\n- ".join(problems) + "\nAnswer again.")]
-    if replan is None or problems:
-        _record(ctx, {"phase": "replan", "round": session.rounds, "applied": False,
-                      "problems": problems})
-        edit = Edit(f"round {session.rounds}: no valid re-plan")
-        session.stopped = True  # nothing to add: answer with what there is
-        _add_tail(edit, session, replace=True)
-        ctx.apply(edit)
-        return {"applied": False, "problems": problems}
+    return replan, problems
+
+
+def _replan_problems(session: _Session, replan: Replan, workers: list[str]) -> list[str]:
+    """Everything wrong with a re-plan's edits (empty if they can be applied)."""
+    plan, gone = session.subtasks, session.cancelled
+    # cancelled ids stay taken: their nodes are in the graph
+    existing = {**{sid: s.needs for sid, s in plan.items()}, **{sid: [] for sid in gone}}
+    problems = check_plan(replan.add, workers, existing=existing,
+                          max_subtasks=session.limits.max_subtasks) if replan.add else []
+    problems += [f"subtask id {s.id!r} is reserved; use another" for s in replan.add
+                 if _reserved(s.id)]
+
+    def unknown(what: str, sid: str) -> str:
+        return (f"{what} names subtask {sid!r}, which an earlier round cancelled"
+                if sid in gone else f"{what} names unknown subtask {sid!r}")
+
+    problems += [unknown("redo", r.id) for r in replan.redo if r.id not in plan]
+    problems += [unknown("cancel", sid) for sid in replan.cancel if sid not in plan]
+    redone = [r.id for r in replan.redo]
+    problems += [f"subtask {sid!r} is redone twice; redo it once"
+                 for sid in sorted({i for i in redone if redone.count(i) > 1})]
+    cancelled = _with_dependents(plan, replan.cancel)
+    for sid in dict.fromkeys(redone):
+        if sid in replan.cancel:
+            problems.append(f"subtask {sid!r} is both redone and cancelled; choose one")
+        elif sid in cancelled:
+            problems.append(f"subtask {sid!r} is redone but needs a cancelled subtask; "
+                            "cancel it too, or keep what it needs")
+    problems += [f"subtask {s.id!r} needs {dep!r}, which is cancelled" for s in replan.add
+                 for dep in s.needs if dep in cancelled or dep in gone]
+    if cancelled and len(cancelled) == len(plan) and not replan.add:
+        problems.append("the edits cancel every subtask; keep or add at least one")
+    if not replan.add and not replan.redo and not replan.cancel:
+        problems.append("no subtask added, redone or cancelled")
+    return problems
+
+
+def _replan_edit(session: _Session, replan: Replan) -> Edit:
+    """The live edit of a valid re-plan (``session`` follows it).
+
+    A cancelled subtask has ended (the verify node waited for it), so its node stays as
+    it is; it leaves the plan, and the next verify node and the answer no longer take its
+    result, nor those of the subtasks that need it.
+    """
     edit = Edit(f"re-plan after verify-{session.rounds}")
+    for sid in _with_dependents(session.subtasks, replan.cancel):
+        del session.subtasks[sid], session.latest[sid]
+        session.cancelled.append(sid)
     # a subtask added in the same edit that needs a redone one gets the new result, and
     # the verifier judges the redone task
     revised: list[tuple[Subtask, str]] = [
@@ -394,11 +580,20 @@ async def _replan(session: _Session, verdict: Verdict, shown: str,
          f"{r.id}.r{session.rounds + 1}") for r in replan.redo]
     _add_subtasks(edit, session, [*revised, *((s, s.id) for s in replan.add)])
     _add_tail(edit, session, replace=True)
-    ctx.apply(edit)
-    applied = {"applied": True, "added": [s.id for s in replan.add],
-               "redone": [r.id for r in replan.redo]}
-    _record(ctx, {"phase": "replan", "round": session.rounds, **applied})
-    return applied
+    return edit
+
+
+def _with_dependents(plan: Mapping[str, Subtask], cancel: Iterable[str]) -> list[str]:
+    """The subtasks of ``plan`` in ``cancel`` and those that need them, in plan order."""
+    gone = {sid for sid in cancel if sid in plan}
+    grew = bool(gone)
+    while grew:
+        grew = False
+        for sid, subtask in plan.items():
+            if sid not in gone and any(dep in gone for dep in subtask.needs):
+                gone.add(sid)
+                grew = True
+    return [sid for sid in plan if sid in gone]
 
 
 async def _answer(session: _Session, results: Mapping[str, Any],
