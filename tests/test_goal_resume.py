@@ -125,7 +125,8 @@ def _purposes(events: Sequence[Event]) -> list[str]:
 
 
 def _decided(events: Sequence[Event]) -> list[tuple[str, Any]]:
-    """The decisions in ``events``: a final plan, verify verdicts and re-plans by round."""
+    """The decisions in ``events``: a final plan, verify verdicts and re-plans by round,
+    checks by subtask."""
     found: list[tuple[str, Any]] = []
     for e in events:
         data = e.data or {}
@@ -136,6 +137,8 @@ def _decided(events: Sequence[Event]) -> list[tuple[str, Any]]:
             found.append(("plan", None))
         elif data["phase"] in ("verify", "replan"):
             found.append((data["phase"], data["round"]))
+        elif data["phase"] == "check":
+            found.append(("check", data["subtask"]))
     return found
 
 
@@ -169,9 +172,9 @@ async def test_a_goal_run_resumes_from_wherever_its_log_stops() -> None:
                  and e.node in succeeded]
         assert rerun == [], f"{where}: {rerun} ran again although they had succeeded"
         calls = _purposes(after)
-        for phase, round_ in _decided(prefix):
+        for phase, round_ in _decided(prefix):  # (round_: a subtask id for a check)
             asked = {"plan": "plan ", "verify": f"verify {round_}",
-                     "replan": f"replan {round_}."}[phase]
+                     "replan": f"replan {round_}.", "check": f"check {round_}"}[phase]
             assert not [c for c in calls if c.startswith(asked)], \
                 f"{where}: the {phase} decision {round_} in the log was asked for again"
         if ("plan", None) in _decided(prefix):

@@ -383,7 +383,8 @@ async def _work(session: _Session, subtask: Subtask, results: Mapping[str, Any],
     result = await agent.run(task, context=context or None, ctx=ctx)
     output = result.output
     if subtask.id in session.limits.check or "*" in session.limits.check:
-        gaps = await _check(session, subtask, output, ctx)
+        judged = (await _Earlier.read(ctx)).last("check")  # checked before a crash: keep it
+        gaps = list(judged["gaps"]) if judged else await _check(session, subtask, output, ctx)
         if gaps:  # redo once, with what the verifier found
             feedback = "\n".join(f"- {g}" for g in gaps)
             retry = await agent.run(f"{task}\nA first attempt had these problems; avoid "
