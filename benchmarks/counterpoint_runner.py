@@ -277,14 +277,16 @@ def _rss_child(count: int, sleep: float) -> None:
                       "elapsed": elapsed}))
 
 
-def measure_peak_rss(count: int, sleep: float = 0.01, timeout: float = 600.0) -> PeakRss:
-    """Peak RSS of W3 (`count` concurrent diamonds) in a fresh process that runs only it."""
+def measure_peak_rss(count: int, sleep: float = 0.01, timeout: float = 600.0, *,
+                     tuned_gc: bool = False) -> PeakRss:
+    """Peak RSS of W3 (`count` concurrent diamonds) in a fresh process that runs only it
+    (with `tuned_gc`, under `cp.tune_gc()` like the parent's runners)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH"))
                                         if p)
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks.counterpoint_runner", "--rss-child", str(count),
-         "--sleep", repr(sleep)],
+         "--sleep", repr(sleep), *(["--tuned-gc"] if tuned_gc else [])],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"W3 RSS child failed ({proc.returncode}): {proc.stderr[-2000:]}")
@@ -319,7 +321,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rss-child", type=int, metavar="COUNT",
                         help="run W3 with COUNT workflows and print its peak RSS as JSON")
     parser.add_argument("--sleep", type=float, default=0.01, help="W3 node duration (s)")
+    parser.add_argument("--tuned-gc", action="store_true", help="call cp.tune_gc() first")
     args = parser.parse_args(argv)
+    if args.tuned_gc:
+        cp.tune_gc()
     if args.rss_child is not None:
         _rss_child(args.rss_child, args.sleep)
     else:

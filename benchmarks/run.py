@@ -230,6 +230,10 @@ def print_table(table: Table, notes: Sequence[str]) -> None:
 # --- workloads --------------------------------------------------------------------------
 
 
+DEFAULT_GC = gc.get_threshold()
+"""The collector's thresholds at import, before any --gc tuning."""
+
+
 @dataclass(frozen=True)
 class Config:
     quick: bool
@@ -326,7 +330,7 @@ def bench_w3(cfg: Config) -> dict[str, Any]:
     rate = {name: counts[name] / s.median for name, s in samples.items()}
     ok_rate = rate[CP] >= W3_TARGET_RATE
 
-    rss = measure_peak_rss(count, W3_SLEEP)
+    rss = measure_peak_rss(count, W3_SLEEP, tuned_gc=gc.get_threshold() != DEFAULT_GC)
     peak_mb = rss.peak_bytes / 2**20
     ok_rss = peak_mb <= W3_TARGET_RSS_MB
 
@@ -583,6 +587,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--trials", type=int, metavar="N",
                         help=f"trials per runner (default {FAST_TRIALS}; {SLOW_TRIALS} for "
                              f"W3 and W5; {QUICK_TRIALS} with --quick)")
+    parser.add_argument("--gc", choices=("default", "tuned"), default="default",
+                        help="garbage-collector settings for every runner: Python's defaults, "
+                             "or cp.tune_gc() (what `counterpoint run` and run_sync use)")
     args = parser.parse_args(argv)
     if args.trials is not None and args.trials < 1:
         parser.error("--trials must be >= 1")
@@ -599,13 +606,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.gc == "tuned":
+        cp.tune_gc()
     info = machine_info()
+    info["gc"] = {"mode": args.gc, "thresholds": list(gc.get_threshold())}
     console.print(f"[b]counterpoint benchmarks[/b] {'(quick) ' if args.quick else ''}"
                   f"- nproc {info['nproc']}, Python {info['python']} "
                   f"({info['implementation']}), {info['platform']}")
     console.print(f"counterpoint {info['counterpoint']}, langgraph {info['langgraph']}, "
                   f"langgraph-checkpoint-sqlite {info['langgraph-checkpoint-sqlite']}; "
-                  f"load average at start {', '.join(f'{x:.2f}' for x in info['loadavg_start'])}")
+                  f"load average at start {', '.join(f'{x:.2f}' for x in info['loadavg_start'])}; "
+                  f"gc {args.gc} {gc.get_threshold()}")
     console.print()
     report: dict[str, Any] = {"machine": info, "quick": args.quick, "trials": args.trials,
                               "workloads": {}}

@@ -40,6 +40,7 @@ from .errors import (
     UserError,
 )
 from .events import Event, EventKind
+from .garbage import tune_gc
 from .graph import Choose, Graph, InputRef, NodeKind, NodeRef, NodeSpec, ref, step
 from .ids import NodeId, RunId
 from .metrics import Metrics, NodeTiming
@@ -136,4 +137,5 @@ __all__ = [
     "start",
     "start_resume",
     "step",
+    "tune_gc",
 ]

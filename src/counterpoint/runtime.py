@@ -52,6 +52,7 @@ from .events import (
     RUN_STOPPING,
     Event,
 )
+from .garbage import tune_gc
 from .graph import Choose, Graph, InputRef, NodeKind, NodeRef, NodeSpec
 from .ids import NodeId, RunId, new_run_id
 from .loader import load_recorded, make_resolver, source_record
@@ -659,7 +660,9 @@ async def run(graph: Graph, *, inputs: Mapping[str, Any] | None = None,
 
 
 def run_sync(graph: Graph, **kwargs: Any) -> RunResult:
-    """:func:`run` for code that has no event loop."""
+    """:func:`run` for code that has no event loop (it tunes the collector: see
+    :mod:`counterpoint.garbage`)."""
+    tune_gc()
     return asyncio.run(run(graph, **kwargs))
 
 

@@ -227,14 +227,21 @@ class RunState:
     def fresh(cls, run_id: RunId, graph: str, topology: Topology, specs: Mapping[NodeId, NodeSpec],
               *, estimates: Mapping[str, float], limits: Mapping[str, int]) -> RunState:
         """Like :meth:`new` for a validated graph, reusing the ranks and wiring computed
-        for an earlier run of the same graph under the same estimates."""
-        cached = topology.cache.get("template")
-        if cached is None or cached[0] is not estimates:
+        for an earlier run of the same graph while the estimates its ranks used are unchanged
+        (nodes with an explicit ``estimate`` use none)."""
+        cache = topology.cache
+        keys = cache.get("estimated_steps")
+        if keys is None:  # the steps whose learned estimates the ranks depend on
+            keys = cache["estimated_steps"] = tuple(sorted(
+                {specs[n].step_key for n in topology.order if specs[n].estimate is None}))
+        used = tuple([estimates.get(k) for k in keys]) if keys else ()
+        cached = cache.get("template")
+        if cached is None or cached[0] != used:
             model = cls.new(run_id, graph, [specs[n] for n in topology.order],
                             estimates=estimates, limits=limits)
             rows = [(ns.spec, ns.unmet, ns.rank, ns.dependents)
                     for ns in model.nodes.values()]
-            topology.cache["template"] = cached = (estimates, rows)
+            cache["template"] = cached = (used, rows)
         nodes = {spec.id: NodeState(spec, i, PENDING, unmet, rank, dependents=dependents)
                  for i, (spec, unmet, rank, dependents) in enumerate(cached[1])}
         return cls(run_id=run_id, graph=graph, nodes=nodes, estimates=estimates,

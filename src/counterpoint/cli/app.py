@@ -58,6 +58,7 @@ Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No live view or prog
 AsJson = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")]
 
 
+from ..garbage import tune_gc  # noqa: E402
 from .models import ASK_HELP, MODELS_HELP, ask_command, models_command  # noqa: E402
 
 app.command("models", help=MODELS_HELP)(models_command)
@@ -67,6 +68,7 @@ app.command("plan")(goals.plan_command)
 
 def main() -> None:
     """Entry point of the ``counterpoint`` console script."""
+    tune_gc()  # this process is ours: see counterpoint.garbage
     app(prog_name="counterpoint")
 
 
