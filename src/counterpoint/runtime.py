@@ -86,8 +86,8 @@ _JOIN = NodeKind.JOIN
 class Execution:
     """One run being executed in this process."""
 
-    __slots__ = ("_cancelling", "_children", "_deadline", "_done", "_emitting", "_held",
-                 "_inline_async", "_loop", "_pending", "_rng", "_seq", "_slots",
+    __slots__ = ("__weakref__", "_cancelling", "_children", "_deadline", "_done", "_emitting",
+                 "_held", "_inline_async", "_loop", "_pending", "_rng", "_seq", "_slots",
                  "_subscribers", "_tasks", "_timers", "backend", "graph", "inputs", "journal",
                  "options", "owns_store", "parent", "run_id", "state", "store")
 
