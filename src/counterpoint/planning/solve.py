@@ -403,8 +403,8 @@ async def _check(session: _Session, subtask: Subtask, output: Any,
         f"Goal: {session.goal}\n\nSubtask [{subtask.id}]: {subtask.task}"
         + (f" (expected: {subtask.expected})" if subtask.expected else "")
         + f"\nresult: {fit({'result': _text(output)}, session.limits.context_chars)['result']}",
-        system=team.verifier.instructions, output=Verdict, max_tokens=team.verifier.turn_tokens,
-        ctx=ctx, purpose=f"check {subtask.id}")
+        system=team.verifier.instructions, output=Verdict,
+        max_tokens=team.verifier.turn_tokens * 2, ctx=ctx, purpose=f"check {subtask.id}")
     verdict = generation.output
     assert verdict is not None
     gaps = [g.problem for g in verdict.gaps] or ([] if verdict.complete else
@@ -429,10 +429,13 @@ async def _verify(session: _Session, results: Mapping[str, Any],
     judged = earlier.last("verify")
     if judged is None:
         team = session.team
+        # a verdict is structured output, like a plan: one cut off at the token limit
+        # cannot be read, so the verifier gets two turns' tokens, as the planner does
         generation = await team.verifier.model.generate(
             f"Goal: {session.goal}\n\nSubtasks and results:\n{shown}",
             system=team.verifier.instructions, output=Verdict,
-            max_tokens=team.verifier.turn_tokens, ctx=ctx, purpose=f"verify {session.rounds}")
+            max_tokens=team.verifier.turn_tokens * 2, ctx=ctx,
+            purpose=f"verify {session.rounds}")
         found = generation.output
         assert found is not None
         judged = {"phase": "verify", "round": session.rounds, "complete": found.complete,
