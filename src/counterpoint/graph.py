@@ -564,7 +564,7 @@ class Topology:
 
     order: tuple[NodeId, ...]
     dependents: Mapping[NodeId, tuple[NodeId, ...]]
-    cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    cache: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
     """Derived data reused by every run of the graph (initial run states)."""
 
     @staticmethod

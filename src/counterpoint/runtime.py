@@ -199,7 +199,7 @@ class Execution:
         A node left waiting (for a slot or a resource) gets its ``node_ready`` logged
         here, after the burst, which keeps its queue wait in the log.
         """
-        held, self._held = self._held, {}
+        held = self._held
         nodes = self.state.nodes
         for node_id, ev in held.items():
             if nodes[node_id].status is READY:
@@ -208,6 +208,7 @@ class Execution:
                 self.store.append(self.run_id, ev)
                 for queue in self._subscribers:
                     queue.put_nowait(ev)
+        held.clear()
 
     def _dispatch(self) -> None:
         state = self.state
@@ -249,10 +250,11 @@ class Execution:
         assert self._loop is not None
         self._tasks[node_id] = self._loop.create_task(coro)
 
-    def _forget_task(self, node_id: NodeId) -> None:
-        """Drop the calling task's entry, but not a successor it spawned (its fallback)."""
-        if self._tasks.get(node_id) is asyncio.current_task():
-            del self._tasks[node_id]
+    def _forget_task(self, node_id: NodeId, attempt: int) -> None:
+        """Drop the task of ``attempt``, but not a successor it spawned (its fallback,
+        which started the next attempt before this one's task ended)."""
+        if self.state.nodes[node_id].attempt == attempt:
+            self._tasks.pop(node_id, None)
 
     async def execute(self, first: Event | None) -> RunResult:
         """Run until the run finishes; returns its result (``first=None``: already over).
@@ -278,7 +280,8 @@ class Execution:
                         await self._done
                 finally:
                     self.store.unwatch_cancel(self.run_id)
-                    await self._end_tasks()
+                    if self._tasks or self._timers or self._deadline is not None:
+                        await self._end_tasks()
         finally:
             if self.owns_store:
                 self.store.close()
@@ -342,7 +345,7 @@ class Execution:
         except Exception as exc:
             self._failed(spec, attempt, exc)
         finally:
-            self._forget_task(node_id)
+            self._forget_task(node_id, attempt)
 
     async def _call(self, spec: NodeSpec, kwargs: dict[str, Any], attempt: int) -> Any:
         if isinstance(spec.fn, Graph):
@@ -449,7 +452,7 @@ class Execution:
             wrapped.__cause__ = exc
             self._failed(spec, attempt, wrapped)
         finally:
-            self._forget_task(spec.id)
+            self._forget_task(spec.id, attempt)
 
     def _retry(self, node_id: NodeId) -> None:
         self._timers.pop(node_id, None)
@@ -695,16 +698,19 @@ def _prepare(graph: Graph, inputs: Mapping[str, Any], options: RunOptions,
              store: RunStore | str | None, run_id: str | None, backend: Backend | None,
              source_attr: str | None, parent: RunId | None) -> tuple[Execution, Event]:
     topology = graph.validate()
-    missing = sorted(set(graph.inputs) - set(inputs))
-    if missing:
-        raise UserError(f"graph {graph.name!r} needs input(s) {missing}; pass inputs={{...}}")
-    unknown = sorted(set(inputs) - set(graph.inputs))
-    if unknown:
-        raise UserError(f"graph {graph.name!r} has no input(s) {unknown}; declared: "
-                        f"{sorted(graph.inputs) or 'none'}")
-    excess = _over_limit(graph.nodes.values(), options.limits)
-    if excess:
-        raise UserError(f"{excess[0].where}: {excess[1]}; raise the limit")
+    if inputs or graph.inputs:
+        missing = sorted(set(graph.inputs) - set(inputs))
+        if missing:
+            raise UserError(f"graph {graph.name!r} needs input(s) {missing}; pass "
+                            "inputs={...}")
+        unknown = sorted(set(inputs) - set(graph.inputs))
+        if unknown:
+            raise UserError(f"graph {graph.name!r} has no input(s) {unknown}; declared: "
+                            f"{sorted(graph.inputs) or 'none'}")
+    if options.limits:
+        excess = _over_limit(graph.nodes.values(), options.limits)
+        if excess:
+            raise UserError(f"{excess[0].where}: {excess[1]}; raise the limit")
     owns = not isinstance(store, RunStore)
     the_store = store if isinstance(store, RunStore) else open_store(store)
     rid = RunId(run_id) if run_id else new_run_id()
@@ -713,10 +719,14 @@ def _prepare(graph: Graph, inputs: Mapping[str, Any], options: RunOptions,
     execution = Execution(graph, state, the_store, options,
                           backend=backend or DEFAULT_BACKEND, inputs=inputs, parent=parent)
     execution.owns_store = owns
-    deps = topology.cache.get("deps")
+    cache = topology.cache
+    deps = cache.get("deps")
     if deps is None:  # recorded so the log alone shows the graph's shape (counterpoint show)
-        deps = topology.cache["deps"] = {n: list(graph.nodes[n].deps) for n in topology.order}
-    data: dict[str, Any] = {"graph": graph.name, "source": source_record(graph, source_attr),
+        deps = cache["deps"] = {n: list(graph.nodes[n].deps) for n in topology.order}
+    source = cache.get(("source", source_attr))
+    if source is None:  # the same for every run of this version of the graph
+        source = cache["source", source_attr] = source_record(graph, source_attr)
+    data: dict[str, Any] = {"graph": graph.name, "source": source,
                             "options": options.as_data(), "nodes": len(state.nodes),
                             "deps": deps}
     if inputs:
