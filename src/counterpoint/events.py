@@ -24,6 +24,9 @@ class EventKind(enum.StrEnum):
     RUN_STOPPING = "run_stopping"
     """The run is being stopped early (``data["reason"]``: cancelled, deadline, fail_fast)."""
     NODE_READY = "node_ready"
+    """All of a node's dependencies ended and it may start. Logged only when the node did
+    not start in the same burst of events (it waits for a slot or a resource): a
+    ``node_started`` with no ``node_ready`` before it means ready and started at once."""
     NODE_STARTED = "node_started"
     NODE_SUCCEEDED = "node_succeeded"
     NODE_FAILED = "node_failed"

@@ -389,15 +389,14 @@ class SQLiteStore(RunStore):
 
     def _release_waiters(self) -> None:
         committed = self._committed
-        keep: list[_Waiter] = []
+        waiters = self._waiters
         ready: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if waiter[2] <= committed:
-                ready.setdefault(waiter[0], []).append(waiter[1])
-            else:
-                keep.append(waiter)
-        self._waiters.extend(keep)
+        # targets grow in the order waiters arrive, so the satisfied ones are at the front:
+        # no walk over thousands of runs still waiting (a waiter queued out of order by
+        # another thread is released by the next commit, which its flush asked for)
+        while waiters and waiters[0][2] <= committed:
+            waiter = waiters.popleft()
+            ready.setdefault(waiter[0], []).append(waiter[1])
         for loop, futures in ready.items():  # one wake-up per loop, not one per waiter
             with contextlib.suppress(RuntimeError):  # that loop has closed
                 loop.call_soon_threadsafe(_resolve_all, futures)
