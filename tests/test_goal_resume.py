@@ -337,6 +337,7 @@ def test_a_goal_run_killed_mid_run_is_finished_by_counterpoint_resume(
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert f"resuming run {run_id}" in resumed.stdout
     assert "verify round 2: complete" in resumed.stdout  # the rounds, shown live
+    assert ANSWER in resumed.stdout  # and the answer after the summary, as `run` prints it
 
     shown = subprocess.run(_cli("show", run_id, "--db", str(db), "--json"),
                            cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True,

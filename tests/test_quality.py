@@ -97,7 +97,7 @@ def test_public_api_is_pinned() -> None:
         "ConfigError", "ContextTooLong", "InvalidOutput", "MalformedResponse", "ModelError",
         "ModelRefused", "ModelRejected", "ModelUnavailable", "RateLimited", "ScriptError",
         "Generation", "Message", "Model", "ModelTally", "ScriptedModel", "ToolCall",
-        "ToolSpec", "Usage"])
+        "ToolSpec", "Usage", "tune_gc"])
     for name in cp.__all__:
         assert hasattr(cp, name), name
 

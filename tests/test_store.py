@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -130,6 +132,22 @@ def test_sqlite_uses_wal_and_records_named_migrations(sqlite_store: SQLiteStore)
     names = [r[0] for r in conn.execute("SELECT name FROM migrations ORDER BY rowid")]
     assert names == [name for name, _ in MIGRATIONS]
     conn.close()
+
+
+def test_sqlite_files_opened_at_once_by_several_processes_migrate_once(tmp_path: Path) -> None:
+    path = tmp_path / "fresh.db"
+    script = ("import sys; from counterpoint.store import SQLiteStore; "
+              "SQLiteStore(sys.argv[1]).close()")
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(path)],
+                              stderr=subprocess.PIPE, text=True) for _ in range(6)]
+    errors = [p.communicate(timeout=60)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 6, errors
+    conn = sqlite3.connect(path)
+    try:
+        names = [r[0] for r in conn.execute("SELECT name FROM migrations ORDER BY rowid")]
+    finally:
+        conn.close()
+    assert names == [name for name, _ in MIGRATIONS]
 
 
 def test_sqlite_applies_new_migrations_in_order(tmp_path: Path) -> None:

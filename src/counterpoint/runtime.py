@@ -723,9 +723,11 @@ def _prepare(graph: Graph, inputs: Mapping[str, Any], options: RunOptions,
     deps = cache.get("deps")
     if deps is None:  # recorded so the log alone shows the graph's shape (counterpoint show)
         deps = cache["deps"] = {n: list(graph.nodes[n].deps) for n in topology.order}
-    source = cache.get(("source", source_attr))
-    if source is None:  # the same for every run of this version of the graph
-        source = cache["source", source_attr] = source_record(graph, source_attr)
+    cached = cache.get(("source", source_attr))
+    if cached is None or cached[0] is not graph.source:  # the same for every run of it
+        cached = cache["source", source_attr] = (graph.source,
+                                                 source_record(graph, source_attr))
+    source = cached[1]
     data: dict[str, Any] = {"graph": graph.name, "source": source,
                             "options": options.as_data(), "nodes": len(state.nodes),
                             "deps": deps}

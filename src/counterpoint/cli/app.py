@@ -343,7 +343,10 @@ def _resume(run_id: str, store: RunStore, *, db: str | None, quiet: bool, as_jso
         result = asyncio.run(resume_and_follow())
     except KeyboardInterrupt:
         return _interrupted(run_id, db)
-    return _finish(_result_report(result), db=db, as_json=as_json, out=out)
+    code = _finish(_result_report(result), db=db, as_json=as_json, out=out)
+    if not as_json and store.run(RunId(run_id)).source.get("builder") == goals.GOAL_BUILDER:
+        goals.print_answer(result.output, out)  # a goal run ends with its answer, as `run` does
+    return code
 
 
 # ------------------------------------------------------------------ inspect

@@ -100,6 +100,10 @@ def rebuild_goal_graph(goal: str, models: dict[str, str], **limits: Any) -> Grap
     return goal_run_graph(goal, roles, **limits)
 
 
+GOAL_BUILDER = f"{__name__}:{rebuild_goal_graph.__name__}"
+"""How the source record of a goal run names its builder (see :func:`goal_run_graph`)."""
+
+
 def role_models(the_team: Team) -> dict[str, str] | None:
     """The model name of each role of a team :func:`team` built (``None`` for another
     team, whose roles cannot be rebuilt from names)."""

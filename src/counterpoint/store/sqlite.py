@@ -160,6 +160,12 @@ class SQLiteStore(RunStore):
             try:
                 conn.execute("CREATE TABLE IF NOT EXISTS migrations "
                              "(name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+                # read again under the write lock: another process opening the same new
+                # file may have migrated it while this one waited ("table runs already
+                # exists" otherwise)
+                applied = [r[0] for r in conn.execute("SELECT name FROM migrations ORDER BY rowid")]
+                if [n for n in applied if n not in known] or applied != known[:len(applied)]:
+                    raise StoreCorrupt(f"{where}: migrations changed while opening: {applied}")
                 for name, sql in self._migrations[len(applied):]:
                     for statement in sql.split(";"):
                         if statement.strip():
