@@ -26,8 +26,10 @@ WORKER = ("You do one subtask of a larger goal. Use the context you are given. A
 VERIFIER = ("You check whether the results achieve the goal and what each subtask was "
             "expected to produce. If something is missing or wrong, list each gap and the "
             "subtask at fault. Set complete to true only if there are no gaps.")
-REPLANNER = ("You close the gaps found in a plan's results: add new subtasks (new ids) or "
-             "redo a weak subtask with a better task. Keep the change small.")
+REPLANNER = ("You close the gaps found in a plan's results: add new subtasks (new ids), "
+             "redo a weak subtask with a better task, or cancel a subtask that does not serve "
+             "the goal (it and the subtasks that need it are left out of the answer). Keep "
+             "the change small.")
 SYNTHESIZER = ("You write the final answer to the goal from the subtask results. After each "
                "part, cite the subtask it came from in brackets, like [t1].")
 
