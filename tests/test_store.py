@@ -267,3 +267,18 @@ def test_sqlite_writer_failure_is_reported_not_hung(tmp_path: Path) -> None:
     asyncio.run(scenario())
     with pytest.raises(cp.StoreError):
         store.close()
+
+
+def test_sqlite_refuses_event_data_that_is_not_json_and_keeps_the_log(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "runs.db")
+    try:
+        store.append(RUN, created())
+        bad = Event(EventKind.NODE_FAILED, 2.0, NodeId("n"), 1, data={"error": object()}, seq=2)
+        with pytest.raises(cp.StoreError, match=r"run r-test: event 2 \(node_failed, node 'n'\) "
+                                                r"cannot be stored.*JSON-compatible"):
+            store.append(RUN, bad)
+        store.append(RUN, node_event(2))  # the store still works, and nothing was lost
+        store.flush_sync()
+        assert [e.seq for e in store.events(RUN)] == [1, 2]
+    finally:
+        store.close()
