@@ -221,10 +221,14 @@ class Execution:
                 return
             now = time.time()
             nodes = state.nodes
-            for node_id in chosen:
-                self._pending.append(Event(NODE_STARTED, now, node_id,
-                                           nodes[node_id].attempt + 1))
-            self._drain()
+            append = self.store.append
+            for node_id in chosen:  # applied and logged here: nothing follows from a start
+                ev = Event(NODE_STARTED, now, node_id, nodes[node_id].attempt + 1)
+                self._seq = ev.seq = self._seq + 1
+                evolve(state, ev)
+                append(self.run_id, ev)
+                for queue in self._subscribers:
+                    queue.put_nowait(ev)
             for node_id in chosen:
                 ns = nodes[node_id]
                 self._spawn(node_id, self._run_node(ns.spec, ns.attempt))
