@@ -339,7 +339,12 @@ class Execution:
                     raise NodeTimeout(f"run {self.run_id}, node {node_id!r}: attempt "
                                       f"{attempt} exceeded its timeout of "
                                       f"{spec.policy.timeout:g}s") from exc
-            self._succeed(spec, output)
+            if isinstance(output, Choose):
+                self._succeed(spec, output)
+            else:  # the common case, inline: this attempt is the node's current one
+                self.emit(Event(NODE_SUCCEEDED, time.time(), node_id, attempt, None,
+                                str(output) if type(output) is int else codec.encode(output),
+                                output))
         except asyncio.CancelledError:
             reason = self._cancelling.pop(node_id, None) or self.state.stop_reason
             if reason is None:
