@@ -350,12 +350,29 @@ def round_lines(data: Mapping[str, Any]) -> list[str]:
         if data.get("stop"):
             lines.append(f"  stopping: {data['stop']}")
         return lines
-    if phase == "check":
+    if phase in ("check", "recheck"):
+        if phase == "recheck":
+            gaps = data.get("gaps") or []
+            return [f"check {data.get('subtask')} again: " + (
+                "passed" if not gaps else "; ".join(gaps)[:160] + " (re-planning now)")]
         if data.get("redone"):
             return [f"check {data.get('subtask')}: redone with the verifier's feedback"]
         gaps = data.get("gaps") or []
         return [f"check {data.get('subtask')}: " + ("passed" if not gaps else
                                                     "; ".join(gaps)[:160])]
+    if phase == "replan" and data.get("midrun"):
+        head = f"re-plan after the check of {data.get('after')} (round {data.get('round')})"
+        if data.get("stop"):
+            return [f"{head}: not asked, stopping: {data['stop']}"]
+        if not data.get("applied"):
+            return [f"{head}: no valid edit ("
+                    + "; ".join(data.get("problems") or [])[:160] + "); the plan runs on"]
+        line = f"{head}: added {data.get('added') or []}, redoing {data.get('redone') or []}"
+        if data.get("cancelled"):
+            line += f", cancelled {data['cancelled']} (left out of the answer"
+            line += (f"; stopped {data['interrupted']} before they finished)"
+                     if data.get("interrupted") else ")")
+        return [line]
     if phase == "replan":
         if not data.get("applied"):
             return [f"re-plan round {data.get('round')}: no valid edit ("

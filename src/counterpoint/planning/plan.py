@@ -67,9 +67,12 @@ class Redo(BaseModel):
 class Replan(BaseModel):
     """The re-planner's answer: edits that close the gaps.
 
-    A verify node runs after every subtask of the plan has ended, so a cancel never
+    A verify node runs after every subtask of the plan has ended, so its cancel never
     stops work in flight: it takes a subtask out of the plan. Its result (and those of
-    the subtasks that need it) no longer reach the next verify round or the answer.
+    the subtasks that need it) no longer reach the next verify round or the answer. A
+    mid-run re-plan (a checked subtask still has gaps after its redo) also stops the
+    cancelled subtasks that are running or waiting, and may redo only subtasks that
+    have not started.
     """
 
     add: list[Subtask] = Field(default_factory=list)

@@ -9,6 +9,15 @@ subtasks, a ``verify-N+1`` node, and the ``answer`` node rewired to the newest
 results), until the results pass or a stop condition holds: the rounds, the token
 or money budget, or the deadline. Every round is a ``plan_round`` event in the log.
 
+A subtask checked as soon as it ends (``Limits.check``) is redone once with the
+verifier's gaps; if the redone result still has gaps, it re-plans at once, while other
+subtasks are pending or running (a *mid-run* re-plan): its edits are one live edit that
+interrupts running subtasks it cancels, cancels the subtasks that need them (they are
+not rewired: the re-planner adds replacements), rewrites subtasks that have not
+started, and rewrites the waiting verify node and the answer. A mid-run re-plan uses a
+round (``Limits.max_rounds`` counts verify rounds and mid-run re-plans) and is made only
+when a verify round is left after it and the budgets and deadline allow.
+
 The added nodes' steps are methods of the graph's ``plan`` step and take everything
 else from their recorded inputs, and every decision is recorded before the edit it
 leads to: a run resumed after a crash rebuilds its nodes from the log, and neither
@@ -30,8 +39,10 @@ from ..context import NodeContext
 from ..errors import InvalidOutput, RunFailure
 from ..events import EventKind
 from ..graph import Graph
+from ..ids import NodeId
 from ..models import Message
 from ..patch import Edit
+from ..state import TERMINAL, NodeState, NodeStatus
 from .fitting import fit
 from .plan import (
     Plan,
@@ -252,6 +263,8 @@ class _Snapshot(pydantic.BaseModel):
     cancelled: list[str] = []
     rounds: int
     """Verify rounds run before a verify node; for the answer node, before it."""
+    midrun: int = 0
+    """Re-plans made so far by checked subtasks while the plan ran (each uses a round)."""
 
 
 @dataclass
@@ -315,6 +328,8 @@ class _Session:
     cancelled: list[str] = field(default_factory=list)
     """Ids that re-plans took out of the plan; they are never used again."""
     rounds: int = 0
+    midrun: int = 0
+    """Mid-run re-plans so far (checked subtasks that re-planned while the plan ran)."""
     stopped: bool = False
     """No more verify rounds: the re-planner found no valid edit."""
 
@@ -322,7 +337,12 @@ class _Session:
     def of(cls, steps: _GoalSteps, plan: Mapping[str, Any]) -> _Session:
         known = _Snapshot.model_validate(plan)
         return cls(steps, known.goal, {s.id: s for s in known.subtasks}, dict(known.latest),
-                   list(known.cancelled), known.rounds)
+                   list(known.cancelled), known.rounds, known.midrun)
+
+    @property
+    def used(self) -> int:
+        """Rounds used: verify rounds run and mid-run re-plans made."""
+        return self.rounds + self.midrun
 
     @property
     def team(self) -> Team:
@@ -335,7 +355,7 @@ class _Session:
     def snapshot(self, rounds: int) -> dict[str, Any]:
         return _Snapshot(goal=self.goal, subtasks=list(self.subtasks.values()),
                          latest=self.latest, cancelled=self.cancelled,
-                         rounds=rounds).model_dump(mode="json")
+                         rounds=rounds, midrun=self.midrun).model_dump(mode="json")
 
 
 # ------------------------------------------------------------------- the nodes
@@ -352,18 +372,30 @@ def _add_subtasks(edit: Edit, session: _Session,
         _add_subtask(edit, session, subtask, node)
 
 
-def _add_subtask(edit: Edit, session: _Session, subtask: Subtask, node: str) -> None:
+def _add_subtask(edit: Edit, session: _Session, subtask: Subtask, node: str, *,
+                 replace: bool = False) -> None:
     deps = {dep: session.latest[dep] for dep in subtask.needs}
-    edit.add(node, session.steps.work, subtask=_dump(subtask), goal=session.goal,
-             **{_param(d): _ref(n) for d, n in deps.items()})
+    (edit.replace if replace else edit.add)(
+        node, session.steps.work, subtask=_dump(subtask), goal=session.goal,
+        **{_param(d): _ref(n) for d, n in deps.items()})
 
 
-def _add_tail(edit: Edit, session: _Session, *, replace: bool) -> None:
-    """The next verify node (if rounds remain) and the answer after it."""
+def _add_tail(edit: Edit, session: _Session, *, replace: bool,
+              pending_verify: str | None = None) -> None:
+    """The next verify node (if rounds remain) and the answer after it.
+
+    ``pending_verify`` (a mid-run re-plan): the verify node that has not started yet; it
+    is rewritten in place to judge the plan as it now stands.
+    """
     inputs = {_param(sid): _ref(node) for sid, node in session.latest.items()}
     after: list[str] = list(session.latest.values())
     rounds = session.rounds
-    if not session.stopped and session.rounds < session.limits.max_rounds:
+    if pending_verify is not None:
+        edit.replace(pending_verify, session.steps.verify, plan=session.snapshot(rounds),
+                     **inputs)
+        after = [pending_verify]
+        rounds += 1
+    elif not session.stopped and session.used < session.limits.max_rounds:
         verify_id = f"verify-{session.rounds + 1}"
         edit.add(verify_id, session.steps.verify, plan=session.snapshot(rounds), **inputs)
         after = [verify_id]
@@ -374,6 +406,12 @@ def _add_tail(edit: Edit, session: _Session, *, replace: bool) -> None:
 
 async def _work(session: _Session, subtask: Subtask, results: Mapping[str, Any],
                 ctx: NodeContext) -> Any:
+    live = _live_plan(session.steps, ctx)
+    if live is not None and subtask.id in live[0].cancelled:
+        # a re-plan cancelled this node, but the log that a resumed run was rebuilt from
+        # lost the cancellation the edit implied, so it started anyway: its result
+        # would reach nothing, so no worker is asked for it
+        return None
     worker = session.team.workers[subtask.worker]
     agent = worker if isinstance(worker, Agent) else _tool_agent(worker, session)
     context = fit({_unparam(k): _text(v) for k, v in results.items()},
@@ -383,7 +421,8 @@ async def _work(session: _Session, subtask: Subtask, results: Mapping[str, Any],
     result = await agent.run(task, context=context or None, ctx=ctx)
     output = result.output
     if subtask.id in session.limits.check or "*" in session.limits.check:
-        judged = (await _Earlier.read(ctx)).last("check")  # checked before a crash: keep it
+        earlier = await _Earlier.read(ctx)
+        judged = earlier.last("check")  # checked before a crash: keep it
         gaps = list(judged["gaps"]) if judged else await _check(session, subtask, output, ctx)
         if gaps:  # redo once, with what the verifier found
             feedback = "\n".join(f"- {g}" for g in gaps)
@@ -392,25 +431,47 @@ async def _work(session: _Session, subtask: Subtask, results: Mapping[str, Any],
             output = retry.output
             _record(ctx, {"phase": "check", "subtask": subtask.id, "redone": True,
                           "gaps": gaps})
+            await _after_redo(session, subtask, output, ctx, earlier)
     return output.model_dump(mode="json") if isinstance(output, pydantic.BaseModel) else output
 
 
+async def _after_redo(session: _Session, subtask: Subtask, output: Any, ctx: NodeContext,
+                      earlier: _Earlier) -> None:
+    """Check a redone subtask again; if gaps remain, re-plan now, while the plan runs.
+
+    Only when a round is left for the re-plan and a verify round after it (and the
+    budgets and deadline allow): otherwise the redone result stands, unchecked, and the
+    verify rounds judge it. A decision an earlier attempt recorded is used again.
+    """
+    rejudged = earlier.last("recheck")
+    if rejudged is None and earlier.last("replan") is None:
+        live = _live_plan(session.steps, ctx)
+        if live is None or _stop_reason(live[0], ctx, extra=1) is not None:
+            return
+    gaps = (list(rejudged["gaps"]) if rejudged is not None
+            else await _check(session, subtask, output, ctx, again=True))
+    if gaps:
+        await _midrun_replan(session.steps, subtask, gaps, output, ctx, earlier)
+
+
 async def _check(session: _Session, subtask: Subtask, output: Any,
-                 ctx: NodeContext) -> list[str]:
-    """The verifier's gaps in one subtask's result (empty if it passes)."""
+                 ctx: NodeContext, *, again: bool = False) -> list[str]:
+    """The verifier's gaps in one subtask's result (empty if it passes); ``again`` for
+    the redone result (a ``recheck``)."""
     team = session.team
     generation = await team.verifier.model.generate(
         f"Goal: {session.goal}\n\nSubtask [{subtask.id}]: {subtask.task}"
         + (f" (expected: {subtask.expected})" if subtask.expected else "")
         + f"\nresult: {fit({'result': _text(output)}, session.limits.context_chars)['result']}",
         system=team.verifier.instructions, output=Verdict,
-        max_tokens=team.verifier.turn_tokens * 2, ctx=ctx, purpose=f"check {subtask.id}")
+        max_tokens=team.verifier.turn_tokens * 2, ctx=ctx,
+        purpose=f"{'recheck' if again else 'check'} {subtask.id}")
     verdict = generation.output
     assert verdict is not None
     gaps = [g.problem for g in verdict.gaps] or ([] if verdict.complete else
                                                  ["the result does not do the subtask"])
-    _record(ctx, {"phase": "check", "subtask": subtask.id, "complete": not gaps,
-                  "gaps": gaps})
+    _record(ctx, {"phase": "recheck" if again else "check", "subtask": subtask.id,
+                  "complete": not gaps, "gaps": gaps})
     return gaps
 
 
@@ -454,10 +515,13 @@ async def _verify(session: _Session, results: Mapping[str, Any],
     return {"round": session.rounds, "complete": False, "replanned": edits, "gaps": gaps}
 
 
-def _stop_reason(session: _Session, ctx: NodeContext) -> str | None:
+def _stop_reason(session: _Session, ctx: NodeContext, *, extra: int = 0) -> str | None:
+    """Why no more re-planning, if a stop condition holds. Rounds are the verify rounds
+    run and the mid-run re-plans made; ``extra`` rounds must still be left (a mid-run
+    re-plan needs one for itself, and a verify round always follows it)."""
     limits = session.limits
     usage = ctx.usage
-    if session.rounds >= limits.max_rounds:
+    if session.used + extra >= limits.max_rounds:
         return f"max rounds ({limits.max_rounds}) reached"
     if limits.max_tokens is not None and usage.tokens >= limits.max_tokens:
         return f"token budget used ({usage.tokens:,} of {limits.max_tokens:,})"
@@ -504,26 +568,34 @@ async def _replan(session: _Session, verdict: Verdict, shown: str, ctx: NodeCont
 async def _ask_replanner(session: _Session, verdict: Verdict, shown: str,
                          ctx: NodeContext) -> tuple[Replan | None, list[str]]:
     """The re-planner's edits and their problems (empty when valid), after re-asks."""
-    team, limits = session.team, session.limits
+    team = session.team
     workers = sorted(team.workers)
     gaps = "\n".join(f"- {g.problem}" + (f" (subtask {g.subtask})" if g.subtask else "")
                      for g in verdict.gaps) or "- the verifier found the results incomplete"
-    conversation = [Message.user(
+    return await _ask(session, (
         f"Goal: {session.goal}\n\nWorkers:\n{team.describe_workers()}\n\nCurrent subtasks "
         f"and results:\n{shown}\n\nGaps:\n{gaps}\n\nAdd subtasks with new ids or redo "
         "existing ones to close the gaps; cancel subtasks whose results are wrong or not "
-        "needed (they are left out of the answer, with the subtasks that need them).")]
-    answer_type = replan_type(workers, limits.max_subtasks)
+        "needed (they are left out of the answer, with the subtasks that need them)."),
+        ctx, f"replan {session.rounds}", lambda r: _replan_problems(session, r, workers))
+
+
+async def _ask(session: _Session, question: str, ctx: NodeContext, purpose: str,
+               problems_of: Callable[[Replan], list[str]]) -> tuple[Replan | None, list[str]]:
+    """Ask the re-planner ``question``; re-ask with the problems ``problems_of`` finds."""
+    team, limits = session.team, session.limits
+    conversation = [Message.user(question)]
+    answer_type = replan_type(sorted(team.workers), limits.max_subtasks)
     replan: Replan | None = None
     problems: list[str] = []
     for attempt in range(1, limits.plan_attempts + 1):
         generation = await team.replanner.model.generate(
             conversation, system=team.replanner.instructions, output=answer_type,
             max_tokens=team.replanner.turn_tokens * 2, ctx=ctx,
-            purpose=f"replan {session.rounds}.{attempt}")
+            purpose=f"{purpose}.{attempt}")
         replan = generation.output
         assert replan is not None
-        problems = _replan_problems(session, replan, workers)
+        problems = problems_of(replan)
         if not problems:
             break
         conversation = [*conversation, generation.response.message(), Message.user(
@@ -598,6 +670,159 @@ def _with_dependents(plan: Mapping[str, Subtask], cancel: Iterable[str]) -> list
                 gone.add(sid)
                 grew = True
     return [sid for sid in plan if sid in gone]
+
+
+# ------------------------------------------------------------ mid-run re-plans
+async def _midrun_replan(steps: _GoalSteps, subtask: Subtask, gaps: Sequence[str],
+                         output: Any, ctx: NodeContext, earlier: _Earlier) -> None:
+    """A checked subtask whose redone result still has gaps asks the re-planner now,
+    while other subtasks may be pending or running, and applies its answer as one live
+    edit (:func:`_midrun_edit`). The decision is recorded before the edit, and an earlier
+    attempt's decision is used again."""
+    reason = f"re-plan after the check of {ctx.node}"
+    decided = earlier.last("replan")
+    if decided is None:
+        live = _live_plan(steps, ctx)
+        if live is None:
+            return
+        session = live[0]
+        head = {"phase": "replan", "midrun": True, "after": subtask.id,
+                "round": session.used + 1}
+        stop = _stop_reason(session, ctx, extra=1)
+        if stop is not None:
+            decided = {**head, "applied": False, "stop": stop}
+        else:
+            def problems_of(replan: Replan) -> list[str]:
+                now = _live_plan(steps, ctx)
+                return (["the verify and answer nodes have started; nothing can change now"]
+                        if now is None else _midrun_problems(now[0], replan, ctx))
+
+            gap_lines = "\n".join(f"- {g}" for g in gaps)
+            question = (
+                f"Goal: {session.goal}\n\nWorkers:\n{session.team.describe_workers()}\n\n"
+                f"Subtasks as they stand (some have not finished):\n"
+                f"{_live_results(session, ctx, output)}\n\nSubtask {subtask.id} was checked, "
+                f"redone with the verifier's feedback, and still has these gaps:\n"
+                f"{gap_lines}\n\nClose the gaps now, while the plan runs: add subtasks with "
+                "new ids, redo subtasks that have not started, or cancel subtasks that do "
+                "not serve the goal (a running one is stopped; the subtasks that need a "
+                "cancelled one are cancelled too, and none of them reach the answer).")
+            replan, problems = await _ask(session, question, ctx, f"replan {ctx.node}",
+                                          problems_of)
+            now = _live_plan(steps, ctx)  # no await since the last check: the same plan
+            if replan is None or problems or now is None:
+                decided = {**head, "applied": False, "problems": problems or [
+                    "the verify and answer nodes have started; nothing can change now"]}
+            else:
+                cancelled = _with_dependents(now[0].subtasks, replan.cancel)
+                decided = {**head, "applied": True, "added": [s.id for s in replan.add],
+                           "redone": [r.id for r in replan.redo],
+                           **({"cancelled": cancelled,
+                               "interrupted": [sid for sid in cancelled
+                                               if not _ended(now[0], sid, ctx)]}
+                              if cancelled else {}),
+                           "edits": _dump(replan)}
+        _record(ctx, decided)
+    if not decided.get("applied") or reason in earlier.applied:
+        return
+    live = _live_plan(steps, ctx)
+    if live is not None:  # (None: resumed after the tail started; nothing left to edit)
+        ctx.apply(_midrun_edit(live[0], Replan.model_validate(decided["edits"]), ctx,
+                               reason, live[1]))
+
+
+def _live_plan(steps: _GoalSteps, ctx: NodeContext) -> tuple[_Session, str | None] | None:
+    """The plan as it stands, and the verify node waiting for it (if any); None once the
+    answer node has started.
+
+    Read from the recorded ``plan`` input of the verify node that has not started (else
+    of the answer node): every edit that changes the plan rewrites these nodes, and they
+    wait for every subtask in it, so while a subtask runs they hold the plan as it stands.
+    """
+    nodes = ctx._execution.state.nodes  # not on NodeContext's public surface
+    answer = nodes.get(NodeId("answer"))
+    if answer is None or not _unstarted(answer):
+        return None
+    source, pending = answer, None
+    for node in answer.spec.after:
+        ns = nodes.get(node)
+        if node.startswith("verify-") and ns is not None and _unstarted(ns):
+            source, pending = ns, str(node)
+    plan = source.spec.inputs.get("plan")
+    if not isinstance(plan, Mapping):
+        return None
+    return _Session.of(steps, plan), pending
+
+
+def _unstarted(ns: NodeState) -> bool:
+    return ns.status in (NodeStatus.PENDING, NodeStatus.READY) and not ns.attempt
+
+
+def _node_state(session: _Session, sid: str, ctx: NodeContext) -> NodeState:
+    return ctx._execution.state.nodes[NodeId(session.latest[sid])]
+
+
+def _ended(session: _Session, sid: str, ctx: NodeContext) -> bool:
+    """Whether the node holding ``sid``'s newest result has ended (this node counts as
+    ended: it is about to return its result)."""
+    return session.latest[sid] == ctx.node or _node_state(session, sid, ctx).status in TERMINAL
+
+
+def _live_results(session: _Session, ctx: NodeContext, output: Any) -> str:
+    """The subtasks and their results so far (a status for those not finished)."""
+    shown: dict[str, Any] = {}
+    for sid, node in session.latest.items():
+        ns = _node_state(session, sid, ctx)
+        if node == ctx.node:
+            shown[_param(sid)] = output
+        elif ns.status is NodeStatus.SUCCEEDED:
+            shown[_param(sid)] = ns.output
+        else:
+            shown[_param(sid)] = "(not started)" if _unstarted(ns) else f"({ns.status.value})"
+    return _results_text(session, shown)
+
+
+def _midrun_problems(session: _Session, replan: Replan, ctx: NodeContext) -> list[str]:
+    """Everything wrong with a mid-run re-plan: what is wrong with any re-plan, and redoing
+    a subtask that has started (only a node that has not started can be rewritten)."""
+    problems = _replan_problems(session, replan, sorted(session.team.workers))
+    for sid in dict.fromkeys(r.id for r in replan.redo):
+        if sid in session.latest and (session.latest[sid] == ctx.node
+                                      or not _unstarted(_node_state(session, sid, ctx))):
+            problems.append(f"subtask {sid!r} has started; it cannot be redone now: cancel "
+                            "it and add a new subtask instead")
+    return problems
+
+
+def _midrun_edit(session: _Session, replan: Replan, ctx: NodeContext, reason: str,
+                 pending_verify: str | None) -> Edit:
+    """The live edit of a mid-run re-plan (``session`` follows it).
+
+    A cancelled subtask, and every subtask that needs it, leaves the plan; the nodes of
+    those that have not ended are cancelled with the edit's reason (a running one is
+    interrupted). The node re-planning is not cancelled: it ends with its result, which
+    no longer reaches the answer. Dependents are cancelled rather than rewired: the
+    re-planner adds a replacement, and what needs it, as new subtasks. A redone subtask
+    has not started: its node is rewritten in place with the new task. The waiting
+    verify node and the answer are rewritten to take the plan as it now stands.
+    """
+    edit = Edit(reason)
+    for sid in _with_dependents(session.subtasks, replan.cancel):
+        if not _ended(session, sid, ctx):
+            edit.cancel(session.latest[sid])
+        del session.subtasks[sid], session.latest[sid]
+        session.cancelled.append(sid)
+    for redo in replan.redo:
+        # (a resumed run may find it started meanwhile: then it keeps its task)
+        if redo.id in session.latest and _unstarted(_node_state(session, redo.id, ctx)) \
+                and session.latest[redo.id] != ctx.node:
+            revised = session.subtasks[redo.id].model_copy(update={"task": redo.task})
+            session.subtasks[redo.id] = revised
+            _add_subtask(edit, session, revised, session.latest[redo.id], replace=True)
+    _add_subtasks(edit, session, [(s, s.id) for s in replan.add])
+    session.midrun += 1
+    _add_tail(edit, session, replace=True, pending_verify=pending_verify)
+    return edit
 
 
 async def _answer(session: _Session, results: Mapping[str, Any],

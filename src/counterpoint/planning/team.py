@@ -39,7 +39,8 @@ class Limits:
     """Stop conditions and sizes of a planned run."""
 
     max_rounds: int = 2
-    """Verify rounds (each may re-plan); 0 turns verification off."""
+    """Verify rounds (each may re-plan); 0 turns verification off. A mid-run re-plan
+    (see ``check``) uses one of them."""
     max_tokens: int | None = None
     """Stop re-planning once the run has used this many tokens."""
     max_cost: float | None = None
@@ -60,7 +61,8 @@ class Limits:
     check: tuple[str, ...] = ()
     """Subtask ids whose result the verifier checks as soon as it exists, before their
     dependents start (``("*",)`` for every subtask); a result with gaps is redone once
-    with the gaps as feedback."""
+    with the gaps as feedback. If rounds are left, the redone result is checked again,
+    and if it still has gaps the re-planner is asked at once, while the plan runs."""
 
     def __post_init__(self) -> None:
         if self.max_rounds < 0 or self.max_subtasks < 1 or self.plan_attempts < 1:
