@@ -303,3 +303,26 @@ def test_a_patch_may_replace_a_node_to_depend_on_a_node_it_adds() -> None:
     assert state.nodes[NodeId("b")].dependents == (NodeId("tail"),)
     assert NodeId("tail") not in state.nodes[NodeId("a")].dependents
     assert state.nodes[NodeId("tail")].unmet == 1
+
+
+def test_a_resume_ends_the_running_nodes_an_edit_cancelled_instead_of_rerunning_them() -> None:
+    # the log holds the edit, but not the node_cancelled its running node's task would
+    # have logged: the process died in between
+    g = Graph("p")
+    g.add("a", step)
+    g.add("b", step, after=["a"])
+    g.add("c", step)
+    state = new_state(g)
+    apply(state, Event(EventKind.RUN_CREATED, 0.0))
+    start(state, "a")
+    start(state, "c")
+    edit = Edit("drop a")
+    edit.cancel("a")
+    patch = edit.build("p", {k: v.spec for k, v in state.nodes.items()})
+    apply(state, Event(EventKind.PATCH_APPLIED, 1.0, output=patch))
+    assert state.nodes[NodeId("a")].status is NodeStatus.RUNNING  # its task would stop it
+    events = apply(state, Event(EventKind.RUN_RESUMED, 5.0))
+    assert {(e.kind, e.node) for e in events[1:]} == {
+        (EventKind.NODE_CANCELLED, "a"), (EventKind.NODE_CANCELLED, "b"),
+        (EventKind.NODE_READY, "c")}
+    assert state.nodes[NodeId("a")].error == {"reason": "drop a"}

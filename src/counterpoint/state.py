@@ -211,6 +211,9 @@ class RunState:
     """The run's model calls and usage; ``None`` until the first (see :attr:`models`)."""
     node_models: dict[NodeId, ModelTally] = field(default_factory=dict)
     """Model calls and usage per node (only nodes that called a model)."""
+    cancel_requested: dict[NodeId, str] = field(default_factory=dict)
+    """Nodes an applied edit cancelled -> its reason. A running one ends cancelled when its
+    task stops; if the process died first, the resume ends it cancelled (it never re-runs)."""
 
     @classmethod
     def new(cls, run_id: RunId, graph: str, specs: Iterable[NodeSpec], *,
@@ -489,6 +492,8 @@ def _unlink(ns: NodeState, dependent: NodeId) -> None:
 
 def _apply_patch(state: RunState, patch: Patch) -> None:
     nodes = state.nodes
+    for node in patch.cancel:
+        state.cancel_requested[node] = patch.reason or "cancelled by an edit"
     _add_specs(state, patch.add)  # first: a replaced node may depend on a node added here
     for spec in patch.replace:
         ns = nodes[spec.id]
@@ -546,8 +551,16 @@ def react(state: RunState, event: Event, now: float) -> list[Event]:
                 out.append(Event(NODE_CANCELLED, now, node,
                                  data={"reason": patch.reason or "cancelled by an edit"}))
         _settle(state, patch.touched, now, out)
-    elif kind in (RUN_CREATED, RUN_RESUMED):
+    elif kind is RUN_CREATED:
         _settle(state, list(state.nodes), now, out)
+    elif kind is RUN_RESUMED:
+        # an edit's cancels whose node_cancelled did not reach the log (the node was
+        # running, and the process died before its task stopped) end now: never re-run
+        doomed = {n for n in state.cancel_requested if state.nodes[n].status not in TERMINAL}
+        for node in doomed:
+            out.append(Event(NODE_CANCELLED, now, node,
+                             data={"reason": state.cancel_requested[node]}))
+        _settle(state, [n for n in state.nodes if n not in doomed], now, out)
     if state.open == 0 and state.status is _RUN_RUNNING and not out \
             and kind is not RUN_FINISHED:
         out.append(Event(RUN_FINISHED, now, data={"status": final_status(state)}))
