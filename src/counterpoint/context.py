@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Any
 from .events import Event, EventKind
 from .ids import NodeId, RunId
 from .patch import Edit
-from .state import ModelTally, NodeStatus
+from .state import ModelTally, NodeStatus, RunState
 
 if TYPE_CHECKING:
+    from .options import RunOptions
     from .runtime import Execution
     from .store import RunStore
 
@@ -85,6 +86,17 @@ class NodeContext:
     def apply(self, edit: Edit) -> int:
         """Validate and apply ``edit`` atomically; returns the new graph version."""
         return self._execution.apply(edit)
+
+    @property
+    def state(self) -> RunState:
+        """The run's live state: every node's spec, status and output (read-only by
+        convention, as :attr:`RunHandle.state`; change the run through :meth:`apply`)."""
+        return self._execution.state
+
+    @property
+    def options(self) -> RunOptions:
+        """The run's options (concurrency, limits, deadline)."""
+        return self._execution.options
 
     def nodes(self) -> dict[NodeId, NodeStatus]:
         """Every node of the run now (including spawned and added ones) and its status."""

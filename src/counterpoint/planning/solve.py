@@ -529,7 +529,7 @@ def _stop_reason(session: _Session, ctx: NodeContext, *, extra: int = 0) -> str 
         return f"money budget used (${usage.cost:.4f} of ${limits.max_cost:.4f})"
     # the run's own deadline cancels whatever is left when it passes: stop re-planning
     # before that too, so the answer still gets written
-    run_deadline = ctx._execution.options.deadline  # not on NodeContext's public surface
+    run_deadline = ctx.options.deadline
     deadlines = [d for d in (limits.deadline, run_deadline) if d is not None]
     if deadlines and time.time() - ctx.run_started_at >= 0.7 * min(deadlines):
         return f"deadline near ({min(deadlines):g}s)"
@@ -739,7 +739,7 @@ def _live_plan(steps: _GoalSteps, ctx: NodeContext) -> tuple[_Session, str | Non
     of the answer node): every edit that changes the plan rewrites these nodes, and they
     wait for every subtask in it, so while a subtask runs they hold the plan as it stands.
     """
-    nodes = ctx._execution.state.nodes  # not on NodeContext's public surface
+    nodes = ctx.state.nodes
     answer = nodes.get(NodeId("answer"))
     if answer is None or not _unstarted(answer):
         return None
@@ -759,7 +759,7 @@ def _unstarted(ns: NodeState) -> bool:
 
 
 def _node_state(session: _Session, sid: str, ctx: NodeContext) -> NodeState:
-    return ctx._execution.state.nodes[NodeId(session.latest[sid])]
+    return ctx.state.nodes[NodeId(session.latest[sid])]
 
 
 def _ended(session: _Session, sid: str, ctx: NodeContext) -> bool:
