@@ -201,7 +201,7 @@ class Execution:
         """
         held = self._held
         nodes = self.state.nodes
-        for node_id, ev in held.items():
+        for node_id, ev in held.items():  # nodes started in the burst are gone already
             if nodes[node_id].status is READY:
                 self._seq += 1
                 ev.seq = self._seq
@@ -211,27 +211,33 @@ class Execution:
         held.clear()
 
     def _dispatch(self) -> None:
+        """Start what :func:`pick` chooses. One pass is enough: starting a node makes no
+        other node ready, and what pick passed over (no free slot or resource) stays so."""
         state = self.state
-        while state.ready and state.status is _RUN_RUNNING and state.stop_reason is None:
-            free = self._slots - state.running
-            if free <= 0:
-                return
-            chosen = pick(state, free)
-            if not chosen:
-                return
-            now = time.time()
-            nodes = state.nodes
-            append = self.store.append
-            for node_id in chosen:  # applied and logged here: nothing follows from a start
-                ev = Event(NODE_STARTED, now, node_id, nodes[node_id].attempt + 1)
-                self._seq = ev.seq = self._seq + 1
-                evolve(state, ev)
-                append(self.run_id, ev)
-                for queue in self._subscribers:
-                    queue.put_nowait(ev)
-            for node_id in chosen:
-                ns = nodes[node_id]
-                self._spawn(node_id, self._run_node(ns.spec, ns.attempt))
+        if not state.ready or state.status is not _RUN_RUNNING or state.stop_reason is not None:
+            return
+        free = self._slots - state.running
+        if free <= 0:
+            return
+        chosen = pick(state, free)
+        if not chosen:
+            return
+        now = time.time()
+        nodes = state.nodes
+        append = self.store.append
+        held = self._held
+        for node_id in chosen:  # applied and logged here: nothing follows from a start
+            ev = Event(NODE_STARTED, now, node_id, nodes[node_id].attempt + 1)
+            self._seq = ev.seq = self._seq + 1
+            evolve(state, ev)
+            append(self.run_id, ev)
+            for queue in self._subscribers:
+                queue.put_nowait(ev)
+            if held:
+                held.pop(node_id, None)  # started in its burst: its node_ready is implied
+        for node_id in chosen:
+            ns = nodes[node_id]
+            self._spawn(node_id, self._run_node(ns.spec, ns.attempt))
 
     def _finished(self) -> None:
         if self._deadline is not None:
