@@ -73,6 +73,8 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     # start-up (interpreter, imports, store) before the first node ran: on a busy machine
     # most of the wall time, so kill times are drawn mostly after it
     result["startup"] = min(at for _, at in _executions(side)) - launched
+    # and the last node finished well before the process exited (teardown, output)
+    result["last"] = max(at for _, at in _executions(side)) - launched
     counts = Counter(node for node, _ in _executions(side))
     assert set(counts.values()) == {1}, "an uninterrupted run executes every node once"
     assert result["status"] == "succeeded"
@@ -85,14 +87,15 @@ def test_sigkill_at_random_moments_then_resume(tmp_path: Path,
     reran_total = 0
     margins: list[float] = []
     killed_before_create = mid_run = 0
-    wall = float(reference["wall"])  # type: ignore[arg-type]
-    startup = min(float(reference["startup"]), wall - 0.1)  # type: ignore[arg-type]
+    last = float(reference["last"])  # type: ignore[arg-type]
+    startup = min(float(reference["startup"]), last - 0.1)  # type: ignore[arg-type]
     for trial in range(TRIALS):
         db, side = tmp_path / f"t{trial}.db", tmp_path / f"t{trial}.side"
         run_id = f"r-crash-{trial}"
         proc = _runner("run", db, run_id, side)
-        # anywhere from late in start-up (some kills land before the run exists) to the end
-        time.sleep(rng.uniform(max(0.1, 0.6 * startup), wall))
+        # anywhere from late in start-up (some kills land before the run exists) to the
+        # last node's finish in the reference run
+        time.sleep(rng.uniform(max(0.1, 0.85 * startup), last))
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=30)
         killed_at = time.time()
