@@ -149,14 +149,7 @@ class SQLiteStore(RunStore):
                     applied = [r[0] for r in conn.execute(
                         "SELECT name FROM migrations ORDER BY rowid")]
             known = [name for name, _ in self._migrations]
-            unknown = [name for name in applied if name not in known]
-            if unknown:
-                raise StoreTooNew(
-                    f"{where}: written by a newer counterpoint (unknown migrations: "
-                    f"{', '.join(unknown)}); upgrade counterpoint to use it. The file was "
-                    "not modified")
-            if applied != known[:len(applied)]:
-                raise StoreCorrupt(f"{where}: migrations applied out of order: {applied}")
+            _check_applied(applied, known, where)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -166,8 +159,7 @@ class SQLiteStore(RunStore):
                 # file may have migrated it while this one waited ("table runs already
                 # exists" otherwise)
                 applied = [r[0] for r in conn.execute("SELECT name FROM migrations ORDER BY rowid")]
-                if [n for n in applied if n not in known] or applied != known[:len(applied)]:
-                    raise StoreCorrupt(f"{where}: migrations changed while opening: {applied}")
+                _check_applied(applied, known, where)
                 for name, sql in self._migrations[len(applied):]:
                     for statement in sql.split(";"):
                         if statement.strip():
@@ -259,19 +251,22 @@ class SQLiteStore(RunStore):
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
         self._waiters.append((loop, fut, target))
-        self._urgent.set()
-        self._wake.set()
+        self._hurry()
         if not self._writer.is_alive():  # it died after the check above: never wait forever
             self._raise_failure()
         await fut
 
     def flush_sync(self) -> None:
         target = self._appended
-        self._urgent.set()
-        self._wake.set()
+        self._hurry()
         while self._committed < target and self._failure is None and self._writer.is_alive():
             time.sleep(0.001)
         self._raise_failure()
+
+    def _hurry(self) -> None:
+        """Wake the writer and have it commit without gathering (someone waits for it)."""
+        self._urgent.set()
+        self._wake.set()
 
     def _raise_failure(self) -> None:
         if self._failure is not None:
@@ -497,12 +492,22 @@ class SQLiteStore(RunStore):
         if self._closing:
             return
         self._closing = True
-        self._urgent.set()
-        self._wake.set()
+        self._hurry()
         self._writer.join()
         with self._read_lock:
             self._reader.close()
         self._raise_failure()
+
+
+def _check_applied(applied: list[str], known: list[str], where: str) -> None:
+    """Refuse a file whose applied migrations this version does not know, or out of order."""
+    unknown = [name for name in applied if name not in known]
+    if unknown:
+        raise StoreTooNew(
+            f"{where}: written by a newer counterpoint (unknown migrations: "
+            f"{', '.join(unknown)}); upgrade counterpoint to use it. The file was not modified")
+    if applied != known[:len(applied)]:
+        raise StoreCorrupt(f"{where}: migrations applied out of order: {applied}")
 
 
 def _record(row: tuple[Any, ...]) -> RunRecord:
@@ -520,4 +525,3 @@ def _resolve_all(futures: list[asyncio.Future[None]]) -> None:
 def _fail(fut: asyncio.Future[None], exc: BaseException) -> None:
     if not fut.done():
         fut.set_exception(StoreError(f"writing to the store failed: {exc}"))
-
