@@ -351,36 +351,28 @@ def round_lines(data: Mapping[str, Any]) -> list[str]:
             lines.append(f"  stopping: {data['stop']}")
         return lines
     if phase in ("check", "recheck"):
-        if phase == "recheck":
-            gaps = data.get("gaps") or []
-            return [f"check {data.get('subtask')} again: " + (
-                "passed" if not gaps else "; ".join(gaps)[:160] + " (re-planning now)")]
-        if data.get("redone"):
-            return [f"check {data.get('subtask')}: redone with the verifier's feedback"]
+        subject = f"check {data.get('subtask')}" + (" again" if phase == "recheck" else "")
+        if phase == "check" and data.get("redone"):
+            return [f"{subject}: redone with the verifier's feedback"]
         gaps = data.get("gaps") or []
-        return [f"check {data.get('subtask')}: " + ("passed" if not gaps else
-                                                    "; ".join(gaps)[:160])]
-    if phase == "replan" and data.get("midrun"):
-        head = f"re-plan after the check of {data.get('after')} (round {data.get('round')})"
-        if data.get("stop"):
+        if not gaps:
+            return [f"{subject}: passed"]
+        return [f"{subject}: " + "; ".join(gaps)[:160]
+                + (" (re-planning now)" if phase == "recheck" else "")]
+    if phase == "replan":
+        midrun = data.get("midrun")
+        head = (f"re-plan after the check of {data.get('after')} (round {data.get('round')})"
+                if midrun else f"re-plan round {data.get('round')}")
+        if midrun and data.get("stop"):
             return [f"{head}: not asked, stopping: {data['stop']}"]
         if not data.get("applied"):
-            return [f"{head}: no valid edit ("
-                    + "; ".join(data.get("problems") or [])[:160] + "); the plan runs on"]
+            return [f"{head}: no valid edit (" + "; ".join(data.get("problems") or [])[:160]
+                    + ("); the plan runs on" if midrun else "); answering now")]
         line = f"{head}: added {data.get('added') or []}, redoing {data.get('redone') or []}"
         if data.get("cancelled"):
             line += f", cancelled {data['cancelled']} (left out of the answer"
             line += (f"; stopped {data['interrupted']} before they finished)"
                      if data.get("interrupted") else ")")
-        return [line]
-    if phase == "replan":
-        if not data.get("applied"):
-            return [f"re-plan round {data.get('round')}: no valid edit ("
-                    + "; ".join(data.get("problems") or [])[:160] + "); answering now"]
-        line = (f"re-plan round {data.get('round')}: added {data.get('added') or []}, "
-                f"redoing {data.get('redone') or []}")
-        if data.get("cancelled"):
-            line += f", cancelled {data['cancelled']} (left out of the answer)"
         return [line]
     return []
 

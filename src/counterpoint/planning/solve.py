@@ -352,6 +352,15 @@ class _Session:
     def limits(self) -> Limits:
         return self.steps.limits
 
+    def drop(self, cancel: Iterable[str]) -> list[tuple[str, str]]:
+        """Take the subtasks in ``cancel``, and those that need them, out of the plan for
+        good; returns each one's id and the node that held its newest result."""
+        gone = [(sid, self.latest[sid]) for sid in _with_dependents(self.subtasks, cancel)]
+        for sid, _ in gone:
+            del self.subtasks[sid], self.latest[sid]
+            self.cancelled.append(sid)
+        return gone
+
     def snapshot(self, rounds: int) -> dict[str, Any]:
         return _Snapshot(goal=self.goal, subtasks=list(self.subtasks.values()),
                          latest=self.latest, cancelled=self.cancelled,
@@ -646,9 +655,7 @@ def _replan_edit(session: _Session, replan: Replan) -> Edit:
     result, nor those of the subtasks that need it.
     """
     edit = Edit(f"re-plan after verify-{session.rounds}")
-    for sid in _with_dependents(session.subtasks, replan.cancel):
-        del session.subtasks[sid], session.latest[sid]
-        session.cancelled.append(sid)
+    session.drop(replan.cancel)
     # a subtask added in the same edit that needs a redone one gets the new result, and
     # the verifier judges the redone task
     revised: list[tuple[Subtask, str]] = [
@@ -673,6 +680,7 @@ def _with_dependents(plan: Mapping[str, Subtask], cancel: Iterable[str]) -> list
 
 
 # ------------------------------------------------------------ mid-run re-plans
+_TAIL_STARTED = "the verify and answer nodes have started; nothing can change now"
 async def _midrun_replan(steps: _GoalSteps, subtask: Subtask, gaps: Sequence[str],
                          output: Any, ctx: NodeContext, earlier: _Earlier) -> None:
     """A checked subtask whose redone result still has gaps asks the re-planner now,
@@ -694,7 +702,7 @@ async def _midrun_replan(steps: _GoalSteps, subtask: Subtask, gaps: Sequence[str
         else:
             def problems_of(replan: Replan) -> list[str]:
                 now = _live_plan(steps, ctx)
-                return (["the verify and answer nodes have started; nothing can change now"]
+                return ([_TAIL_STARTED]
                         if now is None else _midrun_problems(now[0], replan, ctx))
 
             gap_lines = "\n".join(f"- {g}" for g in gaps)
@@ -712,7 +720,7 @@ async def _midrun_replan(steps: _GoalSteps, subtask: Subtask, gaps: Sequence[str
             now = _live_plan(steps, ctx)  # no await since the last check: the same plan
             if replan is None or problems or now is None:
                 decided = {**head, "applied": False, "problems": problems or [
-                    "the verify and answer nodes have started; nothing can change now"]}
+                    _TAIL_STARTED]}
             else:
                 cancelled = _with_dependents(now[0].subtasks, replan.cancel)
                 decided = {**head, "applied": True, "added": [s.id for s in replan.add],
@@ -763,9 +771,14 @@ def _node_state(session: _Session, sid: str, ctx: NodeContext) -> NodeState:
 
 
 def _ended(session: _Session, sid: str, ctx: NodeContext) -> bool:
-    """Whether the node holding ``sid``'s newest result has ended (this node counts as
-    ended: it is about to return its result)."""
-    return session.latest[sid] == ctx.node or _node_state(session, sid, ctx).status in TERMINAL
+    """Whether the node holding ``sid``'s newest result has ended."""
+    return _node_ended(session.latest[sid], ctx)
+
+
+def _node_ended(node: str, ctx: NodeContext) -> bool:
+    """Whether ``node`` has ended (this node counts as ended: it is about to return its
+    result)."""
+    return node == ctx.node or ctx.state.nodes[NodeId(node)].status in TERMINAL
 
 
 def _live_results(session: _Session, ctx: NodeContext, output: Any) -> str:
@@ -807,11 +820,9 @@ def _midrun_edit(session: _Session, replan: Replan, ctx: NodeContext, reason: st
     verify node and the answer are rewritten to take the plan as it now stands.
     """
     edit = Edit(reason)
-    for sid in _with_dependents(session.subtasks, replan.cancel):
-        if not _ended(session, sid, ctx):
-            edit.cancel(session.latest[sid])
-        del session.subtasks[sid], session.latest[sid]
-        session.cancelled.append(sid)
+    for _, node in session.drop(replan.cancel):
+        if not _node_ended(node, ctx):
+            edit.cancel(node)
     for redo in replan.redo:
         # (a resumed run may find it started meanwhile: then it keeps its task)
         if redo.id in session.latest and _unstarted(_node_state(session, redo.id, ctx)) \
