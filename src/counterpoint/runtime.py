@@ -203,12 +203,16 @@ class Execution:
         nodes = self.state.nodes
         for node_id, ev in held.items():  # nodes started in the burst are gone already
             if nodes[node_id].status is READY:
-                self._seq += 1
-                ev.seq = self._seq
-                self.store.append(self.run_id, ev)
-                for queue in self._subscribers:
-                    queue.put_nowait(ev)
+                self._persist(ev)
         held.clear()
+
+    def _persist(self, ev: Event) -> None:
+        """Number, log and publish an event already applied (see :meth:`_drain` for the
+        same steps inlined in the hot loop)."""
+        self._seq = ev.seq = self._seq + 1
+        self.store.append(self.run_id, ev)
+        for queue in self._subscribers:
+            queue.put_nowait(ev)
 
     def _dispatch(self) -> None:
         """Start what :func:`pick` chooses. One pass is enough: starting a node makes no
@@ -224,15 +228,11 @@ class Execution:
             return
         now = time.time()
         nodes = state.nodes
-        append = self.store.append
         held = self._held
         for node_id in chosen:  # applied and logged here: nothing follows from a start
             ev = Event(NODE_STARTED, now, node_id, nodes[node_id].attempt + 1)
-            self._seq = ev.seq = self._seq + 1
             evolve(state, ev)
-            append(self.run_id, ev)
-            for queue in self._subscribers:
-                queue.put_nowait(ev)
+            self._persist(ev)
             if held:
                 held.pop(node_id, None)  # started in its burst: its node_ready is implied
         for node_id in chosen:
