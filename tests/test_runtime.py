@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from pathlib import Path
 from typing import Any
@@ -671,3 +672,133 @@ def test_resume_finishes_a_stop_that_a_crash_interrupted() -> None:
     assert result.status is RunStatus.CANCELLED
     assert calls == []
     assert [result.nodes[n].status for n in ("a", "b")] == [NodeStatus.CANCELLED] * 2
+
+
+# --------------------------------------------------------------------------- task hand-over
+# A node that succeeds hands its task to the first node its success starts (runtime
+# ``_run_node``). These tests pin down what that must and must not change.
+
+
+def _recording(tasks: dict[str, asyncio.Task[Any] | None]) -> Any:
+    async def step(name: str, **_: Any) -> str:
+        tasks[name] = asyncio.current_task()
+        return name
+    return step
+
+
+def test_the_node_a_success_starts_runs_on_in_the_same_task() -> None:
+    tasks: dict[str, asyncio.Task[Any] | None] = {}
+    step = _recording(tasks)
+    g = cp.Graph("handover")
+    a = g.add("a", step, name="a")
+    b = g.add("b", step, name="b", x=a)
+    g.add("c", step, name="c", x=a)  # a's success starts b and c: one of them gets a's task
+    g.add("d", step, name="d", x=b)
+    result = run(g)
+    assert result.ok
+    assert result.outputs == {"a": "a", "b": "b", "c": "c", "d": "d"}
+    assert tasks["a"] is not None
+    shared = [n for n in "bc" if tasks[n] is tasks["a"]]
+    assert len(shared) == 1, "exactly one of a's successors takes over its task"
+    assert tasks["b"] is not tasks["c"]
+
+
+def test_a_long_chain_of_steps_that_never_wait_still_lets_other_tasks_run() -> None:
+    window = 128  # nodes; the runtime hands a new task over every _ADOPT_LIMIT (64) nodes
+    ticks = 0
+    seen: list[int] = []
+
+    async def step(**_: Any) -> int:
+        seen.append(ticks)
+        return len(seen)
+
+    async def scenario() -> cp.RunResult:
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0)
+                ticks += 1
+
+        g = cp.Graph("long-chain")
+        prev = g.add("n0", step)
+        for i in range(1, 4 * window):
+            prev = g.add(f"n{i}", step, x=prev)
+        tick = asyncio.create_task(ticker())
+        try:
+            return await cp.run(g, store="memory")
+        finally:
+            tick.cancel()
+
+    result = asyncio.run(scenario())
+    assert result.ok and len(seen) == 4 * window
+    for start in range(len(seen) - window):  # the other task ran in every stretch
+        assert seen[start + window] > seen[start], f"other tasks starved after node {start}"
+
+
+def test_cancelling_a_node_running_in_a_handed_over_task_cancels_only_that_node() -> None:
+    tasks: dict[str, asyncio.Task[Any] | None] = {}
+    hold = asyncio.Event()
+
+    async def first() -> int:
+        tasks["first"] = asyncio.current_task()
+        return 1
+
+    async def waits(x: int) -> int:
+        tasks["waits"] = asyncio.current_task()
+        await hold.wait()
+        return x
+
+    async def scenario() -> cp.RunResult:
+        g = cp.Graph("cancel-handover")
+        f = g.add("first", first)
+        w = g.add("waits", waits, x=f)
+        g.add("after", const, value=3, after=[w])
+        g.add("other", sleep_then, seconds=0.05, value="kept")
+        handle = await cp.start(g, store="memory")
+        async for event in handle.events():
+            if event.kind is EventKind.NODE_STARTED and event.node == "waits":
+                break
+        await asyncio.sleep(0.01)  # "waits" is parked on the event
+        edit = cp.Edit("not needed")
+        edit.cancel("waits")
+        handle.apply(edit)
+        return await handle.result()
+
+    result = asyncio.run(scenario())
+    assert tasks["waits"] is tasks["first"], "the test needs 'waits' to run in first's task"
+    assert result.nodes["first"].status is NodeStatus.SUCCEEDED
+    assert result.nodes["waits"].status is NodeStatus.CANCELLED
+    assert result.nodes["waits"].error == {"reason": "not needed"}
+    assert result.nodes["after"].status is NodeStatus.CANCELLED
+    assert result["other"] == "kept"
+
+
+def test_a_task_that_swallowed_its_cancel_hands_over_nothing() -> None:
+    tasks: dict[str, asyncio.Task[Any] | None] = {}
+    started = asyncio.Event()
+
+    async def stubborn() -> str:
+        tasks["stubborn"] = asyncio.current_task()
+        started.set()
+        with contextlib.suppress(asyncio.CancelledError):  # ignores its cancellation
+            await asyncio.sleep(10)
+        return "done anyway"
+
+    async def next_step(x: str) -> str:
+        tasks["next"] = asyncio.current_task()
+        await asyncio.sleep(0)  # a task still being cancelled would be cancelled here
+        return x + "!"
+
+    async def scenario() -> cp.RunResult:
+        g = cp.Graph("stubborn")
+        s = g.add("stubborn", stubborn)
+        g.add("next", next_step, x=s)
+        handle = await cp.start(g, store="memory")
+        await started.wait()
+        tasks["stubborn"].cancel()  # type: ignore[union-attr]  # not through the run
+        return await handle.result()
+
+    result = asyncio.run(scenario())
+    assert result.ok, result.nodes
+    assert result["next"] == "done anyway!"
+    assert tasks["next"] is not tasks["stubborn"]

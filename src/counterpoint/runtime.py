@@ -81,13 +81,15 @@ _DEFAULT_OPTIONS = RunOptions()
 _TASK = NodeKind.TASK
 _GRAPH = NodeKind.GRAPH
 _JOIN = NodeKind.JOIN
+_ADOPT_LIMIT = 64
+"""Most nodes one task runs in a row, taking over from the node before (see _run_node)."""
 
 
 class Execution:
     """One run being executed in this process."""
 
     __slots__ = ("__weakref__", "_cancelling", "_children", "_deadline", "_done", "_emitting",
-                 "_held", "_inline_async", "_loop", "_pending", "_rng", "_seq", "_slots",
+                 "_heir", "_held", "_inline_async", "_loop", "_pending", "_rng", "_seq", "_slots",
                  "_subscribers", "_tasks", "_timers", "backend", "graph", "inputs", "journal",
                  "options", "owns_store", "parent", "run_id", "state", "store")
 
@@ -111,6 +113,9 @@ class Execution:
         self._held: dict[NodeId, Event] = {}
         """``node_ready`` events applied but not yet logged: see :meth:`_log_held`."""
         self._emitting = False
+        self._heir: NodeId | tuple[NodeSpec, int] | None = None
+        """While a node task emits its success: that node's id, offering its task to a node
+        the success lets start (see :meth:`_run_node`); then what :meth:`_dispatch` gave it."""
         self._rng: random.Random | None = None
         self._slots = options.max_concurrency or 1 << 30
         self._done: asyncio.Future[None] | None = None
@@ -235,8 +240,16 @@ class Execution:
             self._persist(ev)
             if held:
                 held.pop(node_id, None)  # started in its burst: its node_ready is implied
+        heir = self._heir
         for node_id in chosen:
             ns = nodes[node_id]
+            if heir is not None:  # the finishing node's task runs the first one itself
+                task = self._tasks.get(heir)  # type: ignore[arg-type]
+                heir = None
+                if task is not None and not task.cancelling():
+                    self._tasks[node_id] = task
+                    self._heir = (ns.spec, ns.attempt)
+                    continue
             self._spawn(node_id, self._run_node(ns.spec, ns.attempt))
 
     def _finished(self) -> None:
@@ -320,47 +333,71 @@ class Execution:
                          state=self.state, output_ref=self.graph.output_ref)
 
     async def _run_node(self, spec: NodeSpec, attempt: int) -> None:
-        node_id = spec.id
-        _CURRENT.set((self, node_id, attempt))  # this task's own context: no reset needed
-        try:
-            if spec.kind is _JOIN:
-                self._join(spec)
-                return
-            kwargs = self._arguments(spec)
-            if spec.context_param:
-                kwargs[spec.context_param] = NodeContext(self, node_id, attempt)
-            if spec.policy.timeout is None or spec.kind is _GRAPH:  # a sub-run times itself
-                if spec.is_async and self._inline_async and spec.kind is _TASK:
-                    output = await spec.fn(**kwargs)  # type: ignore[operator]
-                else:
-                    output = await self._call(spec, kwargs, attempt)
-            else:
-                scope = asyncio.timeout(spec.policy.timeout)
-                try:
-                    async with scope:
+        """Run one attempt of ``spec``, then, while nodes its success lets start are handed
+        to it, run those too in this task.
+
+        A node that finishes offers its task to the first node its success starts (the
+        one on the longest path): that node runs on at once, with no new task and no
+        trip through the event loop, which is most of what a node costs beyond its own
+        work. Its ``node_started`` is logged and it is registered under this task as if
+        it had been spawned, so cancelling it cancels this task while it runs that
+        node. A task that is being cancelled takes over nothing, and after
+        ``_ADOPT_LIMIT`` nodes in a row a task ends and the next node gets a task of its
+        own, so a long chain of steps that never wait still lets other tasks run.
+        """
+        for _ in range(_ADOPT_LIMIT):
+            node_id = spec.id
+            _CURRENT.set((self, node_id, attempt))  # this task's own context: no reset needed
+            heir: NodeId | tuple[NodeSpec, int] | None = None
+            try:
+                if spec.kind is _JOIN:
+                    self._join(spec)
+                    return
+                kwargs = self._arguments(spec)
+                if spec.context_param:
+                    kwargs[spec.context_param] = NodeContext(self, node_id, attempt)
+                if spec.policy.timeout is None or spec.kind is _GRAPH:  # a sub-run times itself
+                    if spec.is_async and self._inline_async and spec.kind is _TASK:
+                        output = await spec.fn(**kwargs)  # type: ignore[operator]
+                    else:
                         output = await self._call(spec, kwargs, attempt)
-                except TimeoutError as exc:
-                    if not scope.expired():
-                        raise
-                    raise NodeTimeout(f"run {self.run_id}, node {node_id!r}: attempt "
-                                      f"{attempt} exceeded its timeout of "
-                                      f"{spec.policy.timeout:g}s") from exc
-            if isinstance(output, Choose):
-                self._succeed(spec, output)
-            else:  # the common case, inline: this attempt is the node's current one
-                self.emit(Event(NODE_SUCCEEDED, time.time(), node_id, attempt, None,
-                                str(output) if type(output) is int else codec.encode(output),
-                                output))
-        except asyncio.CancelledError:
-            reason = self._cancelling.pop(node_id, None) or self.state.stop_reason
-            if reason is None:
-                raise  # the whole run is being torn down: leave it resumable
-            self.emit(Event(NODE_CANCELLED, time.time(), node_id, attempt,
-                            data={"reason": reason}))
-        except Exception as exc:
-            self._failed(spec, attempt, exc)
-        finally:
-            self._forget_task(node_id, attempt)
+                else:
+                    scope = asyncio.timeout(spec.policy.timeout)
+                    try:
+                        async with scope:
+                            output = await self._call(spec, kwargs, attempt)
+                    except TimeoutError as exc:
+                        if not scope.expired():
+                            raise
+                        raise NodeTimeout(f"run {self.run_id}, node {node_id!r}: attempt "
+                                          f"{attempt} exceeded its timeout of "
+                                          f"{spec.policy.timeout:g}s") from exc
+                if isinstance(output, Choose):
+                    self._succeed(spec, output)
+                else:  # the common case, inline: this attempt is the node's current one
+                    self._heir = node_id
+                    try:
+                        self.emit(Event(NODE_SUCCEEDED, time.time(), node_id, attempt, None,
+                                        str(output) if type(output) is int
+                                        else codec.encode(output), output))
+                    finally:
+                        heir, self._heir = self._heir, None
+            except asyncio.CancelledError:
+                reason = self._cancelling.pop(node_id, None) or self.state.stop_reason
+                if reason is None:
+                    raise  # the whole run is being torn down: leave it resumable
+                self.emit(Event(NODE_CANCELLED, time.time(), node_id, attempt,
+                                data={"reason": reason}))
+            except Exception as exc:
+                self._failed(spec, attempt, exc)
+            finally:
+                self._forget_task(node_id, attempt)
+            if type(heir) is not tuple:
+                return
+            spec, attempt = heir
+        ns = self.state.nodes[spec.id]  # the limit: hand the node over to a task of its own
+        if ns.status is RUNNING and ns.attempt == attempt:
+            self._spawn(spec.id, self._run_node(spec, attempt))
 
     async def _call(self, spec: NodeSpec, kwargs: dict[str, Any], attempt: int) -> Any:
         if isinstance(spec.fn, Graph):
