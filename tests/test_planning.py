@@ -776,3 +776,14 @@ async def test_a_subtask_may_need_one_listed_after_it() -> None:
     _ok(result)
     t1 = next(r for r in crew.requests["worker"] if _subtask(r)[0] == "t1")
     assert _context(t1.messages[-1].content)["t2"] == "result of t2"
+
+
+def test_fit_keeps_a_part_whole_when_the_cut_mark_would_be_longer() -> None:
+    # found by the property above: 201 characters for a budget of 200 used to come back as
+    # 203, the last part replaced by a marker longer than the 70 characters it stood for
+    parts = {"aaa": "aaaa aaaaaaaaaa aaaaaaaaaaaa",
+             "a": "a aaa aaaaaa aaaaaaaa aaaaaaaa aaaaaaaaaaa",
+             "b": "a aa aaa aaaaaaa aaaaaaa aaaaaaaaaaaa aaaaaaaaaaaa aaaaaaaaaaaa",
+             "aa": "a aaaa aaaaa aaaaa aaaaa aaaaaaa aaaaaaaaa aaaaaaaaaaaa aaaaaaaaaaaa"}
+    assert sum(map(len, parts.values())) == 201
+    assert fit(parts, 200) == parts

@@ -32,7 +32,8 @@ def fit(parts: Mapping[str, str], budget: int) -> dict[str, str]:
             remaining -= len(text)
             continue
         cut = _boundary(text, max(0, share - 90))
-        out[name] = text[:cut].rstrip() + "\n" + MARK.format(n=len(text) - cut, name=name)
+        shortened = text[:cut].rstrip() + "\n" + MARK.format(n=len(text) - cut, name=name)
+        out[name] = shortened if len(shortened) < len(text) else text  # the mark is longer
         remaining -= len(out[name])
     return {name: out[name] for name in parts}
 
