@@ -278,15 +278,17 @@ def _rss_child(count: int, sleep: float) -> None:
 
 
 def measure_peak_rss(count: int, sleep: float = 0.01, timeout: float = 600.0, *,
-                     tuned_gc: bool = False) -> PeakRss:
+                     tuned_gc: bool = False, precise_loop: bool = False) -> PeakRss:
     """Peak RSS of W3 (`count` concurrent diamonds) in a fresh process that runs only it
-    (with `tuned_gc`, under `cp.tune_gc()` like the parent's runners)."""
+    (with `tuned_gc`, under `cp.tune_gc()`, and with `precise_loop`, on
+    `cp.new_event_loop()`, like the parent's runners)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH"))
                                         if p)
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks.counterpoint_runner", "--rss-child", str(count),
-         "--sleep", repr(sleep), *(["--tuned-gc"] if tuned_gc else [])],
+         "--sleep", repr(sleep), *(["--tuned-gc"] if tuned_gc else []),
+         *(["--precise-loop"] if precise_loop else [])],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"W3 RSS child failed ({proc.returncode}): {proc.stderr[-2000:]}")
@@ -322,9 +324,13 @@ def main(argv: list[str] | None = None) -> None:
                         help="run W3 with COUNT workflows and print its peak RSS as JSON")
     parser.add_argument("--sleep", type=float, default=0.01, help="W3 node duration (s)")
     parser.add_argument("--tuned-gc", action="store_true", help="call cp.tune_gc() first")
+    parser.add_argument("--precise-loop", action="store_true",
+                        help="run on cp.new_event_loop() (asyncio.run through cp.EventLoopPolicy)")
     args = parser.parse_args(argv)
     if args.tuned_gc:
         cp.tune_gc()
+    if args.precise_loop:
+        asyncio.set_event_loop_policy(cp.EventLoopPolicy())
     if args.rss_child is not None:
         _rss_child(args.rss_child, args.sleep)
     else:

@@ -1,6 +1,7 @@
 """Benchmark driver: counterpoint against asyncio and LangGraph, same process, same session.
 
     python benchmarks/run.py [--quick] [--json FILE] [--only W1,W2,...] [--trials N]
+                             [--gc default|tuned] [--loop asyncio|precise]
 
 For each workload it runs counterpoint (SQLite log on: a fresh database file per workload
 in a temporary directory, flushed inside the clock), the hand-written asyncio baseline,
@@ -330,7 +331,9 @@ def bench_w3(cfg: Config) -> dict[str, Any]:
     rate = {name: counts[name] / s.median for name, s in samples.items()}
     ok_rate = rate[CP] >= W3_TARGET_RATE
 
-    rss = measure_peak_rss(count, W3_SLEEP, tuned_gc=gc.get_threshold() != DEFAULT_GC)
+    rss = measure_peak_rss(count, W3_SLEEP, tuned_gc=gc.get_threshold() != DEFAULT_GC,
+                           precise_loop=isinstance(asyncio.get_event_loop_policy(),
+                                                   cp.EventLoopPolicy))
     peak_mb = rss.peak_bytes / 2**20
     ok_rss = peak_mb <= W3_TARGET_RSS_MB
 
@@ -590,6 +593,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--gc", choices=("default", "tuned"), default="default",
                         help="garbage-collector settings for every runner: Python's defaults, "
                              "or cp.tune_gc() (what `counterpoint run` and run_sync use)")
+    parser.add_argument("--loop", choices=("asyncio", "precise"), default="asyncio",
+                        help="event loop for every runner: asyncio's default, or "
+                             "cp.new_event_loop(), whose timers fire without asyncio's "
+                             "rounding up to whole milliseconds (what `counterpoint run` "
+                             "and run_sync use)")
     args = parser.parse_args(argv)
     if args.trials is not None and args.trials < 1:
         parser.error("--trials must be >= 1")
@@ -608,15 +616,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.gc == "tuned":
         cp.tune_gc()
+    if args.loop == "precise":  # every runner's asyncio.run gets the loop
+        asyncio.set_event_loop_policy(cp.EventLoopPolicy())
     info = machine_info()
     info["gc"] = {"mode": args.gc, "thresholds": list(gc.get_threshold())}
+    info["loop"] = args.loop
     console.print(f"[b]counterpoint benchmarks[/b] {'(quick) ' if args.quick else ''}"
                   f"- nproc {info['nproc']}, Python {info['python']} "
                   f"({info['implementation']}), {info['platform']}")
     console.print(f"counterpoint {info['counterpoint']}, langgraph {info['langgraph']}, "
                   f"langgraph-checkpoint-sqlite {info['langgraph-checkpoint-sqlite']}; "
                   f"load average at start {', '.join(f'{x:.2f}' for x in info['loadavg_start'])}; "
-                  f"gc {args.gc} {gc.get_threshold()}")
+                  f"gc {args.gc} {gc.get_threshold()}; loop {args.loop}")
     console.print()
     report: dict[str, Any] = {"machine": info, "quick": args.quick, "trials": args.trials,
                               "workloads": {}}

@@ -43,6 +43,7 @@ from .events import Event, EventKind
 from .garbage import tune_gc
 from .graph import Choose, Graph, InputRef, NodeKind, NodeRef, NodeSpec, ref, step
 from .ids import NodeId, RunId
+from .loop import EventLoopPolicy, new_event_loop
 from .metrics import Metrics, NodeTiming
 from .models import Generation, Message, Model, ScriptedModel, ToolCall, ToolSpec, Usage
 from .options import RunOptions
@@ -74,6 +75,7 @@ __all__ = [
     "Edit",
     "Event",
     "EventKind",
+    "EventLoopPolicy",
     "Generation",
     "Graph",
     "GraphError",
@@ -129,6 +131,7 @@ __all__ = [
     "Usage",
     "UserError",
     "__version__",
+    "new_event_loop",
     "open_store",
     "ref",
     "resume",

@@ -56,6 +56,7 @@ from .garbage import tune_gc
 from .graph import Choose, Graph, InputRef, NodeKind, NodeRef, NodeSpec
 from .ids import NodeId, RunId, new_run_id
 from .loader import load_recorded, make_resolver, source_record
+from .loop import run as run_loop
 from .options import RunOptions
 from .patch import Edit, Patch, patch_from_data, patch_to_data
 from .results import RunResult
@@ -715,10 +716,11 @@ async def run(graph: Graph, *, inputs: Mapping[str, Any] | None = None,
 
 
 def run_sync(graph: Graph, **kwargs: Any) -> RunResult:
-    """:func:`run` for code that has no event loop (it tunes the collector: see
-    :mod:`counterpoint.garbage`)."""
+    """:func:`run` for code that has no event loop. The process is counterpoint's for the
+    call: it runs on a loop with precise timers (:mod:`counterpoint.loop`) and tunes the
+    collector (:mod:`counterpoint.garbage`)."""
     tune_gc()
-    return asyncio.run(run(graph, **kwargs))
+    return run_loop(run(graph, **kwargs))
 
 
 def _over_limit(specs: Iterable[NodeSpec],

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 import pydantic_core
 
-from .. import codec
+from .. import codec, loop
 from ..context import NodeContext, current_context
 from ..errors import InvalidOutput, OutputNotSerializable, RunFailure, UserError
 from ..events import EventKind
@@ -136,7 +136,7 @@ class Agent:
 
     def run_sync(self, task: str, *, context: Any = None) -> AgentResult:
         """:meth:`run` from synchronous code (outside any event loop)."""
-        return asyncio.run(self.run(task, context=context))
+        return loop.run(self.run(task, context=context))
 
     def as_tool(self, *, name: str | None = None, description: str | None = None) -> Tool:
         """This agent as a tool another agent can call with a ``task`` string."""

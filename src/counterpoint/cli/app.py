@@ -8,7 +8,6 @@ loaded, an unknown run, an unusable store. Misuse is reported as one
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -23,7 +22,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from .. import __version__, runtime
+from .. import __version__, loop, runtime
 from ..errors import RunNotFound, StoreError, UserError
 from ..events import EventKind
 from ..graph import Graph
@@ -280,7 +279,7 @@ def _run(graph: Graph, options: RunOptions, inputs: dict[str, Any], store: RunSt
         return await follow(handle, display)
 
     try:
-        result = asyncio.run(start_and_follow())
+        result = loop.run(start_and_follow())
     except KeyboardInterrupt:
         return _interrupted(started[0] if started else None, db)
     code = _finish(_result_report(result), db=db, as_json=as_json, out=out)
@@ -340,7 +339,7 @@ def _resume(run_id: str, store: RunStore, *, db: str | None, quiet: bool, as_jso
     if not quiet:
         progress.print(f"resuming run {run_id}", soft_wrap=True)
     try:
-        result = asyncio.run(resume_and_follow())
+        result = loop.run(resume_and_follow())
     except KeyboardInterrupt:
         return _interrupted(run_id, db)
     code = _finish(_result_report(result), db=db, as_json=as_json, out=out)

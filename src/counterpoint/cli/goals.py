@@ -8,7 +8,6 @@ after the run's summary. ``plan`` prints the plan of a goal without running it.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,6 +15,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
+from .. import loop
 from ..agents import Agent
 from ..errors import RunFailure
 from ..graph import Graph
@@ -157,7 +157,7 @@ def plan_command(
     with reported():
         the_team = team(model, planner_model, None, None, None)
         try:
-            plan, repairs = asyncio.run(make_plan(goal, the_team,
+            plan, repairs = loop.run(make_plan(goal, the_team,
                                                   Limits(max_subtasks=max_subtasks)))
         except RunFailure as exc:  # the planner or its model gave up
             make_console(stderr=True).print(Text(f"error: {exc}", style="red"),

@@ -20,6 +20,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from .. import loop
 from ..errors import ConfigError, ModelError
 from ..models import Model, ModelConfig, build_provider, load_registry
 from ..models.types import OutputSpec
@@ -40,7 +41,7 @@ def models_command(
         configs = list(registry.models.values())
         if registry.default not in registry.models:
             configs.insert(0, registry.resolve(registry.default))
-        reach = asyncio.run(_reachability(configs)) if check else {}
+        reach = loop.run(_reachability(configs)) if check else {}
     rows: list[dict[str, Any]] = [
         {"name": c.name, "default": c.name == registry.default, "provider": c.provider,
          "model": c.model or "(embedded)", "endpoint": c.base_url or _endpoint(c),
@@ -136,7 +137,7 @@ def ask_command(
     with reported():
         started = time.perf_counter()
         try:
-            result = asyncio.run(Model(model, cache=False, retries=1).generate(
+            result = loop.run(Model(model, cache=False, retries=1).generate(
                 prompt, system=system, output=output, max_tokens=max_tokens,
                 temperature=temperature, stream=printer or False))
         except ModelError as exc:
