@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import counterpoint as cp
 from counterpoint.events import Event, EventKind
@@ -159,6 +161,33 @@ def test_pick_orders_by_upward_rank() -> None:
     assert state.nodes[NodeId("long_head")].rank == 15.0
     assert pick(state, 1) == ["long_head"]
     assert pick(state, 1) == ["short"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(estimates=st.lists(st.sampled_from([0.5, 1.0, 2.0, 3.0]), min_size=1, max_size=30),
+       slots=st.integers(min_value=1, max_value=40), stale=st.integers(min_value=0,
+                                                                     max_value=5))
+def test_pick_of_every_ready_node_is_the_order_of_one_at_a_time(
+        estimates: list[float], slots: int, stale: int) -> None:
+    # pick sorts the heap once when every ready node fits in the slots; that must be the
+    # order of picking one at a time (and skip entries of nodes no longer ready)
+    def fresh() -> RunState:
+        g = cp.Graph("g")
+        for i, estimate in enumerate(estimates):
+            g.add(f"n{i}", step, estimate=estimate)
+        state = new_state(g)
+        apply(state, Event(EventKind.RUN_CREATED, 0.0))
+        for i in range(min(stale, len(estimates))):  # cancelled while ready: a stale entry
+            apply(state, Event(EventKind.NODE_CANCELLED, 0.0, NodeId(f"n{i}")))
+        return state
+
+    at_once, one_by_one = fresh(), fresh()
+    chosen = pick(at_once, slots)
+    singles: list[NodeId] = []
+    while len(singles) < slots and (got := pick(one_by_one, 1)):
+        singles.extend(got)
+    assert chosen == singles
+    assert sorted(at_once.ready) == sorted(one_by_one.ready)
 
 
 def test_pick_respects_resource_limits_without_head_of_line_blocking() -> None:

@@ -676,11 +676,15 @@ def pick(state: RunState, slots: int) -> list[NodeId]:
     A node whose resources are exhausted is passed over (it stays ready), so a
     busy resource never holds back nodes that do not need it.
     """
-    chosen: list[NodeId] = []
-    deferred: list[tuple[float, int, NodeId]] = []
     heap = state.ready
     nodes = state.nodes
     limits = state.limits
+    if len(heap) <= slots and not limits:  # every ready node starts: sort once, no pops
+        entries = sorted(heap)  # the order successive pops would give (entries are unique)
+        heap.clear()
+        return [e[2] for e in entries if nodes[e[2]].status is READY]
+    chosen: list[NodeId] = []
+    deferred: list[tuple[float, int, NodeId]] = []
     in_use = dict(state.in_use) if limits else state.in_use
     while heap and len(chosen) < slots:
         entry = heapq.heappop(heap)
