@@ -802,3 +802,73 @@ def test_a_task_that_swallowed_its_cancel_hands_over_nothing() -> None:
     assert result.ok, result.nodes
     assert result["next"] == "done anyway!"
     assert tasks["next"] is not tasks["stubborn"]
+
+
+# --------------------------------------------------------------------------- wide dispatch
+# A dispatch that starts _LOG_LATER nodes or more logs their node_started events after the
+# loop has run the nodes' first steps. The log must not notice: numbers in order, every
+# start before its end, and a flush barrier covers the starts too.
+
+
+@pytest.mark.parametrize("barrier", [True, False], ids=["flush-barrier", "ends-at-once"])
+def test_a_wide_fan_out_logs_every_start_in_order_before_its_end(barrier: bool) -> None:
+    from counterpoint.runtime import _LOG_LATER
+
+    width = 3 * _LOG_LATER
+
+    class Recording(cp.MemoryStore):
+        """Notes which events had reached the store when a flush was asked for."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.appended: list[tuple[EventKind, str | None]] = []
+            self.seqs: list[int] = []
+            self.at_flush: list[set[tuple[EventKind, str | None]]] = []
+
+        def append(self, run_id: cp.RunId, event: cp.Event) -> None:
+            super().append(run_id, event)
+            self.appended.append((event.kind, event.node))
+            self.seqs.append(event.seq)
+
+        async def flush(self) -> None:
+            self.at_flush.append(set(self.appended))
+            await super().flush()
+
+    store = Recording()
+    flushed_by: list[int] = []
+
+    async def leaf(ctx: cp.NodeContext, i: int, x: int) -> int:
+        if barrier and i == 0:  # the first leaf runs on in root's task, before the others
+            flushed_by.append(len(store.at_flush))
+            await ctx.flush()  # the barrier must log what the run has applied first
+        if i % 3 == 1:
+            return x + i  # ends in its first step, before the starts are logged
+        await asyncio.sleep(0.001 * (i % 3))
+        return x + i
+
+    async def scenario() -> tuple[cp.RunResult, list[cp.Event]]:
+        g = cp.Graph("wide")
+        root = g.add("root", const, value=1)
+        for i in range(width):  # leaf0 on the longest path: it takes over root's task
+            g.add(f"leaf{i}", leaf, i=i, x=root, estimate=5.0 if i == 0 else None)
+        handle = await cp.start(g, store=store)
+        streamed = [e async for e in handle.events()]
+        return await handle.result(), streamed
+
+    result, streamed = asyncio.run(scenario())
+    assert result.ok and result[f"leaf{width - 1}"] == width
+    assert len(flushed_by) == barrier
+    for index in flushed_by:
+        assert (EventKind.NODE_STARTED, "leaf0") in store.at_flush[index]
+    logged = store.events(result.run_id)
+    # appended in the order of their numbers: what a crash leaves is always a prefix
+    assert store.seqs == list(range(1, len(logged) + 1))
+    assert [e.seq for e in logged] == store.seqs
+    first = streamed[0].seq  # the subscription began after the run had started
+    assert first <= 3 and [(e.seq, e.kind, e.node) for e in streamed] == \
+        [(e.seq, e.kind, e.node) for e in logged[first - 1:]]
+    position = {(e.kind, e.node): i for i, e in enumerate(logged)}
+    for i in range(width):
+        node = f"leaf{i}"
+        assert position[(EventKind.NODE_STARTED, node)] < \
+            position[(EventKind.NODE_SUCCEEDED, node)]

@@ -107,4 +107,4 @@ class NodeContext:
 
         Call it before an effect outside the run that cannot be repeated.
         """
-        await self._execution.store.flush()
+        await self._execution.flush()

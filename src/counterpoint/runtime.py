@@ -19,7 +19,7 @@ import random
 import socket
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -82,6 +82,9 @@ _DEFAULT_OPTIONS = RunOptions()
 _TASK = NodeKind.TASK
 _GRAPH = NodeKind.GRAPH
 _JOIN = NodeKind.JOIN
+_LOG_LATER = 16
+"""A dispatch starting this many nodes or more logs their ``node_started`` events only
+after the loop has run the nodes' first steps (:meth:`Execution._dispatch`)."""
 _ADOPT_LIMIT = 64
 """Most nodes one task runs in a row, taking over from the node before (see _run_node)."""
 
@@ -91,8 +94,8 @@ class Execution:
 
     __slots__ = ("__weakref__", "_cancelling", "_children", "_deadline", "_done", "_emitting",
                  "_heir", "_held", "_inline_async", "_loop", "_pending", "_rng", "_seq", "_slots",
-                 "_subscribers", "_tasks", "_timers", "backend", "graph", "inputs", "journal",
-                 "options", "owns_store", "parent", "run_id", "state", "store")
+                 "_subscribers", "_tasks", "_timers", "_unlogged", "backend", "graph", "inputs",
+                 "journal", "options", "owns_store", "parent", "run_id", "state", "store")
 
     def __init__(self, graph: Graph, state: RunState, store: RunStore, options: RunOptions,
                  *, backend: Backend, inputs: Mapping[str, Any], seq: int = 0,
@@ -111,6 +114,9 @@ class Execution:
         self._timers: dict[NodeId, asyncio.TimerHandle] = {}
         self._subscribers: tuple[asyncio.Queue[Event | None], ...] = ()
         self._pending: deque[Event] = deque()
+        self._unlogged: list[Event] = []
+        """``node_started`` events of a large dispatch, applied and numbered but not yet
+        logged: see :meth:`_dispatch`."""
         self._held: dict[NodeId, Event] = {}
         """``node_ready`` events applied but not yet logged: see :meth:`_log_held`."""
         self._emitting = False
@@ -139,6 +145,8 @@ class Execution:
             return
         self._emitting = True
         try:
+            if self._unlogged:
+                self._log_unlogged()
             self._drain()
             self._dispatch()
             if self._held:
@@ -147,6 +155,12 @@ class Execution:
             self._abort(exc)
         finally:
             self._emitting = False
+
+    async def flush(self) -> None:
+        """Wait until every event of this run so far is durable (the flush barrier)."""
+        if self._unlogged:
+            self._log_unlogged()
+        await self.store.flush()
 
     def publish(self, event: Event) -> None:
         """Give ``event`` to subscribers only: not applied, not persisted (streamed text)."""
@@ -212,9 +226,27 @@ class Execution:
                 self._persist(ev)
         held.clear()
 
+    def _log_unlogged(self) -> None:
+        """Log and publish the ``node_started`` events :meth:`_dispatch` left for later."""
+        events, self._unlogged = self._unlogged, []
+        append = self.store.append
+        run_id = self.run_id
+        for ev in events:
+            append(run_id, ev)
+            for queue in self._subscribers:
+                queue.put_nowait(ev)
+
+    def _log_unlogged_soon(self) -> None:
+        try:
+            self._log_unlogged()
+        except StoreError as exc:
+            self._abort(exc)
+
     def _persist(self, ev: Event) -> None:
         """Number, log and publish an event already applied (see :meth:`_drain` for the
         same steps inlined in the hot loop)."""
+        if self._unlogged:  # the log keeps the order of the numbers
+            self._log_unlogged()
         self._seq = ev.seq = self._seq + 1
         self.store.append(self.run_id, ev)
         for queue in self._subscribers:
@@ -235,12 +267,29 @@ class Execution:
         now = time.time()
         nodes = state.nodes
         held = self._held
-        for node_id in chosen:  # applied and logged here: nothing follows from a start
-            ev = Event(NODE_STARTED, now, node_id, nodes[node_id].attempt + 1)
-            evolve(state, ev)
-            self._persist(ev)
-            if held:
-                held.pop(node_id, None)  # started in its burst: its node_ready is implied
+        later: Callable[[Callable[[], None]], object] | None = None
+        if len(chosen) < _LOG_LATER:
+            for node_id in chosen:  # applied and logged here: nothing follows from a start
+                ev = Event(NODE_STARTED, now, node_id, nodes[node_id].attempt + 1)
+                evolve(state, ev)
+                self._persist(ev)
+                if held:
+                    held.pop(node_id, None)  # started in its burst: node_ready is implied
+        else:  # a large fan-out: the nodes start first, their node_started are logged after
+            unlogged = self._unlogged
+            if not unlogged:  # after the first steps of the tasks spawned below
+                assert self._loop is not None
+                later = self._loop.call_soon
+            seq = self._seq
+            for node_id in chosen:
+                ev = Event(NODE_STARTED, now, node_id, nodes[node_id].attempt + 1)
+                evolve(state, ev)
+                seq += 1
+                ev.seq = seq
+                unlogged.append(ev)
+                if held:
+                    held.pop(node_id, None)
+            self._seq = seq
         heir = self._heir
         for node_id in chosen:
             ns = nodes[node_id]
@@ -252,6 +301,8 @@ class Execution:
                     self._heir = (ns.spec, ns.attempt)
                     continue
             self._spawn(node_id, self._run_node(ns.spec, ns.attempt))
+        if later is not None:
+            later(self._log_unlogged_soon)
 
     def _finished(self) -> None:
         if self._deadline is not None:
@@ -307,6 +358,8 @@ class Execution:
                     if self._tasks or self._timers or self._deadline is not None:
                         await self._end_tasks()
         finally:
+            if self._unlogged:
+                self._log_unlogged()
             if self.owns_store:
                 self.store.close()
             elif self.parent is None:
@@ -673,7 +726,7 @@ class RunHandle:
         self._execution.stop("cancelled")
 
     async def flush(self) -> None:
-        await self._execution.store.flush()
+        await self._execution.flush()
 
     async def events(self) -> AsyncIterator[Event]:
         """Events from now until the run finishes."""
