@@ -98,6 +98,21 @@ def test_estimates_fold_observed_durations(store: RunStore) -> None:
     assert store.estimates() == {"m:f": pytest.approx(2.0)}
 
 
+def test_estimates_are_republished_only_when_a_mean_moves_enough(store: RunStore) -> None:
+    # the same mapping object while means hold: runs of a graph reuse its ranks
+    store.record_durations({"m:slow": [1.0], "m:tiny": [0.00002]})
+    first = store.estimates()
+    store.record_durations({"m:tiny": [0.00004]})  # +50%, but 10 µs: no rank cares
+    assert store.estimates() is first
+    store.record_durations({"m:slow": [1.02]})  # +1%
+    assert store.estimates() is first
+    store.record_durations({"m:slow": [1.5, 1.5]})  # +25%, +255 ms
+    moved = store.estimates()
+    assert moved is not first and moved["m:slow"] == pytest.approx(1.255)
+    store.record_durations({"m:new": [0.0001]})  # a step seen for the first time
+    assert store.estimates()["m:new"] == pytest.approx(0.0001)
+
+
 def test_cancel_requests_reach_watchers(store: RunStore) -> None:
     store.append(RUN, created())
     store.flush_sync()

@@ -127,15 +127,20 @@ ESTIMATE_DRIFT = 0.05
 
 Ranks are insensitive to small changes, and keeping the estimates object stable
 lets every run of a graph reuse the ranks computed for the first one."""
+ESTIMATE_FLOOR = 0.001
+"""Seconds: a mean that moved less than this is not republished, however large the
+relative change (a trivial step's 20 µs becoming 30 µs changes no rank that matters,
+but rebuilt the ranks of a 1,000-node graph for every run)."""
 
 
 class StepEstimates:
     """Mean duration of each step key, folded from observed run times.
 
     Stores keep one; :meth:`published` returns the same mapping object until a
-    mean drifts by more than :data:`ESTIMATE_DRIFT`, so runs of a graph can reuse
-    the ranks computed for the first one. Not thread-safe: callers that share it
-    with another thread lock around :meth:`fold` and their reads of :attr:`stats`.
+    mean drifts by more than :data:`ESTIMATE_DRIFT` and :data:`ESTIMATE_FLOOR`, so runs
+    of a graph can reuse the ranks computed for the first one. Not thread-safe: callers
+    that share it with another thread lock around :meth:`fold` and their reads of
+    :attr:`stats`.
     """
 
     def __init__(self, stats: Mapping[str, tuple[int, float]] | None = None) -> None:
@@ -161,6 +166,7 @@ class StepEstimates:
             self.stats[key] = (count, mean)
             if not drifted:
                 old = published.get(key)  # type: ignore[union-attr]
-                drifted = old is None or abs(mean - old) > ESTIMATE_DRIFT * max(old, 1e-6)
+                drifted = old is None or \
+                    abs(mean - old) > max(ESTIMATE_DRIFT * old, ESTIMATE_FLOOR)
         if drifted:
             self._published = None
