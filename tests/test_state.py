@@ -190,6 +190,33 @@ def test_pick_of_every_ready_node_is_the_order_of_one_at_a_time(
     assert sorted(at_once.ready) == sorted(one_by_one.ready)
 
 
+@settings(max_examples=100, deadline=None)
+@given(deps=st.lists(st.lists(st.integers(0, 30), max_size=3, unique=True), min_size=1,
+                     max_size=20),
+       kinds=st.lists(st.sampled_from(["step", "other"]), min_size=20, max_size=20),
+       first=st.dictionaries(st.sampled_from(["test_state:step", "test_state:other"]),
+                             st.floats(0.001, 10.0)),
+       second=st.dictionaries(st.sampled_from(["test_state:step", "test_state:other"]),
+                              st.floats(0.001, 10.0)))
+def test_fresh_states_reuse_the_wiring_and_rank_as_new_ones_do(
+        deps: list[list[int]], kinds: list[str], first: dict[str, float],
+        second: dict[str, float]) -> None:
+    g = cp.Graph("g")
+    for i, wanted in enumerate(deps):
+        after = sorted({f"n{d % i}" for d in wanted}) if i else []
+        g.add(f"n{i}", step if kinds[i] == "step" else other, after=after)
+    topology = g.validate()
+    for estimates in (first, second, first):  # ranks follow the estimates both ways
+        got = RunState.fresh(RunId("r"), "g", topology, g.nodes, estimates=estimates,
+                             limits={})
+        want = new_state(g, estimates=estimates)
+        assert [(k, n.order, n.unmet, n.dependents, n.status) for k, n in got.nodes.items()] \
+            == [(k, n.order, n.unmet, n.dependents, n.status) for k, n in want.nodes.items()]
+        assert [got.nodes[k].rank for k in got.nodes] == \
+            pytest.approx([want.nodes[k].rank for k in want.nodes])
+        assert got.open == want.open == len(deps)
+
+
 def test_pick_respects_resource_limits_without_head_of_line_blocking() -> None:
     g = cp.Graph("g")
     g.add("llm1", step, resources={"llm": 1})

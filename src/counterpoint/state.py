@@ -238,15 +238,19 @@ class RunState:
             keys = cache["estimated_steps"] = tuple(sorted(
                 {specs[n].step_key for n in topology.order if specs[n].estimate is None}))
         used = tuple([estimates.get(k) for k in keys]) if keys else ()
-        cached = cache.get("template")
-        if cached is None or cached[0] != used:
+        wiring = cache.get("wiring")
+        if wiring is None:  # (spec, unmet, dependents) in topological order: never changes
             model = cls.new(run_id, graph, [specs[n] for n in topology.order],
                             estimates=estimates, limits=limits)
-            rows = [(ns.spec, ns.unmet, ns.rank, ns.dependents)
-                    for ns in model.nodes.values()]
-            cache["template"] = cached = (used, rows)
+            wiring = cache["wiring"] = [(ns.spec, ns.unmet, ns.dependents)
+                                        for ns in model.nodes.values()]
+            cache["ranks"] = (used, [ns.rank for ns in model.nodes.values()])
+        ranked = cache["ranks"]
+        if ranked[0] != used:  # the estimates moved: new ranks over the same wiring
+            ranked = cache["ranks"] = (used, _ranks(wiring, estimates))
         nodes = {spec.id: NodeState(spec, i, PENDING, unmet, rank, dependents=dependents)
-                 for i, (spec, unmet, rank, dependents) in enumerate(cached[1])}
+                 for i, ((spec, unmet, dependents), rank)
+                 in enumerate(zip(wiring, ranked[1], strict=True))}
         return cls(run_id=run_id, graph=graph, nodes=nodes, estimates=estimates,
                    limits=limits, open=len(nodes))
 
@@ -279,6 +283,24 @@ def _add_specs(state: RunState, specs: Iterable[NodeSpec]) -> list[NodeId]:
         ns.unmet = unmet
     state.open += len(added)
     return added
+
+
+def _ranks(wiring: list[tuple[NodeSpec, int, tuple[NodeId, ...]]],
+           estimates: Mapping[str, float]) -> list[float]:
+    """Upward ranks of nodes listed in topological order, as :func:`compute_ranks`."""
+    index = {row[0].id: i for i, row in enumerate(wiring)}
+    ranks = [0.0] * len(wiring)
+    for i in range(len(wiring) - 1, -1, -1):  # every dependent comes later in the list
+        spec, _, dependents = wiring[i]
+        best = 0.0
+        for nxt in dependents:
+            rank = ranks[index[nxt]]
+            if rank > best:
+                best = rank
+        own = spec.estimate
+        ranks[i] = (own if own is not None else estimates.get(spec.step_key,
+                                                               DEFAULT_ESTIMATE)) + best
+    return ranks
 
 
 def compute_ranks(state: RunState) -> None:
