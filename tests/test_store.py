@@ -131,6 +131,43 @@ def test_cancel_requests_reach_watchers(store: RunStore) -> None:
 
 
 # ----------------------------------------------------------------- sqlite only
+def test_sqlite_writes_many_rows_per_statement_and_the_latest_status_wins(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import counterpoint.store.sqlite as sqlite_module
+
+    monkeypatch.setattr(sqlite_module, "MAX_PARAMS", 12)  # 3 segment rows per statement
+    calls: list[tuple[str, int, int]] = []
+    original = sqlite_module._insert
+
+    def counting(conn: sqlite3.Connection, head: str, rows: list[tuple[object, ...]],
+                 limit: int) -> None:
+        calls.append((head, len(rows), limit))
+        original(conn, head, rows, limit)
+
+    monkeypatch.setattr(sqlite_module, "_insert", counting)
+    store = SQLiteStore(tmp_path / "runs.db")
+    runs = [RunId(f"r-{i:02d}") for i in range(25)]
+    for i, run in enumerate(runs):
+        store.append(run, created())
+        store.append(run, node_event(2, EventKind.NODE_STARTED))
+        if i == 0:  # two status changes of one run in one batch: the later one counts
+            store.append(run, Event(EventKind.RUN_RESUMED, 2.5, seq=3))
+            store.append(run, Event(EventKind.RUN_FINISHED, 3.0, data={"status": "failed"},
+                                    seq=4))
+        else:
+            store.append(run, Event(EventKind.RUN_FINISHED, 3.0, seq=3, data={
+                "status": "succeeded" if i % 2 else "failed"}))
+    store.flush_sync()
+    assert all(limit == 12 for _, _, limit in calls)
+    assert any(n > 3 for head, n, _ in calls if "segments" in head), calls  # chunked
+    for i, run in enumerate(runs):
+        kinds = [e.kind for e in store.events(run)]
+        assert kinds[:2] == [EventKind.RUN_CREATED, EventKind.NODE_STARTED]
+        assert kinds[-1] is EventKind.RUN_FINISHED
+        assert store.run(run).status == ("succeeded" if i % 2 else "failed")
+    store.close()
+
+
 def test_sqlite_estimates_persist_across_reopen(tmp_path: Path) -> None:
     path = tmp_path / "runs.db"
     first = SQLiteStore(path)
