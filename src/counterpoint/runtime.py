@@ -14,6 +14,7 @@ outlives its run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import socket
@@ -358,8 +359,9 @@ class Execution:
                     if self._tasks or self._timers or self._deadline is not None:
                         await self._end_tasks()
         finally:
-            if self._unlogged:
-                self._log_unlogged()
+            if self._unlogged:  # a store that fails here fails its close or flush below
+                with contextlib.suppress(StoreError):
+                    self._log_unlogged()
             if self.owns_store:
                 self.store.close()
             elif self.parent is None:
