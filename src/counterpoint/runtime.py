@@ -395,7 +395,7 @@ class Execution:
         A node that finishes offers its task to the first node its success starts (the
         one on the longest path): that node runs on at once, with no new task and no
         trip through the event loop, which is most of what a node costs beyond its own
-        work. Its ``node_started`` is logged and it is registered under this task as if
+        work. Its ``node_started`` is recorded and it is registered under this task as if
         it had been spawned, so cancelling it cancels this task while it runs that
         node. A task that is being cancelled takes over nothing, and after
         ``_ADOPT_LIMIT`` nodes in a row a task ends and the next node gets a task of its
