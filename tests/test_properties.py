@@ -89,31 +89,67 @@ def check_invariants(result: cp.RunResult) -> None:
     assert metrics.makespan + 1e-9 >= metrics.critical_path
 
 
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(dags())
-def test_random_dags_run_every_node_once_in_dependency_order(case: tuple[cp.Graph, int | None]
-                                                             ) -> None:
-    graph, limit = case
+@st.composite
+def wide_dags(draw: st.DrawFn) -> tuple[cp.Graph, int | None]:
+    """Layers of up to 40 nodes, each depending on up to 3 of the layer before: the wide
+    dispatches that log their starts after the first steps, and long hand-over chains."""
+    g = cp.Graph("wide")
+    previous: list[str] = []
+    for layer in range(draw(st.integers(1, 4))):
+        current: list[str] = []
+        for i in range(draw(st.integers(1, 40))):
+            name = f"l{layer}n{i}"
+            deps = draw(st.lists(st.sampled_from(previous), max_size=3, unique=True)) \
+                if previous else []
+            delay = draw(st.sampled_from([0.0, 0.0, 0.0005, 0.002]))
+            g.add(name, node_step, name=name, delay=delay,
+                  **{f"d{j}": cp.ref(d) for j, d in enumerate(deps)})
+            current.append(name)
+        previous = current
+    return g, draw(st.one_of(st.none(), st.none(), st.integers(1, 20)))
+
+
+def run_and_check(graph: cp.Graph, limit: int | None) -> None:
     global TRACE
     TRACE = Trace()
     store = cp.MemoryStore()
     result = cp.run_sync(graph, store=store, options=cp.RunOptions(max_concurrency=limit))
     check_invariants(result)
+    events = store.events(result.run_id)
+    # appended in the order of their numbers: what a crash keeps is always a prefix
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    started = {e.node for e in events if e.kind is EventKind.NODE_STARTED}
+    assert started == set(result.state.nodes)
 
     # every node ends exactly once in the log
-    endings = [e.node for e in store.events(result.run_id) if e.kind in _ENDINGS
+    endings = [e.node for e in events if e.kind in _ENDINGS
                or (e.kind is EventKind.NODE_FAILED and (e.data or {}).get("final"))]
     assert sorted(endings) == sorted(result.state.nodes)  # type: ignore[type-var]
 
     # the log alone rebuilds the same final state (the state is a projection of the log)
     topo = graph.validate()
     rebuilt = RunState.new(result.run_id, graph.name, [graph.nodes[n] for n in topo.order])
-    replay(rebuilt, store.events(result.run_id), graph)
+    replay(rebuilt, events, graph)
     assert rebuilt.status is result.status
     assert {k: (v.status, v.attempt, v.output) for k, v in rebuilt.nodes.items()} == \
         {k: (v.status, v.attempt, v.output) for k, v in result.state.nodes.items()}
     assert rebuilt.version == result.state.version
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(dags())
+def test_random_dags_run_every_node_once_in_dependency_order(case: tuple[cp.Graph, int | None]
+                                                             ) -> None:
+    run_and_check(*case)
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(wide_dags())
+def test_wide_random_dags_run_every_node_once_and_log_in_order(
+        case: tuple[cp.Graph, int | None]) -> None:
+    run_and_check(*case)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
