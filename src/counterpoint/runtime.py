@@ -20,7 +20,7 @@ import random
 import socket
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
+from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -268,29 +268,20 @@ class Execution:
         now = time.time()
         nodes = state.nodes
         held = self._held
-        later: Callable[[Callable[[], None]], object] | None = None
-        if len(chosen) < _LOG_LATER:
-            for node_id in chosen:  # applied and logged here: nothing follows from a start
-                ev = Event(NODE_STARTED, now, node_id, nodes[node_id].attempt + 1)
-                evolve(state, ev)
+        # a large fan-out: the nodes start first, their node_started are logged after the
+        # loop has run their first steps (numbered now, so the log keeps its order)
+        defer = len(chosen) >= _LOG_LATER
+        later = defer and not self._unlogged
+        for node_id in chosen:  # applied here: nothing follows from a start
+            ev = Event(NODE_STARTED, now, node_id, nodes[node_id].attempt + 1)
+            evolve(state, ev)
+            if defer:
+                self._seq = ev.seq = self._seq + 1
+                self._unlogged.append(ev)
+            else:
                 self._persist(ev)
-                if held:
-                    held.pop(node_id, None)  # started in its burst: node_ready is implied
-        else:  # a large fan-out: the nodes start first, their node_started are logged after
-            unlogged = self._unlogged
-            if not unlogged:  # after the first steps of the tasks spawned below
-                assert self._loop is not None
-                later = self._loop.call_soon
-            seq = self._seq
-            for node_id in chosen:
-                ev = Event(NODE_STARTED, now, node_id, nodes[node_id].attempt + 1)
-                evolve(state, ev)
-                seq += 1
-                ev.seq = seq
-                unlogged.append(ev)
-                if held:
-                    held.pop(node_id, None)
-            self._seq = seq
+            if held:
+                held.pop(node_id, None)  # started in its burst: its node_ready is implied
         heir = self._heir
         for node_id in chosen:
             ns = nodes[node_id]
@@ -302,8 +293,9 @@ class Execution:
                     self._heir = (ns.spec, ns.attempt)
                     continue
             self._spawn(node_id, self._run_node(ns.spec, ns.attempt))
-        if later is not None:
-            later(self._log_unlogged_soon)
+        if later:  # after the first steps of the tasks spawned above
+            assert self._loop is not None
+            self._loop.call_soon(self._log_unlogged_soon)
 
     def _finished(self) -> None:
         if self._deadline is not None:
