@@ -115,9 +115,10 @@ class Execution:
         self._timers: dict[NodeId, asyncio.TimerHandle] = {}
         self._subscribers: tuple[asyncio.Queue[Event | None], ...] = ()
         self._pending: deque[Event] = deque()
-        self._unlogged: list[Event] = []
-        """``node_started`` events of a large dispatch, applied and numbered but not yet
-        logged: see :meth:`_dispatch`."""
+        self._unlogged: list[tuple[float, int, list[NodeId]]] = []
+        """Large dispatches whose ``node_started`` events are applied and numbered but not
+        yet logged, as (time, first number, nodes): see :meth:`_dispatch`. The events are
+        made when logged, so a fan-out keeps no event objects alive meanwhile."""
         self._held: dict[NodeId, Event] = {}
         """``node_ready`` events applied but not yet logged: see :meth:`_log_held`."""
         self._emitting = False
@@ -229,13 +230,16 @@ class Execution:
 
     def _log_unlogged(self) -> None:
         """Log and publish the ``node_started`` events :meth:`_dispatch` left for later."""
-        events, self._unlogged = self._unlogged, []
+        batches, self._unlogged = self._unlogged, []
         append = self.store.append
         run_id = self.run_id
-        for ev in events:
-            append(run_id, ev)
-            for queue in self._subscribers:
-                queue.put_nowait(ev)
+        nodes = self.state.nodes
+        for at, first, ids in batches:
+            for i, node_id in enumerate(ids):
+                ev = Event(NODE_STARTED, at, node_id, nodes[node_id].attempt, seq=first + i)
+                append(run_id, ev)
+                for queue in self._subscribers:
+                    queue.put_nowait(ev)
 
     def _log_unlogged_soon(self) -> None:
         try:
@@ -272,13 +276,13 @@ class Execution:
         # loop has run their first steps (numbered now, so the log keeps its order)
         defer = len(chosen) >= _LOG_LATER
         later = defer and not self._unlogged
+        if defer:
+            self._unlogged.append((now, self._seq + 1, chosen))
+            self._seq += len(chosen)
         for node_id in chosen:  # applied here: nothing follows from a start
             ev = Event(NODE_STARTED, now, node_id, nodes[node_id].attempt + 1)
             evolve(state, ev)
-            if defer:
-                self._seq = ev.seq = self._seq + 1
-                self._unlogged.append(ev)
-            else:
+            if not defer:
                 self._persist(ev)
             if held:
                 held.pop(node_id, None)  # started in its burst: its node_ready is implied
