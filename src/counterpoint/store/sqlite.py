@@ -126,7 +126,6 @@ class SQLiteStore(RunStore):
         self._wake_flag = [False]
         """Cheap mirror of ``_wake.is_set()`` for the append path (a list: mutable in place)."""
         self._closing = False
-        self._max_params = 999  # set by the writer from its connection's limit
         self._cancel_watch: dict[RunId, tuple[asyncio.AbstractEventLoop, Callable[[], None]]] = {}
         self._cancel_seen: set[RunId] = set()
         self._writer = threading.Thread(target=self._write_loop, name="counterpoint-store",
@@ -291,8 +290,7 @@ class SQLiteStore(RunStore):
 
     def _write_loop(self) -> None:
         conn = self._connect()
-        self._max_params = min(MAX_PARAMS,
-                               conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER))
+        limit = min(MAX_PARAMS, conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER))
         conn.execute("CREATE TEMP TABLE run_status (run_id TEXT PRIMARY KEY, status TEXT, "
                      "at REAL)")
         next_poll = 0.0
@@ -318,7 +316,7 @@ class SQLiteStore(RunStore):
                         dirty, self._dirty_stats = self._dirty_stats, set()
                         side.append(("stats", [(k, *self._steps.stats[k]) for k in dirty]))
                 if batch or side:
-                    self._commit(conn, batch, side)
+                    self._commit(conn, batch, side, limit)
                 self._release_waiters()
                 now = time.monotonic()
                 if self._cancel_watch and now >= next_poll:
@@ -336,7 +334,9 @@ class SQLiteStore(RunStore):
             conn.close()
 
     def _commit(self, conn: sqlite3.Connection, batch: list[tuple[RunId, int, str]],
-                side: list[tuple[Any, ...]]) -> None:
+                side: list[tuple[Any, ...]], limit: int) -> None:
+        """Write ``batch`` and ``side`` in one transaction, at most ``limit`` parameters
+        per statement."""
         runs: dict[str, list[tuple[RunId, int, str]]] = {}
         for entry in batch:
             per_run = runs.get(entry[0])
@@ -379,7 +379,6 @@ class SQLiteStore(RunStore):
                     raise
                 time.sleep(0.05 * (attempt + 1))
         try:
-            limit = self._max_params
             if blobs:
                 _insert(conn, "INSERT OR IGNORE INTO blobs", blobs, limit)
             if created:
