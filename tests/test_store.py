@@ -168,6 +168,21 @@ def test_sqlite_writes_many_rows_per_statement_and_the_latest_status_wins(
     store.close()
 
 
+def test_sqlite_insert_statements_hold_powers_of_two_of_rows() -> None:
+    """So their texts repeat (and stay in the statement cache) from commit to commit."""
+    from counterpoint.store.sqlite import _insert
+
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (a, b, c)")
+    texts: list[str] = []
+    conn.set_trace_callback(texts.append)
+    rows = [(i, str(i), i * 0.5) for i in range(23)]
+    _insert(conn, "INSERT INTO t", rows, 14)  # 4 rows of 3 fit 14 parameters
+    sizes = [text.count("(") for text in texts if text.startswith("INSERT")]
+    assert sizes == [4, 4, 4, 4, 4, 2, 1], texts
+    assert conn.execute("SELECT a, b, c FROM t ORDER BY a").fetchall() == rows
+
+
 def test_sqlite_estimates_persist_across_reopen(tmp_path: Path) -> None:
     path = tmp_path / "runs.db"
     first = SQLiteStore(path)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -134,8 +135,9 @@ class SQLiteStore(RunStore):
 
     # ------------------------------------------------------------------ opening
     def _connect(self) -> sqlite3.Connection:
+        # room in the statement cache for every multi-row insert text (see _insert)
         conn = sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None,
-                               check_same_thread=False)
+                               check_same_thread=False, cached_statements=512)
         conn.execute("PRAGMA synchronous=NORMAL")
         return conn
 
@@ -548,12 +550,25 @@ def _fail(fut: asyncio.Future[None], exc: BaseException) -> None:
 
 def _insert(conn: sqlite3.Connection, head: str, rows: Sequence[Sequence[Any]],
             limit: int) -> None:
-    """``head VALUES (...), (...), ...`` with as many rows per statement as ``limit``
-    parameters allow (see the module: the GIL changes hands once per statement)."""
+    """``head VALUES (...), (...), ...`` with many rows per statement, at most ``limit``
+    parameters each (see the module: the GIL changes hands once per statement).
+
+    Statements hold a power of two of rows (the binary digits of the count), so their
+    texts repeat and the connection's statement cache spares SQLite parsing thousands
+    of placeholders again for every commit.
+    """
     width = len(rows[0])
-    per = max(1, limit // width)
+    per = 1 << (max(1, limit // width).bit_length() - 1)
+    start = 0
+    while start < len(rows):
+        size = min(per, 1 << ((len(rows) - start).bit_length() - 1))
+        chunk = rows[start:start + size]
+        start += size
+        conn.execute(_values(head, width, size), [value for row in chunk for value in row])
+
+
+@functools.lru_cache(maxsize=256)
+def _values(head: str, width: int, count: int) -> str:
+    """The text of ``head VALUES`` with ``count`` rows of ``width`` placeholders."""
     one = "(" + ",".join("?" * width) + ")"
-    for start in range(0, len(rows), per):
-        chunk = rows[start:start + per]
-        conn.execute(f"{head} VALUES {','.join([one] * len(chunk))}",
-                     [value for row in chunk for value in row])
+    return f"{head} VALUES {','.join([one] * count)}"
