@@ -43,6 +43,24 @@ def test_events_round_trip_in_order(store: RunStore) -> None:
     assert all(e.output is None for e in events)
 
 
+def test_append_many_keeps_order_and_stores_what_precedes_an_unstorable_event(
+        store: RunStore) -> None:
+    store.append_many(RUN, [created(), *(node_event(seq) for seq in range(2, 6))])
+    store.append_many(RUN, [node_event(6, data={"k": 6})])
+    bad = Event(EventKind.NODE_FAILED, 9.0, NodeId("n9"), 1, data={"error": object()}, seq=9)
+    if isinstance(store, SQLiteStore):  # the memory store keeps objects as they are
+        with pytest.raises(cp.StoreError, match=r"event 9 \(node_failed, node 'n9'\) cannot "
+                                                r"be stored"):
+            store.append_many(RUN, [node_event(7), node_event(8), bad, node_event(10)])
+    else:
+        store.append_many(RUN, [node_event(7), node_event(8)])
+    store.flush_sync()
+    events = store.events(RUN)
+    assert [e.seq for e in events] == list(range(1, 9))  # the events before it, in order
+    assert events[5].data == {"k": 6}
+    assert store.run(RUN).status == "running"
+
+
 def test_values_survive_including_large_ones_stored_once(store: RunStore) -> None:
     big = '"' + "x" * (BLOB_THRESHOLD * 4) + '"'
     store.append(RUN, created())

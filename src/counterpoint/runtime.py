@@ -94,9 +94,10 @@ class Execution:
     """One run being executed in this process."""
 
     __slots__ = ("__weakref__", "_cancelling", "_children", "_deadline", "_done", "_emitting",
-                 "_heir", "_held", "_inline_async", "_loop", "_pending", "_rng", "_seq", "_slots",
-                 "_subscribers", "_tasks", "_timers", "_unlogged", "backend", "graph", "inputs",
-                 "journal", "options", "owns_store", "parent", "run_id", "state", "store")
+                 "_heir", "_held", "_inline_async", "_loop", "_outbox", "_pending", "_rng",
+                 "_seq", "_slots", "_subscribers", "_tasks", "_timers", "_unlogged", "backend",
+                 "graph", "inputs", "journal", "options", "owns_store", "parent", "run_id",
+                 "state", "store")
 
     def __init__(self, graph: Graph, state: RunState, store: RunStore, options: RunOptions,
                  *, backend: Backend, inputs: Mapping[str, Any], seq: int = 0,
@@ -115,6 +116,9 @@ class Execution:
         self._timers: dict[NodeId, asyncio.TimerHandle] = {}
         self._subscribers: tuple[asyncio.Queue[Event | None], ...] = ()
         self._pending: deque[Event] = deque()
+        self._outbox: list[Event] = []
+        """Events numbered and applied, handed to the store together when the burst that
+        made them ends (:meth:`_send`): one store call per burst, not one per event."""
         self._unlogged: list[tuple[float, int, list[NodeId]]] = []
         """Large dispatches whose ``node_started`` events are applied and numbered but not
         yet logged, as (time, first number, nodes): see :meth:`_dispatch`. The events are
@@ -153,6 +157,8 @@ class Execution:
             self._dispatch()
             if self._held:
                 self._log_held()
+            if self._outbox:
+                self._send()
         except StoreError as exc:
             self._abort(exc)
         finally:
@@ -162,6 +168,8 @@ class Execution:
         """Wait until every event of this run so far is durable (the flush barrier)."""
         if self._unlogged:
             self._log_unlogged()
+        if self._outbox:
+            self._send()
         await self.store.flush()
 
     def publish(self, event: Event) -> None:
@@ -176,6 +184,7 @@ class Execution:
         so the run can be resumed once the store works again.
         """
         self._pending.clear()
+        self._outbox.clear()
         if self._done is not None and not self._done.done():
             self._done.set_exception(exc)
 
@@ -183,8 +192,7 @@ class Execution:
         pending = self._pending
         popleft = pending.popleft
         state = self.state
-        append = self.store.append
-        run_id = self.run_id
+        append = self._outbox.append
         subscribers = self._subscribers
         seq = self._seq
         try:
@@ -198,7 +206,7 @@ class Execution:
                 seq += 1
                 ev.seq = seq
                 evolve(state, ev)
-                append(run_id, ev)
+                append(ev)
                 if subscribers:
                     for queue in subscribers:
                         queue.put_nowait(ev)
@@ -231,21 +239,26 @@ class Execution:
     def _log_unlogged(self) -> None:
         """Log and publish the ``node_started`` events :meth:`_dispatch` left for later."""
         batches, self._unlogged = self._unlogged, []
-        append = self.store.append
-        run_id = self.run_id
+        append = self._outbox.append
         nodes = self.state.nodes
         for at, first, ids in batches:
             for i, node_id in enumerate(ids):
                 ev = Event(NODE_STARTED, at, node_id, nodes[node_id].attempt, seq=first + i)
-                append(run_id, ev)
+                append(ev)
                 for queue in self._subscribers:
                     queue.put_nowait(ev)
 
     def _log_unlogged_soon(self) -> None:
         try:
             self._log_unlogged()
+            self._send()
         except StoreError as exc:
             self._abort(exc)
+
+    def _send(self) -> None:
+        """Hand the events in the outbox to the store, in the order of their numbers."""
+        events, self._outbox = self._outbox, []
+        self.store.append_many(self.run_id, events)
 
     def _persist(self, ev: Event) -> None:
         """Number, log and publish an event already applied (see :meth:`_drain` for the
@@ -253,7 +266,7 @@ class Execution:
         if self._unlogged:  # the log keeps the order of the numbers
             self._log_unlogged()
         self._seq = ev.seq = self._seq + 1
-        self.store.append(self.run_id, ev)
+        self._outbox.append(ev)
         for queue in self._subscribers:
             queue.put_nowait(ev)
 
@@ -355,9 +368,10 @@ class Execution:
                     if self._tasks or self._timers or self._deadline is not None:
                         await self._end_tasks()
         finally:
-            if self._unlogged:  # a store that fails here fails its close or flush below
+            if self._unlogged or self._outbox:  # a store failing here fails below too
                 with contextlib.suppress(StoreError):
                     self._log_unlogged()
+                    self._send()
             if self.owns_store:
                 self.store.close()
             elif self.parent is None:

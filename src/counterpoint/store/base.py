@@ -50,6 +50,14 @@ class RunStore(abc.ABC):
     def append(self, run_id: RunId, event: Event) -> None:
         """Queue ``event`` (its ``seq`` already set) for durable storage. Never blocks."""
 
+    def append_many(self, run_id: RunId, events: Sequence[Event]) -> None:
+        """:meth:`append` each of ``events`` in order (stores may take them in one go).
+
+        If one cannot be stored, the events before it are queued and the error is raised.
+        """
+        for event in events:
+            self.append(run_id, event)
+
     @abc.abstractmethod
     async def flush(self) -> None:
         """Wait until every event appended so far is durable."""
