@@ -301,9 +301,16 @@ class SQLiteStore(RunStore):
         self._raise_failure()
 
     def _hurry(self) -> None:
-        """Wake the writer and have it commit without gathering (someone waits for it)."""
-        self._urgent.set()
-        self._wake.set()
+        """Wake the writer and have it commit without gathering (someone waits for it).
+
+        Events already set are left alone (``set`` takes a lock and notifies, and
+        thousands of runs ending together each ask): the writer clears them only before
+        it drains the queue, so a set one still means a drain after this call's appends.
+        """
+        if not self._urgent.is_set():
+            self._urgent.set()
+        if not self._wake.is_set():
+            self._wake.set()
 
     def _raise_failure(self) -> None:
         if self._failure is not None:
