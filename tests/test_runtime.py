@@ -872,3 +872,62 @@ def test_a_wide_fan_out_logs_every_start_in_order_before_its_end(barrier: bool) 
         node = f"leaf{i}"
         assert position[(EventKind.NODE_STARTED, node)] < \
             position[(EventKind.NODE_SUCCEEDED, node)]
+
+
+# --------------------------------------------------------------------------- outbox
+# Events reach the store at the end of the loop's pass, a burst of many nodes in one call,
+# in the order of their numbers; whatever needs them in the store sends them first.
+
+
+def test_nodes_ending_in_one_pass_reach_the_store_together_in_order() -> None:
+    class Counting(cp.MemoryStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls: list[list[int]] = []
+
+        def append_many(self, run_id: cp.RunId, events: Any) -> None:
+            self.calls.append([e.seq for e in events])
+            super().append_many(run_id, events)
+
+    store = Counting()
+    width = 50
+    in_store_at_barrier: list[set[str | None]] = []
+
+    async def scenario() -> cp.RunResult:
+        gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiting: list[int] = []
+        all_waiting = asyncio.Event()
+
+        async def branch(i: int) -> int:
+            waiting.append(i)
+            if len(waiting) == width:
+                all_waiting.set()
+            await gate
+            return i
+
+        async def barrier(ctx: cp.NodeContext, **ends: int) -> int:
+            before = len(store.calls)
+            await ctx.flush()  # sends the outbox: the branches' successes are in the store
+            assert len(store.calls) > before
+            in_store_at_barrier.append({e.node for e in store.events(ctx.run_id)
+                                        if e.kind is EventKind.NODE_SUCCEEDED})
+            return sum(ends.values())
+
+        g = cp.Graph("together")
+        ends = {f"b{i}": g.add(f"b{i}", branch, i=i) for i in range(width)}
+        g.add("barrier", barrier, **ends)
+        handle = await cp.start(g, store=store)
+        await all_waiting.wait()
+        calls_before = len(store.calls)
+        gate.set_result(None)  # every branch ends in the next pass of the loop
+        result = await handle.result()
+        successes = [c for c in store.calls[calls_before:] if len(c) >= width]
+        assert successes, store.calls[calls_before:]  # one call carried all their ends
+        return result
+
+    result = asyncio.run(scenario())
+    assert result.ok and result["barrier"] == sum(range(width))
+    assert in_store_at_barrier == [{f"b{i}" for i in range(width)}]
+    sent = [seq for call in store.calls for seq in call]
+    assert sent == list(range(1, len(sent) + 1))  # every event once, in number order
+    assert len(store.events(result.run_id)) == len(sent)

@@ -1,7 +1,8 @@
 """The thin async loop around the pure core: launch, await, apply, persist.
 
 Every state change goes through :meth:`Execution.emit`, which applies the event
-to the state (:func:`~counterpoint.state.evolve`), queues it in the store,
+to the state (:func:`~counterpoint.state.evolve`), queues it for the store (sent
+at the end of the loop's pass, in the order of the events' numbers),
 publishes it to subscribers and feeds the events it implies
 (:func:`~counterpoint.state.react`) back in. After each burst of events the
 loop starts whatever :func:`~counterpoint.state.pick` chooses. Nothing awaits
@@ -19,6 +20,7 @@ import os
 import random
 import socket
 import time
+import weakref
 from collections import deque
 from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping
 from dataclasses import replace
@@ -95,9 +97,9 @@ class Execution:
 
     __slots__ = ("__weakref__", "_cancelling", "_children", "_deadline", "_done", "_emitting",
                  "_heir", "_held", "_inline_async", "_loop", "_outbox", "_pending", "_rng",
-                 "_seq", "_slots", "_subscribers", "_tasks", "_timers", "_unlogged", "backend",
-                 "graph", "inputs", "journal", "options", "owns_store", "parent", "run_id",
-                 "state", "store")
+                 "_sending", "_sends", "_seq", "_slots", "_subscribers", "_tasks", "_timers",
+                 "_unlogged", "backend", "graph", "inputs", "journal", "options", "owns_store",
+                 "parent", "run_id", "state", "store")
 
     def __init__(self, graph: Graph, state: RunState, store: RunStore, options: RunOptions,
                  *, backend: Backend, inputs: Mapping[str, Any], seq: int = 0,
@@ -117,8 +119,12 @@ class Execution:
         self._subscribers: tuple[asyncio.Queue[Event | None], ...] = ()
         self._pending: deque[Event] = deque()
         self._outbox: list[Event] = []
-        """Events numbered and applied, handed to the store together when the burst that
-        made them ends (:meth:`_send`): one store call per burst, not one per event."""
+        """Events numbered and applied, not yet handed to the store: they go together at
+        the end of the loop's pass (:meth:`_send_later`), or at once when something needs
+        them in the store (the flush barrier, the end of the run)."""
+        self._sending = False
+        """Whether the outbox is due to be sent at the end of this pass of the loop."""
+        self._sends: _Sends | None = None
         self._unlogged: list[tuple[float, int, list[NodeId]]] = []
         """Large dispatches whose ``node_started`` events are applied and numbered but not
         yet logged, as (time, first number, nodes): see :meth:`_dispatch`. The events are
@@ -157,8 +163,8 @@ class Execution:
             self._dispatch()
             if self._held:
                 self._log_held()
-            if self._outbox:
-                self._send()
+            if self._outbox and not self._sending:
+                self._send_later()
         except StoreError as exc:
             self._abort(exc)
         finally:
@@ -254,6 +260,20 @@ class Execution:
             self._send()
         except StoreError as exc:
             self._abort(exc)
+
+    def _send_later(self) -> None:
+        """Send the outbox once the loop has run what is ready now.
+
+        A thousand branches ending in one pass of the loop then reach the store as one
+        call with a thousand events, not a thousand calls. Nothing waits on the store
+        meanwhile: whatever needs the events there (:meth:`flush`, the end of the run)
+        sends them first.
+        """
+        if self._sends is None or self._loop is None:  # not on a loop: nothing to wait for
+            self._send()
+            return
+        self._sending = True
+        self._sends.add(self, self._loop)
 
     def _send(self) -> None:
         """Hand the events in the outbox to the store, in the order of their numbers."""
@@ -352,6 +372,10 @@ class Execution:
         try:
             if first is not None:
                 loop = self._loop = asyncio.get_running_loop()
+                sends = _SENDS.get(loop)
+                if sends is None:
+                    sends = _SENDS[loop] = _Sends()
+                self._sends = sends
                 self._done = loop.create_future()
                 self.store.watch_cancel(self.run_id, loop, self._cancel_requested)
                 try:
@@ -711,6 +735,38 @@ class Execution:
 
 class _FallbackFailed(NodeFailed):
     retryable = False
+
+
+class _Sends:
+    """The executions whose outboxes go to their stores at the end of one event loop's
+    current pass (see :meth:`Execution._send_later`)."""
+
+    __slots__ = ("__weakref__", "waiting")
+
+    def __init__(self) -> None:
+        self.waiting: list[Execution] | None = None
+
+    def add(self, execution: Execution, loop: asyncio.AbstractEventLoop) -> None:
+        if self.waiting is None:  # the first this pass: one callback serves them all
+            self.waiting = [execution]
+            loop.call_soon(self.send_all)
+        else:
+            self.waiting.append(execution)
+
+    def send_all(self) -> None:
+        waiting, self.waiting = self.waiting, None
+        for execution in waiting or ():
+            execution._sending = False
+            if execution._outbox:
+                try:
+                    execution._send()
+                except StoreError as exc:
+                    execution._abort(exc)
+
+
+_SENDS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Sends] = \
+    weakref.WeakKeyDictionary()
+"""Each event loop's :class:`_Sends` (it holds no reference to its loop)."""
 
 
 class RunHandle:
