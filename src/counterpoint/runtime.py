@@ -77,6 +77,7 @@ from .state import (
     evolve,
     pick,
     react,
+    start_node,
 )
 from .store import RunRecord, RunStore, open_store
 
@@ -313,9 +314,12 @@ class Execution:
             self._unlogged.append((now, self._seq + 1, chosen))
             self._seq += len(chosen)
         for node_id in chosen:  # applied here: nothing follows from a start
-            ev = Event(NODE_STARTED, now, node_id, nodes[node_id].attempt + 1)
-            evolve(state, ev)
-            if not defer:
+            if defer:  # the event is made when it is logged (_log_unlogged)
+                ns = nodes[node_id]
+                start_node(state, ns, now, ns.attempt + 1)
+            else:
+                ev = Event(NODE_STARTED, now, node_id, nodes[node_id].attempt + 1)
+                evolve(state, ev)
                 self._persist(ev)
             if held:
                 held.pop(node_id, None)  # started in its burst: its node_ready is implied

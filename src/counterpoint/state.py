@@ -343,21 +343,7 @@ def evolve(state: RunState, event: Event) -> None:
     """Apply one event to the state. Deterministic; the only way the state changes."""
     kind = event.kind
     if kind is NODE_STARTED:
-        ns = state.nodes[event.node]  # type: ignore[index]
-        if ns.status is not READY:  # its node_ready was not logged: ready as it started
-            ns.ready_at = event.at
-            if ns.first_ready_at is None:
-                ns.first_ready_at = event.at
-        ns.status = RUNNING
-        ns.attempt = event.attempt
-        if ns.stopped_at is not None:
-            _keep_attempt(ns)
-        ns.started_at = event.at
-        if ns.first_started_at is None:
-            ns.first_started_at = event.at
-        state.running += 1
-        if ns.spec.policy.resources:
-            _acquire(state, ns.spec)
+        start_node(state, state.nodes[event.node], event.at, event.attempt)  # type: ignore[index]
     elif kind is NODE_READY:
         ns = state.nodes[event.node]  # type: ignore[index]
         ns.status = READY
@@ -414,6 +400,26 @@ def evolve(state: RunState, event: Event) -> None:
             if tally is None:
                 tally = state.node_models[event.node] = ModelTally()
             tally.add(event.data)
+
+
+def start_node(state: RunState, ns: NodeState, at: float, attempt: int) -> None:
+    """Apply a ``node_started`` event of ``ns`` (at ``at``, attempt ``attempt``) without
+    the event: what :func:`evolve` does with one, for a dispatch that makes the event only
+    when it logs it."""
+    if ns.status is not READY:  # its node_ready was not logged: ready as it started
+        ns.ready_at = at
+        if ns.first_ready_at is None:
+            ns.first_ready_at = at
+    ns.status = RUNNING
+    ns.attempt = attempt
+    if ns.stopped_at is not None:
+        _keep_attempt(ns)
+    ns.started_at = at
+    if ns.first_started_at is None:
+        ns.first_started_at = at
+    state.running += 1
+    if ns.spec.policy.resources:
+        _acquire(state, ns.spec)
 
 
 _FINISHING = {
