@@ -86,6 +86,27 @@ async def test_invalid_output_fails_with_the_raw_answer_attached() -> None:
     assert "scripted" in str(caught.value) and "2 attempt(s)" in str(caught.value)
 
 
+async def test_an_answer_cut_off_at_the_token_limit_is_re_asked_shorter_and_named() -> None:
+    cut = Response(text='{"name": "Lyon", "popul', finish_reason="length")
+    scripted = ScriptedModel([cut, cut])
+    with pytest.raises(InvalidOutput) as caught:
+        await Model(scripted, output_retries=1).generate("A city?", output=City,
+                                                         max_tokens=8)
+    assert caught.value.finish_reason == "length"
+    assert "cut off at the token limit (max_tokens=8): raise max_tokens" in str(caught.value)
+    again = scripted.requests[1].messages[-1].content
+    assert "cut off at the length limit" in again and "shorter JSON" in again
+
+
+async def test_an_invalid_answer_that_was_not_cut_off_says_nothing_of_the_limit() -> None:
+    scripted = ScriptedModel(['{"name": 1}', '{"name": 2}'])
+    with pytest.raises(InvalidOutput) as caught:
+        await Model(scripted, output_retries=1).generate("A city?", output=City)
+    assert caught.value.finish_reason == "stop"
+    assert "cut off" not in str(caught.value)
+    assert "cut off" not in scripted.requests[1].messages[-1].content
+
+
 async def test_non_object_outputs_travel_wrapped() -> None:
     scripted = ScriptedModel(['{"value": ["a", "b"]}'])
     result = await Model(scripted).generate("Two letters", output=list[str])

@@ -188,12 +188,14 @@ class InvalidOutput(ModelError):
     retryable = False
 
     def __init__(self, message: str, *, model: str = "", raw: str = "",
-                 errors: str = "") -> None:
+                 errors: str = "", finish_reason: str = "") -> None:
         super().__init__(message, model=model)
         self.raw = raw
         """The model's last answer, as text."""
         self.errors = errors
         """The validation errors of that answer."""
+        self.finish_reason = finish_reason
+        """Why the model stopped that answer: ``"length"`` if the token limit cut it off."""
 
 
 class ScriptError(ModelError):

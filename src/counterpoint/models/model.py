@@ -325,18 +325,27 @@ class _Call:
                 raw = response.text
                 self.record_invalid(binding, ask, problems)
                 native_tools = bool(response.tool_calls) and not emulated
+                cut = response.finish_reason == "length"  # the token limit ended it
                 if ask == re_asks:
                     what = "tool calls" if native_tools or emulated else "output schema"
+                    hint = (f"; the last answer was cut off at the token limit (max_tokens="
+                            f"{request.max_tokens}): raise max_tokens or ask for less"
+                            if cut else "")
                     raise InvalidOutput(
                         f"model {binding.config.name}: the answer did not match the "
-                        f"{what} after {re_asks + 1} attempt(s): {problems}",
+                        f"{what} after {re_asks + 1} attempt(s): {problems}{hint}",
                         model=binding.config.name, raw=raw or _calls_text(response),
-                        errors=problems) from exc
+                        errors=problems, finish_reason=response.finish_reason) from exc
                 if native_tools:
                     # answer every call (a provider rejects calls left unanswered), then ask
                     conversation = [*conversation, response.message(), *(
                         Message.tool(call, f"error: {problems}") for call in
                         response.tool_calls)]
+                elif cut:  # asking again for the same would be cut off again
+                    conversation = [*conversation, Message.assistant(raw), Message.user(
+                        "Your answer was cut off at the length limit before it was "
+                        f"complete: {problems}\nReply again with shorter JSON only, matching "
+                        "the schema exactly.")]
                 else:
                     conversation = [*conversation, Message.assistant(raw), Message.user(
                         f"Your answer was invalid: {problems}\nReply again with JSON only, "
