@@ -931,3 +931,40 @@ def test_nodes_ending_in_one_pass_reach_the_store_together_in_order() -> None:
     sent = [seq for call in store.calls for seq in call]
     assert sent == list(range(1, len(sent) + 1))  # every event once, in number order
     assert len(store.events(result.run_id)) == len(sent)
+
+
+# --------------------------------------------------------------------------- sync steps
+def test_a_sync_step_records_and_edits_through_the_run_s_loop(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sync step runs in a worker thread; what it records or edits is done on the loop."""
+    from counterpoint.runtime import Execution
+
+    emitted_in: set[str] = set()
+    original = Execution.emit
+
+    def watching(self: Execution, event: cp.Event) -> None:
+        emitted_in.add(threading.current_thread().name)
+        original(self, event)
+
+    monkeypatch.setattr(Execution, "emit", watching)
+
+    def grow(ctx: cp.NodeContext) -> str:
+        ctx.record(EventKind.AGENT_TURN, {"from": threading.current_thread().name})
+        edit = cp.Edit("add a node from a worker thread")
+        edit.add("added", const, value=7)
+        version = ctx.apply(edit)
+        again = cp.Edit("add it again")
+        again.add("added", const, value=8)
+        with pytest.raises(cp.PatchError, match="'added': duplicate node id"):
+            ctx.apply(again)  # the loop's error reaches the step
+        return f"version {version}"
+
+    g = cp.Graph("sync-edits")
+    g.add("grow", grow)
+    store = cp.MemoryStore()
+    result = cp.run_sync(g, store=store)
+    assert result.ok and result["grow"] == "version 1" and result["added"] == 7
+    assert emitted_in == {threading.main_thread().name}
+    turns = [e.data for e in store.events(result.run_id) if e.kind is EventKind.AGENT_TURN]
+    assert len(turns) == 1 and turns[0] is not None
+    assert turns[0]["from"] != threading.main_thread().name  # it was a worker thread

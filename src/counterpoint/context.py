@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
@@ -53,10 +54,12 @@ class NodeContext:
         Informational events never change which nodes run.
         """
         event = Event(kind, time.time(), self.node, self.attempt, data=data)
-        if persist:
-            self._execution.emit(event)
-        else:
-            self._execution.publish(event)
+        target = self._execution.emit if persist else self._execution.publish
+        loop = self._execution.foreign_loop()
+        if loop is None:
+            target(event)
+        else:  # a sync step, in a worker thread: the run's loop records it, in call order
+            loop.call_soon_threadsafe(target, event)
 
     @property
     def usage(self) -> ModelTally:
@@ -84,8 +87,25 @@ class NodeContext:
         return self._execution.state.version
 
     def apply(self, edit: Edit) -> int:
-        """Validate and apply ``edit`` atomically; returns the new graph version."""
-        return self._execution.apply(edit)
+        """Validate and apply ``edit`` atomically; returns the new graph version.
+
+        From a sync step (a worker thread) the edit is applied on the run's event loop and
+        this call waits for it.
+        """
+        execution = self._execution
+        loop = execution.foreign_loop()
+        if loop is None:
+            return execution.apply(edit)
+        applied: concurrent.futures.Future[int] = concurrent.futures.Future()
+
+        def apply_on_loop() -> None:
+            try:
+                applied.set_result(execution.apply(edit))
+            except BaseException as exc:  # a PatchError reaches the step as if raised here
+                applied.set_exception(exc)
+
+        loop.call_soon_threadsafe(apply_on_loop)
+        return applied.result()
 
     @property
     def state(self) -> RunState:

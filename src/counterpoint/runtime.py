@@ -19,6 +19,7 @@ import contextlib
 import os
 import random
 import socket
+import threading
 import time
 import weakref
 from collections import deque
@@ -98,9 +99,9 @@ class Execution:
 
     __slots__ = ("__weakref__", "_cancelling", "_children", "_deadline", "_done", "_emitting",
                  "_heir", "_held", "_inline_async", "_loop", "_outbox", "_pending", "_rng",
-                 "_sending", "_sends", "_seq", "_slots", "_subscribers", "_tasks", "_timers",
-                 "_unlogged", "backend", "graph", "inputs", "journal", "options", "owns_store",
-                 "parent", "run_id", "state", "store")
+                 "_sending", "_sends", "_seq", "_slots", "_subscribers", "_tasks", "_thread",
+                 "_timers", "_unlogged", "backend", "graph", "inputs", "journal", "options",
+                 "owns_store", "parent", "run_id", "state", "store")
 
     def __init__(self, graph: Graph, state: RunState, store: RunStore, options: RunOptions,
                  *, backend: Backend, inputs: Mapping[str, Any], seq: int = 0,
@@ -126,6 +127,8 @@ class Execution:
         self._sending = False
         """Whether the outbox is due to be sent at the end of this pass of the loop."""
         self._sends: _Sends | None = None
+        self._thread: int | None = None
+        """The thread running the run's event loop."""
         self._unlogged: list[tuple[float, int, list[NodeId]]] = []
         """Large dispatches whose ``node_started`` events are applied and numbered but not
         yet logged, as (time, first number, nodes): see :meth:`_dispatch`. The events are
@@ -178,6 +181,13 @@ class Execution:
         if self._outbox:
             self._send()
         await self.store.flush()
+
+    def foreign_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The run's loop if the caller runs in another thread (a sync step), else ``None``:
+        what changes the run must then be done on that loop."""
+        if self._thread is None or self._thread == threading.get_ident():
+            return None
+        return self._loop
 
     def publish(self, event: Event) -> None:
         """Give ``event`` to subscribers only: not applied, not persisted (streamed text)."""
@@ -376,6 +386,7 @@ class Execution:
         try:
             if first is not None:
                 loop = self._loop = asyncio.get_running_loop()
+                self._thread = threading.get_ident()
                 sends = _SENDS.get(loop)
                 if sends is None:
                     sends = _SENDS[loop] = _Sends()
