@@ -968,3 +968,68 @@ def test_a_sync_step_records_and_edits_through_the_run_s_loop(
     turns = [e.data for e in store.events(result.run_id) if e.kind is EventKind.AGENT_TURN]
     assert len(turns) == 1 and turns[0] is not None
     assert turns[0]["from"] != threading.main_thread().name  # it was a worker thread
+
+
+def test_a_flush_before_the_deferred_starts_are_logged_leaves_nothing_to_send(
+        tmp_path: Path) -> None:
+    """The flush barrier logs and sends a wide dispatch's starts; the callback that would
+    have logged them then finds nothing to send, and must not fail on it."""
+    from counterpoint.runtime import _LOG_LATER
+
+    errors: list[dict[str, Any]] = []
+
+    async def leaf(ctx: cp.NodeContext, i: int, x: int) -> int:
+        if i == 0:  # runs on in root's task, before the callback that logs the starts
+            await ctx.flush()
+        await asyncio.sleep(0.005)
+        return x + i
+
+    async def scenario() -> cp.RunResult:
+        asyncio.get_running_loop().set_exception_handler(lambda _, context: errors.append(
+            context))
+        g = cp.Graph("wide-flush")
+        root = g.add("root", const, value=1)
+        for i in range(_LOG_LATER + 4):
+            g.add(f"leaf{i}", leaf, i=i, x=root, estimate=5.0 if i == 0 else None)
+        store = cp.SQLiteStore(tmp_path / "runs.db")
+        try:
+            return await cp.run(g, store=store)
+        finally:
+            store.close()
+
+    result = asyncio.run(scenario())
+    assert result.ok and result["leaf3"] == 4
+    assert errors == []
+
+
+def test_a_sync_step_that_edits_after_its_run_ended_gets_an_error_not_a_hang() -> None:
+    """A worker thread outlives its cancelled run; its edit cannot reach a stopped loop."""
+    release = threading.Event()
+    done = threading.Event()
+    outcome: list[BaseException | int] = []
+
+    def slow(ctx: cp.NodeContext) -> int:
+        release.wait(10)
+        edit = cp.Edit("too late")
+        edit.add("late", const, value=1)
+        try:
+            outcome.append(ctx.apply(edit))
+        except BaseException as exc:  # the outcome is what the test checks
+            outcome.append(exc)
+        finally:
+            done.set()
+        return 1
+
+    g = cp.Graph("late-edit")
+    g.add("slow", slow)
+    loop = asyncio.new_event_loop()
+    try:
+        result = loop.run_until_complete(
+            cp.run(g, store="memory", options=cp.RunOptions(deadline=0.05)))
+        assert result.status is RunStatus.TIMED_OUT
+        release.set()  # the loop is stopped, not closed: nothing would run the edit
+        assert done.wait(10)
+    finally:
+        loop.close()
+    assert len(outcome) == 1 and isinstance(outcome[0], cp.PatchError), outcome
+    assert "event loop has stopped" in str(outcome[0])

@@ -7,6 +7,7 @@ import time
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
+from .errors import PatchError
 from .events import Event, EventKind
 from .ids import NodeId, RunId
 from .patch import Edit
@@ -96,6 +97,9 @@ class NodeContext:
         loop = execution.foreign_loop()
         if loop is None:
             return execution.apply(edit)
+        if not loop.is_running():  # the run is over: nothing would ever apply it
+            raise PatchError(f"run {execution.run_id}, node {self.node!r}: the run's event "
+                             "loop has stopped, so the edit cannot be applied")
         applied: concurrent.futures.Future[int] = concurrent.futures.Future()
 
         def apply_on_loop() -> None:

@@ -288,8 +288,9 @@ class Execution:
 
     def _send(self) -> None:
         """Hand the events in the outbox to the store, in the order of their numbers."""
-        events, self._outbox = self._outbox, []
-        self.store.append_many(self.run_id, events)
+        if self._outbox:
+            events, self._outbox = self._outbox, []
+            self.store.append_many(self.run_id, events)
 
     def _persist(self, ev: Event) -> None:
         """Number, log and publish an event already applied (see :meth:`_drain` for the

@@ -204,6 +204,8 @@ class SQLiteStore(RunStore):
     def append_many(self, run_id: RunId, events: Sequence[Event]) -> None:
         if self._failure is not None:
             raise StoreError(f"store {self.path}: the writer failed earlier: {self._failure}")
+        if not events:
+            return
         rows = []
         for event in events:
             value, blob = event.value, None
