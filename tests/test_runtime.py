@@ -1003,7 +1003,8 @@ def test_a_flush_before_the_deferred_starts_are_logged_leaves_nothing_to_send(
 
 
 def test_a_sync_step_that_edits_after_its_run_ended_gets_an_error_not_a_hang() -> None:
-    """A worker thread outlives its cancelled run; its edit cannot reach a stopped loop."""
+    """A worker thread outlives its cancelled run; its edit and its records cannot reach a
+    stopped loop (nor be applied to the run when that loop runs again)."""
     release = threading.Event()
     done = threading.Event()
     outcome: list[BaseException | int] = []
@@ -1015,6 +1016,10 @@ def test_a_sync_step_that_edits_after_its_run_ended_gets_an_error_not_a_hang() -
         try:
             outcome.append(ctx.apply(edit))
         except BaseException as exc:  # the outcome is what the test checks
+            outcome.append(exc)
+        try:
+            ctx.record(EventKind.AGENT_TURN, {"late": True})
+        except BaseException as exc:
             outcome.append(exc)
         finally:
             done.set()
@@ -1031,5 +1036,7 @@ def test_a_sync_step_that_edits_after_its_run_ended_gets_an_error_not_a_hang() -
         assert done.wait(10)
     finally:
         loop.close()
-    assert len(outcome) == 1 and isinstance(outcome[0], cp.PatchError), outcome
-    assert "event loop has stopped" in str(outcome[0])
+    assert len(outcome) == 2 and isinstance(outcome[0], cp.PatchError), outcome
+    assert "event loop has stopped, so nothing more can be applied" in str(outcome[0])
+    assert isinstance(outcome[1], cp.UserError), outcome
+    assert "event loop has stopped, so nothing more can be recorded" in str(outcome[1])

@@ -7,13 +7,15 @@ import time
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from .errors import PatchError
+from .errors import PatchError, UserError
 from .events import Event, EventKind
 from .ids import NodeId, RunId
 from .patch import Edit
 from .state import ModelTally, NodeStatus, RunState
 
 if TYPE_CHECKING:
+    import asyncio
+
     from .options import RunOptions
     from .runtime import Execution
     from .store import RunStore
@@ -56,11 +58,24 @@ class NodeContext:
         """
         event = Event(kind, time.time(), self.node, self.attempt, data=data)
         target = self._execution.emit if persist else self._execution.publish
-        loop = self._execution.foreign_loop()
+        loop = self._loop_from_thread(UserError, "recorded")
         if loop is None:
             target(event)
         else:  # a sync step, in a worker thread: the run's loop records it, in call order
             loop.call_soon_threadsafe(target, event)
+
+    def _loop_from_thread(self, error: type[UserError],
+                          what: str) -> asyncio.AbstractEventLoop | None:
+        """The run's event loop when called from another thread (a sync step), else None.
+
+        Raises ``error`` if that loop has stopped: the run is over (the thread outlived its
+        cancelled attempt) and nothing would ever run what is sent to it.
+        """
+        loop = self._execution.foreign_loop()
+        if loop is not None and not loop.is_running():
+            raise error(f"run {self.run_id}, node {self.node!r}: the run's event loop has "
+                        f"stopped, so nothing more can be {what} for this attempt")
+        return loop
 
     @property
     def usage(self) -> ModelTally:
@@ -94,12 +109,9 @@ class NodeContext:
         this call waits for it.
         """
         execution = self._execution
-        loop = execution.foreign_loop()
+        loop = self._loop_from_thread(PatchError, "applied")
         if loop is None:
             return execution.apply(edit)
-        if not loop.is_running():  # the run is over: nothing would ever apply it
-            raise PatchError(f"run {execution.run_id}, node {self.node!r}: the run's event "
-                             "loop has stopped, so the edit cannot be applied")
         applied: concurrent.futures.Future[int] = concurrent.futures.Future()
 
         def apply_on_loop() -> None:
