@@ -247,7 +247,8 @@ class RunState:
             cache["ranks"] = (used, [ns.rank for ns in model.nodes.values()])
         ranked = cache["ranks"]
         if ranked[0] != used:  # the estimates moved: new ranks over the same wiring
-            ranked = cache["ranks"] = (used, _ranks(wiring, estimates))
+            ranked = cache["ranks"] = (used, _ranks([(spec, dependents) for spec, _, dependents
+                                                     in wiring], estimates))
         nodes = {spec.id: NodeState(spec, i, PENDING, unmet, rank, dependents=dependents)
                  for i, ((spec, unmet, dependents), rank)
                  in enumerate(zip(wiring, ranked[1], strict=True))}
@@ -285,13 +286,14 @@ def _add_specs(state: RunState, specs: Iterable[NodeSpec]) -> list[NodeId]:
     return added
 
 
-def _ranks(wiring: list[tuple[NodeSpec, int, tuple[NodeId, ...]]],
+def _ranks(rows: list[tuple[NodeSpec, tuple[NodeId, ...]]],
            estimates: Mapping[str, float]) -> list[float]:
-    """Upward ranks of nodes listed in topological order, as :func:`compute_ranks`."""
-    index = {row[0].id: i for i, row in enumerate(wiring)}
-    ranks = [0.0] * len(wiring)
-    for i in range(len(wiring) - 1, -1, -1):  # every dependent comes later in the list
-        spec, _, dependents = wiring[i]
+    """Upward ranks (HEFT) of nodes given as (spec, dependents) in topological order: a
+    node's estimated duration plus the highest rank among its dependents."""
+    index = {row[0].id: i for i, row in enumerate(rows)}
+    ranks = [0.0] * len(rows)
+    for i in range(len(rows) - 1, -1, -1):  # every dependent comes later in the list
+        spec, dependents = rows[i]
         best = 0.0
         for nxt in dependents:
             rank = ranks[index[nxt]]
@@ -305,19 +307,11 @@ def _ranks(wiring: list[tuple[NodeSpec, int, tuple[NodeId, ...]]],
 
 def compute_ranks(state: RunState) -> None:
     """Upward rank of every node over estimated durations (HEFT), then rebuild the ready heap."""
-    order = _topological(state)
-    estimates = state.estimates
     nodes = state.nodes
-    for node_id in reversed(order):
-        ns = nodes[node_id]
-        best = 0.0
-        for nxt in ns.dependents:
-            rank = nodes[nxt].rank
-            if rank > best:
-                best = rank
-        own = ns.spec.estimate
-        ns.rank = (own if own is not None else estimates.get(ns.spec.step_key,
-                                                               DEFAULT_ESTIMATE)) + best
+    order = [nodes[node_id] for node_id in _topological(state)]
+    ranks = _ranks([(ns.spec, ns.dependents) for ns in order], state.estimates)
+    for ns, rank in zip(order, ranks, strict=True):
+        ns.rank = rank
     state.ready = [(-ns.rank, ns.order, ns.spec.id) for ns in nodes.values()
                    if ns.status is READY]
     heapq.heapify(state.ready)
