@@ -176,10 +176,7 @@ class Execution:
 
     async def flush(self) -> None:
         """Wait until every event of this run so far is durable (the flush barrier)."""
-        if self._unlogged:
-            self._log_unlogged()
-        if self._outbox:
-            self._send()
+        self._hand_over()
         await self.store.flush()
 
     def foreign_loop(self) -> asyncio.AbstractEventLoop | None:
@@ -267,10 +264,16 @@ class Execution:
 
     def _log_unlogged_soon(self) -> None:
         try:
-            self._log_unlogged()
-            self._send()
+            self._hand_over()
         except StoreError as exc:
             self._abort(exc)
+
+    def _hand_over(self) -> None:
+        """Give the store every event of the run so far: the deferred ``node_started``
+        events, then the outbox."""
+        if self._unlogged:
+            self._log_unlogged()
+        self._send()
 
     def _send_later(self) -> None:
         """Send the outbox once the loop has run what is ready now.
@@ -408,10 +411,8 @@ class Execution:
                     if self._tasks or self._timers or self._deadline is not None:
                         await self._end_tasks()
         finally:
-            if self._unlogged or self._outbox:  # a store failing here fails below too
-                with contextlib.suppress(StoreError):
-                    self._log_unlogged()
-                    self._send()
+            with contextlib.suppress(StoreError):  # a store failing here fails below too
+                self._hand_over()
             if self.owns_store:
                 self.store.close()
             elif self.parent is None:
