@@ -159,9 +159,9 @@ def test_sqlite_writes_many_rows_per_statement_and_the_latest_status_wins(
     original = sqlite_module._insert
 
     def counting(conn: sqlite3.Connection, head: str, rows: list[tuple[object, ...]],
-                 limit: int) -> None:
+                 limit: int, tail: str = "") -> None:
         calls.append((head, len(rows), limit))
-        original(conn, head, rows, limit)
+        original(conn, head, rows, limit, tail)
 
     monkeypatch.setattr(sqlite_module, "_insert", counting)
     store = SQLiteStore(tmp_path / "runs.db")

@@ -355,12 +355,17 @@ class Execution:
     def _finished(self) -> None:
         if self._deadline is not None:
             self._deadline.cancel()
-        samples: dict[str, list[float]] = {}
+        samples: dict[str, list[float]] = {}  # the last attempt's run time of each step
         for ns in self.state.nodes.values():
-            if ns.status is SUCCEEDED and ns.stopped_at is not None and \
-                    ns.spec.kind is _TASK:
-                samples.setdefault(ns.spec.step_key, []).append(
-                    ns.stopped_at - ns.started_at)  # type: ignore[operator]
+            stopped = ns.stopped_at
+            if stopped is not None and ns.status is SUCCEEDED:
+                spec = ns.spec
+                if spec.kind is _TASK:
+                    durations = samples.get(spec.step_key)
+                    if durations is None:
+                        samples[spec.step_key] = [stopped - ns.started_at]  # type: ignore[operator]
+                    else:
+                        durations.append(stopped - ns.started_at)  # type: ignore[operator]
         if samples:
             self.store.record_durations(samples)
         for queue in self._subscribers:

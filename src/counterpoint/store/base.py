@@ -167,10 +167,11 @@ class StepEstimates:
         published = self._published
         drifted = published is None
         for key, values in samples.items():
+            if not values:
+                continue
             count, mean = self.stats.get(key, (0, 0.0))
-            for v in values:
-                count += 1
-                mean += (v - mean) / count
+            count += len(values)  # the running mean over the old and the new samples, at once
+            mean += (sum(values) - len(values) * mean) / count
             self.stats[key] = (count, mean)
             if not drifted:
                 old = published.get(key)  # type: ignore[union-attr]

@@ -11,7 +11,7 @@ Large values (node outputs over :data:`BLOB_THRESHOLD` bytes) are stored once in
 the ``blobs`` table by SHA-256 and referenced from the events.
 
 The writer puts many rows in each statement (``INSERT ... VALUES (...), (...), ...``,
-and the run index's status updates through a scratch table), not one statement per
+and the run index's status changes as one upsert), not one statement per
 row with ``executemany``: the sqlite3 module releases the GIL while SQLite steps a
 statement and must take it back after, and a thread taking the GIL back from a busy
 event loop waits up to the switch interval (5 ms). Row by row, 10,000 concurrent
@@ -85,6 +85,10 @@ flush is waiting: fewer, larger transactions, and fewer turns at the GIL taken f
 event loop. A crash still leaves a prefix of every run's events."""
 _RUN_LEVEL = frozenset({EventKind.RUN_CREATED, EventKind.RUN_FINISHED, EventKind.RUN_RESUMED})
 """Events that also update the run index."""
+_STATUS_UPSERT = "INSERT INTO runs (run_id, status, updated_at, graph, created_at, owner_pid)"
+_STATUS_UPDATE = (" ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, "
+                  "updated_at = excluded.updated_at, owner_pid = excluded.owner_pid")
+"""The run index's status changes: one statement for many runs (an upsert; SQLite 3.24+)."""
 _Waiter = tuple[asyncio.AbstractEventLoop, "asyncio.Future[None]", int]
 
 
@@ -326,8 +330,6 @@ class SQLiteStore(RunStore):
     def _write_loop(self) -> None:
         conn = self._connect()
         limit = min(MAX_PARAMS, conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER))
-        conn.execute("CREATE TEMP TABLE run_status (run_id TEXT PRIMARY KEY, status TEXT, "
-                     "at REAL)")
         next_poll = 0.0
         try:
             while True:
@@ -420,14 +422,9 @@ class SQLiteStore(RunStore):
                 _insert(conn, "INSERT OR REPLACE INTO runs", created, limit)
             if segments:
                 _insert(conn, "INSERT INTO segments", segments, limit)
-            if status:  # one UPDATE for them all, through the scratch table
-                _insert(conn, "INSERT INTO temp.run_status", list(status.values()), limit)
-                conn.execute(
-                    "UPDATE runs SET status = (SELECT s.status FROM temp.run_status s WHERE "
-                    "s.run_id = runs.run_id), updated_at = (SELECT s.at FROM temp.run_status "
-                    f"s WHERE s.run_id = runs.run_id), owner_pid = {pid} "
-                    "WHERE run_id IN (SELECT run_id FROM temp.run_status)")
-                conn.execute("DELETE FROM temp.run_status")
+            if status:  # rows that exist (a run is created before it changes status)
+                _insert(conn, _STATUS_UPSERT, [(*s, "?", s[2], pid) for s in status.values()],
+                        limit, _STATUS_UPDATE)
                 answered = [(s[0],) for s in status.values() if s[1] != "running" and s[0] in
                             self._cancel_seen]
                 if answered:  # cancel requests this process saw are answered by the finish
@@ -582,8 +579,8 @@ def _fail(fut: asyncio.Future[None], exc: BaseException) -> None:
 
 
 def _insert(conn: sqlite3.Connection, head: str, rows: Sequence[Sequence[Any]],
-            limit: int) -> None:
-    """``head VALUES (...), (...), ...`` with many rows per statement, at most ``limit``
+            limit: int, tail: str = "") -> None:
+    """``head VALUES (...), (...), ... tail`` with many rows per statement, at most ``limit``
     parameters each (see the module: the GIL changes hands once per statement).
 
     Statements hold a power of two of rows (the binary digits of the count), so their
@@ -597,11 +594,13 @@ def _insert(conn: sqlite3.Connection, head: str, rows: Sequence[Sequence[Any]],
         size = min(per, 1 << ((len(rows) - start).bit_length() - 1))
         chunk = rows[start:start + size]
         start += size
-        conn.execute(_values(head, width, size), [value for row in chunk for value in row])
+        conn.execute(_values(head, width, size, tail),
+                     [value for row in chunk for value in row])
 
 
 @functools.lru_cache(maxsize=256)
-def _values(head: str, width: int, count: int) -> str:
-    """The text of ``head VALUES`` with ``count`` rows of ``width`` placeholders."""
+def _values(head: str, width: int, count: int, tail: str = "") -> str:
+    """The text of ``head VALUES`` with ``count`` rows of ``width`` placeholders, then
+    ``tail``."""
     one = "(" + ",".join("?" * width) + ")"
-    return f"{head} VALUES {','.join([one] * count)}"
+    return f"{head} VALUES {','.join([one] * count)}{tail}"
