@@ -117,12 +117,20 @@ class NodeSpec:
     """For an item spawned by a map at run time: the map's id (branch choices name it)."""
     deps: tuple[NodeId, ...] = ()
     """All dependencies, data and ordering, in a stable order (derived)."""
+    refs: tuple[tuple[str, NodeRef | InputRef], ...] = field(default=(), init=False,
+                                                             repr=False, compare=False)
+    """The inputs that are not literals, as (parameter, reference), in order (derived)."""
 
     def __post_init__(self) -> None:
         seen: dict[NodeId, None] = {}
-        for value in self.inputs.values():
+        refs: list[tuple[str, NodeRef | InputRef]] = []
+        for name, value in self.inputs.items():
             if isinstance(value, NodeRef):
                 seen[value.node] = None
+                refs.append((name, value))
+            elif isinstance(value, InputRef):
+                refs.append((name, value))
+        object.__setattr__(self, "refs", tuple(refs))
         if self.map_over is not None:
             seen[self.map_over.node] = None
         for dep in self.after:

@@ -57,7 +57,7 @@ from .events import (
     Event,
 )
 from .garbage import tune_gc
-from .graph import Choose, Graph, InputRef, NodeKind, NodeRef, NodeSpec
+from .graph import Choose, Graph, InputRef, NodeKind, NodeSpec
 from .ids import NodeId, RunId, new_run_id
 from .loader import load_recorded, make_resolver, source_record
 from .loop import run as run_loop
@@ -327,27 +327,28 @@ class Execution:
         if defer:
             self._unlogged.append((now, self._seq + 1, chosen))
             self._seq += len(chosen)
-        for node_id in chosen:  # applied here: nothing follows from a start
+        heir = self._heir
+        tasks = self._tasks
+        assert self._loop is not None
+        create_task = self._loop.create_task
+        for node_id in chosen:  # applied here (nothing follows from a start), then launched
+            ns = nodes[node_id]
             if defer:  # the event is made when it is logged (_log_unlogged)
-                ns = nodes[node_id]
                 start_node(state, ns, now, ns.attempt + 1)
             else:
-                ev = Event(NODE_STARTED, now, node_id, nodes[node_id].attempt + 1)
+                ev = Event(NODE_STARTED, now, node_id, ns.attempt + 1)
                 evolve(state, ev)
                 self._persist(ev)
             if held:
                 held.pop(node_id, None)  # started in its burst: its node_ready is implied
-        heir = self._heir
-        for node_id in chosen:
-            ns = nodes[node_id]
             if heir is not None:  # the finishing node's task runs the first one itself
-                task = self._tasks.get(heir)  # type: ignore[arg-type]
+                task = tasks.get(heir)  # type: ignore[arg-type]
                 heir = None
                 if task is not None and not task.cancelling():
-                    self._tasks[node_id] = task
+                    tasks[node_id] = task
                     self._heir = (ns.spec, ns.attempt)
                     continue
-            self._spawn(node_id, self._run_node(ns.spec, ns.attempt))
+            tasks[node_id] = create_task(self._run_node(ns.spec, ns.attempt))
         if later:  # after the first steps of the tasks spawned above
             assert self._loop is not None
             self._loop.call_soon(self._log_unlogged_soon)
@@ -518,20 +519,17 @@ class Execution:
         return await self.backend.call(spec.fn, kwargs, is_async=spec.is_async)
 
     def _arguments(self, spec: NodeSpec) -> dict[str, Any]:
+        kwargs = dict(spec.inputs)  # the literals as they are; references replaced in place
         nodes = self.state.nodes
-        kwargs: dict[str, Any] = {}
-        for name, value in spec.inputs.items():
-            if type(value) is NodeRef:
-                source = nodes[value.node]
-                if source.status is not SUCCEEDED:
-                    kwargs[name] = None  # an optional input whose source was skipped
-                else:
-                    kwargs[name] = value.resolve(source.output) if value.path \
-                        else source.output
-            elif isinstance(value, InputRef):
+        for name, value in spec.refs:
+            if isinstance(value, InputRef):
                 kwargs[name] = self.inputs[value.name]
+                continue
+            source = nodes[value.node]
+            if source.status is not SUCCEEDED:
+                kwargs[name] = None  # an optional input whose source was skipped
             else:
-                kwargs[name] = value
+                kwargs[name] = value.resolve(source.output) if value.path else source.output
         return kwargs
 
     def _succeed(self, spec: NodeSpec, output: Any, data: dict[str, Any] | None = None) -> None:
