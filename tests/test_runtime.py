@@ -78,6 +78,27 @@ def test_indexed_inputs_and_graph_inputs() -> None:
         run(g)
 
 
+def test_keyword_inputs_arrive_in_the_order_they_were_declared() -> None:
+    """Literals, node outputs and graph inputs interleaved: a ``**kwargs`` step sees them
+    in declaration order, each resolved."""
+    async def pair() -> dict[str, int]:
+        return {"x": 4, "y": 5}
+
+    async def collect(**inputs: Any) -> list[tuple[str, Any]]:
+        return list(inputs.items())
+
+    g = cp.Graph("order")
+    base = g.input("base")
+    p = g.add("p", pair)
+    one = g.add("one", const, value=1)
+    g.add("c", collect, z="lit", y=p["y"], x=base, w=one, v=[1, 2], u=p)
+    result = run(g, inputs={"base": 10})
+    assert result["c"] == [("z", "lit"), ("y", 5), ("x", 10), ("w", 1), ("v", [1, 2]),
+                           ("u", {"x": 4, "y": 5})]
+    spec = g.nodes[cp.NodeId("c")]
+    assert [name for name, _ in spec.refs] == ["y", "x", "w", "u"]  # derived once per spec
+
+
 def test_slow_branch_does_not_hold_back_an_unrelated_one() -> None:
     order: list[str] = []
 
