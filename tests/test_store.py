@@ -246,6 +246,38 @@ def test_sqlite_applies_new_migrations_in_order(tmp_path: Path) -> None:
     conn.close()
 
 
+def test_sqlite_migration_keeps_the_events_written_before_it(tmp_path: Path) -> None:
+    """A log written under the first three migrations reads the same after 0004 (segments
+    moved to a table in insertion order), and the run goes on being appended to."""
+    path = tmp_path / "runs.db"
+    old = SQLiteStore(path, migrations=MIGRATIONS[:3])
+    old.append(RUN, created())
+    for seq in range(2, 30):
+        old.append(RUN, node_event(seq, value=f'"v{seq}"' if seq % 3 else None))
+        if seq % 7 == 0:
+            old.flush_sync()  # several segments
+    other = RunId("r-other")
+    old.append(other, created(graph="h"))
+    old.close()
+    before = SQLiteStore(path, migrations=MIGRATIONS[:3])
+    expected = [(e.seq, e.kind, e.node, e.value) for e in before.events(RUN)]
+    before.close()
+    store = SQLiteStore(path)
+    assert [(e.seq, e.kind, e.node, e.value) for e in store.events(RUN)] == expected
+    assert len(expected) == 29
+    store.append(RUN, node_event(30, EventKind.NODE_STARTED))
+    store.flush_sync()
+    assert [e.seq for e in store.events(RUN)] == list(range(1, 31))
+    assert [e.seq for e in store.events(other)] == [1]
+    assert store.run(other).graph == "h"
+    store.close()
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT sql FROM sqlite_master WHERE name = 'segments_by_run'").fetchone()
+    with pytest.raises(sqlite3.IntegrityError):  # still one segment per (run, first)
+        conn.execute("INSERT INTO segments VALUES (?, 1, 1, '[]')", (RUN,))
+    conn.close()
+
+
 def test_sqlite_newer_schema_is_refused_and_untouched(tmp_path: Path) -> None:
     path = tmp_path / "runs.db"
     newer = (*MIGRATIONS, ("9999_from_the_future", "CREATE TABLE future (x INTEGER)"))

@@ -71,6 +71,20 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
             key TEXT PRIMARY KEY, response TEXT NOT NULL, created_at REAL NOT NULL
         ) WITHOUT ROWID;
     """),
+    # Segments in insertion order, found through a small index: the rows of concurrent
+    # runs go to the end of the table instead of into pages all over a tree clustered by
+    # run (a WITHOUT ROWID table keeps whole rows in its key's order, and SQLite advises
+    # it only for rows far smaller than a page).
+    ("0004_segments_in_insertion_order", """
+        CREATE TABLE segments_new (
+            run_id TEXT NOT NULL, first INTEGER NOT NULL, last INTEGER NOT NULL,
+            events TEXT NOT NULL);
+        INSERT INTO segments_new (run_id, first, last, events)
+            SELECT run_id, first, last, events FROM segments ORDER BY run_id, first;
+        DROP TABLE segments;
+        ALTER TABLE segments_new RENAME TO segments;
+        CREATE UNIQUE INDEX segments_by_run ON segments (run_id, first);
+    """),
 )
 """Ordered, named schema migrations. Append only; never edit a released one."""
 
