@@ -436,7 +436,8 @@ class SQLiteStore(RunStore):
                 _insert(conn, "INSERT OR REPLACE INTO runs", created, limit)
             if segments:
                 _insert(conn, "INSERT INTO segments", segments, limit)
-            if status:  # rows that exist (a run is created before it changes status)
+            if status:  # one statement for them all; a run's row exists before its status
+                # changes (created above or earlier), so the insert half never applies
                 _insert(conn, _STATUS_UPSERT, [(*s, "?", s[2], pid) for s in status.values()],
                         limit, _STATUS_UPDATE)
                 answered = [(s[0],) for s in status.values() if s[1] != "running" and s[0] in
