@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,42 @@ def test_sync_steps_run_in_worker_threads() -> None:
     g.add("s", blocking)
     result = run(g)
     assert result["s"] != loop_thread
+
+
+def test_a_sync_step_reads_the_nodes_while_the_loop_adds_some() -> None:
+    """``ctx.nodes()`` from a worker thread while an async sibling keeps adding nodes: a
+    thread switch inside a plain iteration over the live dict raised "dictionary changed
+    size during iteration" (a tiny switch interval makes such switches near certain)."""
+    adds = 60
+
+    def reader(ctx: cp.NodeContext) -> int:
+        old = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)
+        try:
+            for calls in range(1, 100_000):
+                if len(ctx.nodes()) >= 500 + 2 + adds * 10:
+                    return calls
+            return -1
+        finally:
+            sys.setswitchinterval(old)
+
+    async def grower(ctx: cp.NodeContext) -> int:
+        for i in range(adds):
+            edit = cp.Edit()
+            for j in range(10):
+                edit.add(f"x{i}_{j}", const)
+            ctx.apply(edit)
+            await asyncio.sleep(0.001)
+        return adds
+
+    g = cp.Graph("grow-while-reading")
+    for i in range(500):
+        g.add(f"n{i}", const)
+    g.add("reader", reader)
+    g.add("grower", grower)
+    result = run(g)
+    assert result.nodes["reader"].error is None
+    assert result.ok and result["reader"] > 0 and len(result.nodes) == 500 + 2 + adds * 10
 
 
 def test_indexed_inputs_and_graph_inputs() -> None:

@@ -126,7 +126,11 @@ class NodeContext:
     @property
     def state(self) -> RunState:
         """The run's live state: every node's spec, status and output (read-only by
-        convention, as :attr:`RunHandle.state`; change the run through :meth:`apply`)."""
+        convention, as :attr:`RunHandle.state`; change the run through :meth:`apply`).
+
+        A sync step runs in a worker thread while the loop goes on changing this state:
+        take a copy in one step (``list(ctx.state.nodes.items())``, or :meth:`nodes`)
+        instead of iterating over the live dicts."""
         return self._execution.state
 
     @property
@@ -136,7 +140,9 @@ class NodeContext:
 
     def nodes(self) -> dict[NodeId, NodeStatus]:
         """Every node of the run now (including spawned and added ones) and its status."""
-        return {k: v.status for k, v in self._execution.state.nodes.items()}
+        # list() copies the items in one step under the GIL: a sync step's thread never
+        # sees the loop add a node in the middle (which would stop a plain iteration)
+        return {k: v.status for k, v in list(self._execution.state.nodes.items())}
 
     async def flush(self) -> None:
         """Wait until everything this run has recorded so far is durable.
