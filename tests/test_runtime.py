@@ -1060,6 +1060,61 @@ def test_a_flush_before_the_deferred_starts_are_logged_leaves_nothing_to_send(
     assert errors == []
 
 
+def test_an_edit_sent_just_as_the_loop_stops_gets_an_error_not_a_hang(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loop runs when the sync step checks, then stops before it runs the edit: the
+    step must not wait forever (an executor thread that never returns also blocks the
+    interpreter's exit). A deliberate test double stands in for that loop, since the real
+    window is a few instructions wide: it says it runs, takes the callback and drops it,
+    then says it has stopped."""
+    import counterpoint.runtime as runtime_module
+
+    class StoppingLoop:
+        def __init__(self) -> None:
+            self.running = True
+            self.dropped: list[object] = []
+
+        def is_running(self) -> bool:
+            return self.running
+
+        def call_soon_threadsafe(self, callback: object, *args: object) -> None:
+            self.dropped.append(callback)
+            self.running = False
+
+    fake = StoppingLoop()
+    outcome: list[BaseException | int] = []
+
+    def edits(ctx: cp.NodeContext) -> int:
+        edit = cp.Edit("racing the stop")
+        edit.add("late", const, value=1)
+
+        def apply() -> None:
+            try:
+                outcome.append(ctx.apply(edit))
+            except BaseException as exc:  # the outcome is what the test checks
+                outcome.append(exc)
+
+        monkeypatch.setattr(runtime_module.Execution, "foreign_loop", lambda self: fake)
+        try:  # in a daemon thread, so that a hang fails the test instead of stalling it
+            waiter = threading.Thread(target=apply, daemon=True)
+            waiter.start()
+            waiter.join(10)
+        finally:
+            monkeypatch.undo()
+        if waiter.is_alive():
+            outcome.append(TimeoutError("ctx.apply still waits after 10 s"))
+        return 1
+
+    g = cp.Graph("stop-race")
+    g.add("edits", edits)
+    result = run(g)
+    assert result.ok
+    assert len(fake.dropped) == 1
+    assert len(outcome) == 1 and isinstance(outcome[0], cp.PatchError), outcome
+    assert "stopped before the edit was applied" in str(outcome[0])
+    assert "late" not in result.nodes
+
+
 def test_a_sync_step_that_edits_after_its_run_ended_gets_an_error_not_a_hang() -> None:
     """A worker thread outlives its cancelled run; its edit and its records cannot reach a
     stopped loop (nor be applied to the run when that loop runs again)."""

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from .runtime import Execution
     from .store import RunStore
 
+_LIVENESS_SECONDS = 0.1
+"""How often a sync step waiting for its edit checks that the run's loop still runs."""
+
 _CURRENT: ContextVar[tuple[Execution, NodeId, int] | None] = ContextVar(
     "counterpoint_node", default=None)
 """The node the calling task runs for: set by the runtime for every node's task."""
@@ -121,6 +124,10 @@ class NodeContext:
                 applied.set_exception(exc)
 
         loop.call_soon_threadsafe(apply_on_loop)
+        while not concurrent.futures.wait((applied,), timeout=_LIVENESS_SECONDS).done:
+            if not loop.is_running():  # it stopped after the check above, before the edit ran
+                raise PatchError(f"run {self.run_id}, node {self.node!r}: the run's event "
+                                 "loop stopped before the edit was applied; it was not applied")
         return applied.result()
 
     @property
