@@ -1115,6 +1115,44 @@ def test_an_edit_sent_just_as_the_loop_stops_gets_an_error_not_a_hang(
     assert "late" not in result.nodes
 
 
+def test_a_record_that_reaches_the_loop_after_the_run_finished_is_not_logged(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sync step's record is sent to the loop; if the loop stopped just after the step
+    checked it and runs the callback only after the run has finished, the event must not
+    land after ``run_finished``. A test double loop holds the callback until then."""
+    import counterpoint.runtime as runtime_module
+
+    class HoldingLoop:
+        def __init__(self) -> None:
+            self.held: list[tuple[Any, tuple[Any, ...]]] = []
+
+        def is_running(self) -> bool:
+            return True
+
+        def call_soon_threadsafe(self, callback: Any, *args: Any) -> None:
+            self.held.append((callback, args))
+
+    fake = HoldingLoop()
+
+    def records(ctx: cp.NodeContext) -> int:
+        monkeypatch.setattr(runtime_module.Execution, "foreign_loop", lambda self: fake)
+        try:
+            ctx.record(EventKind.AGENT_TURN, {"late": True})
+        finally:
+            monkeypatch.undo()
+        return 1
+
+    store = cp.MemoryStore()
+    g = cp.Graph("late-record")
+    g.add("records", records)
+    result = run(g, store=store)
+    assert result.ok and len(fake.held) == 1
+    callback, args = fake.held[0]
+    callback(*args)  # the loop runs it now, after the run's end
+    kinds = [e.kind for e in store.events(result.run_id)]
+    assert kinds[-1] is EventKind.RUN_FINISHED and EventKind.AGENT_TURN not in kinds
+
+
 def test_a_sync_step_that_edits_after_its_run_ended_gets_an_error_not_a_hang() -> None:
     """A worker thread outlives its cancelled run; its edit and its records cannot reach a
     stopped loop (nor be applied to the run when that loop runs again)."""

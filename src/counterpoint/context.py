@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
+from collections.abc import Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
@@ -65,7 +66,14 @@ class NodeContext:
         if loop is None:
             target(event)
         else:  # a sync step, in a worker thread: the run's loop records it, in call order
-            loop.call_soon_threadsafe(target, event)
+            loop.call_soon_threadsafe(self._record_on_loop, target, event)
+
+    def _record_on_loop(self, target: Callable[[Event], None], event: Event) -> None:
+        """Record ``event`` sent from a sync step's thread, unless the run has finished
+        since (its loop stopped just after the step checked it and ran again later): the
+        log of a finished run ends with its ``run_finished``."""
+        if not self._execution.state.status.terminal:
+            target(event)
 
     def _loop_from_thread(self, error: type[UserError],
                           what: str) -> asyncio.AbstractEventLoop | None:
