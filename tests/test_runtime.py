@@ -1103,6 +1103,15 @@ def test_an_edit_sent_just_as_the_loop_stops_gets_an_error_not_a_hang(
             monkeypatch.undo()
         if waiter.is_alive():
             outcome.append(TimeoutError("ctx.apply still waits after 10 s"))
+            return 1
+        # the loop runs again and gets to the dropped callback: the step was told the edit
+        # was not applied, so it must not be
+        real_loop = ctx._execution.foreign_loop()
+        assert real_loop is not None
+        ran = threading.Event()
+        real_loop.call_soon_threadsafe(lambda: (fake.dropped[0](), ran.set()))  # type: ignore[operator]
+        assert ran.wait(10)
+        outcome.append(len(ctx.nodes()))
         return 1
 
     g = cp.Graph("stop-race")
@@ -1110,8 +1119,9 @@ def test_an_edit_sent_just_as_the_loop_stops_gets_an_error_not_a_hang(
     result = run(g)
     assert result.ok
     assert len(fake.dropped) == 1
-    assert len(outcome) == 1 and isinstance(outcome[0], cp.PatchError), outcome
+    assert len(outcome) == 2 and isinstance(outcome[0], cp.PatchError), outcome
     assert "stopped before the edit was applied" in str(outcome[0])
+    assert outcome[1] == 1  # the dropped edit, run later, added nothing
     assert "late" not in result.nodes
 
 

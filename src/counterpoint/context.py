@@ -126,6 +126,8 @@ class NodeContext:
         applied: concurrent.futures.Future[int] = concurrent.futures.Future()
 
         def apply_on_loop() -> None:
+            if not applied.set_running_or_notify_cancel():
+                return  # the step gave up waiting (below): it was told the edit was not applied
             try:
                 applied.set_result(execution.apply(edit))
             except BaseException as exc:  # a PatchError reaches the step as if raised here
@@ -133,7 +135,9 @@ class NodeContext:
 
         loop.call_soon_threadsafe(apply_on_loop)
         while not concurrent.futures.wait((applied,), timeout=_LIVENESS_SECONDS).done:
-            if not loop.is_running():  # it stopped after the check above, before the edit ran
+            # the loop stopped after the check above, before it ran the edit: give up, and
+            # make sure the edit is never applied should that loop run again
+            if not loop.is_running() and applied.cancel():
                 raise PatchError(f"run {self.run_id}, node {self.node!r}: the run's event "
                                  "loop stopped before the edit was applied; it was not applied")
         return applied.result()
