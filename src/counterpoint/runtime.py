@@ -329,8 +329,9 @@ class Execution:
             self._seq += len(chosen)
         heir = self._heir
         tasks = self._tasks
-        assert self._loop is not None
-        create_task = self._loop.create_task
+        loop = self._loop
+        assert loop is not None
+        create_task = loop.create_task
         for node_id in chosen:  # applied here (nothing follows from a start), then launched
             ns = nodes[node_id]
             if defer:  # the event is made when it is logged (_log_unlogged)
@@ -350,8 +351,7 @@ class Execution:
                     continue
             tasks[node_id] = create_task(self._run_node(ns.spec, ns.attempt))
         if later:  # after the first steps of the tasks spawned above
-            assert self._loop is not None
-            self._loop.call_soon(self._log_unlogged_soon)
+            loop.call_soon(self._log_unlogged_soon)
 
     def _finished(self) -> None:
         if self._deadline is not None:
@@ -362,11 +362,12 @@ class Execution:
             if stopped is not None and ns.status is SUCCEEDED:
                 spec = ns.spec
                 if spec.kind is _TASK:
+                    duration = stopped - ns.started_at  # type: ignore[operator]
                     durations = samples.get(spec.step_key)
                     if durations is None:
-                        samples[spec.step_key] = [stopped - ns.started_at]  # type: ignore[operator]
+                        samples[spec.step_key] = [duration]
                     else:
-                        durations.append(stopped - ns.started_at)  # type: ignore[operator]
+                        durations.append(duration)
         if samples:
             self.store.record_durations(samples)
         for queue in self._subscribers:
