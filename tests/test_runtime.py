@@ -1060,28 +1060,36 @@ def test_a_flush_before_the_deferred_starts_are_logged_leaves_nothing_to_send(
     assert errors == []
 
 
+class _CatchingLoop:
+    """Test double for a run's event loop seen from a sync step's thread: it reports
+    running, and keeps what is sent to it (``held``) instead of running it, so a test
+    decides when, or whether, the loop gets to it. With ``stops_on_send`` it reports
+    stopped from the first send on: the loop stopped just after the step checked it."""
+
+    def __init__(self, *, stops_on_send: bool) -> None:
+        self.running = True
+        self.stops_on_send = stops_on_send
+        self.held: list[tuple[Any, tuple[Any, ...]]] = []
+
+    def is_running(self) -> bool:
+        return self.running
+
+    def call_soon_threadsafe(self, callback: Any, *args: Any) -> None:
+        self.held.append((callback, args))
+        if self.stops_on_send:
+            self.running = False
+
+
 def test_an_edit_sent_just_as_the_loop_stops_gets_an_error_not_a_hang(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The loop runs when the sync step checks, then stops before it runs the edit: the
     step must not wait forever (an executor thread that never returns also blocks the
     interpreter's exit). A deliberate test double stands in for that loop, since the real
-    window is a few instructions wide: it says it runs, takes the callback and drops it,
-    then says it has stopped."""
+    window is a few instructions wide: it says it runs, keeps the callback without running
+    it, then says it has stopped."""
     import counterpoint.runtime as runtime_module
 
-    class StoppingLoop:
-        def __init__(self) -> None:
-            self.running = True
-            self.dropped: list[object] = []
-
-        def is_running(self) -> bool:
-            return self.running
-
-        def call_soon_threadsafe(self, callback: object, *args: object) -> None:
-            self.dropped.append(callback)
-            self.running = False
-
-    fake = StoppingLoop()
+    fake = _CatchingLoop(stops_on_send=True)
     outcome: list[BaseException | int] = []
 
     def edits(ctx: cp.NodeContext) -> int:
@@ -1109,7 +1117,8 @@ def test_an_edit_sent_just_as_the_loop_stops_gets_an_error_not_a_hang(
         real_loop = ctx._execution.foreign_loop()
         assert real_loop is not None
         ran = threading.Event()
-        real_loop.call_soon_threadsafe(lambda: (fake.dropped[0](), ran.set()))  # type: ignore[operator]
+        callback, args = fake.held[0]
+        real_loop.call_soon_threadsafe(lambda: (callback(*args), ran.set()))
         assert ran.wait(10)
         outcome.append(len(ctx.nodes()))
         return 1
@@ -1118,7 +1127,7 @@ def test_an_edit_sent_just_as_the_loop_stops_gets_an_error_not_a_hang(
     g.add("edits", edits)
     result = run(g)
     assert result.ok
-    assert len(fake.dropped) == 1
+    assert len(fake.held) == 1
     assert len(outcome) == 2 and isinstance(outcome[0], cp.PatchError), outcome
     assert "stopped before the edit was applied" in str(outcome[0])
     assert outcome[1] == 1  # the dropped edit, run later, added nothing
@@ -1132,17 +1141,7 @@ def test_a_record_that_reaches_the_loop_after_the_run_finished_is_not_logged(
     land after ``run_finished``. A test double loop holds the callback until then."""
     import counterpoint.runtime as runtime_module
 
-    class HoldingLoop:
-        def __init__(self) -> None:
-            self.held: list[tuple[Any, tuple[Any, ...]]] = []
-
-        def is_running(self) -> bool:
-            return True
-
-        def call_soon_threadsafe(self, callback: Any, *args: Any) -> None:
-            self.held.append((callback, args))
-
-    fake = HoldingLoop()
+    fake = _CatchingLoop(stops_on_send=False)
 
     def records(ctx: cp.NodeContext) -> int:
         monkeypatch.setattr(runtime_module.Execution, "foreign_loop", lambda self: fake)
