@@ -237,6 +237,8 @@ class PeakRss:
     """``ru_maxrss`` as the child started (non-trivial means it was inherited)."""
     before_bytes: int
     """Peak RSS after imports and building the graph, before any run started."""
+    writer_peak_bytes: int
+    """Peak RSS of the store's writer process (its VmHWM; 0 where there is no /proc)."""
     elapsed: float
     """Wall seconds of the W3 run in the child (one trial, not the benchmark's number)."""
 
@@ -246,16 +248,17 @@ def _ru_maxrss_bytes() -> int:
     return rss if sys.platform == "darwin" else rss * 1024  # Linux reports KiB
 
 
-def _peak_rss_bytes() -> int:
-    """This process's own peak RSS: VmHWM (per address space, reset by exec), else ru_maxrss."""
+def _peak_rss_bytes(pid: int | str = "self") -> int:
+    """A process's own peak RSS: VmHWM (per address space, reset by exec); else, for this
+    process, ru_maxrss, and for another, 0."""
     try:
-        with open("/proc/self/status", encoding="ascii") as status:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
             for line in status:
                 if line.startswith("VmHWM:"):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
-    return _ru_maxrss_bytes()
+    return _ru_maxrss_bytes() if pid == "self" else 0
 
 
 _START_RU_MAXRSS = _ru_maxrss_bytes()
@@ -270,11 +273,13 @@ def _rss_child(count: int, sleep: float) -> None:
             elapsed = asyncio.run(run_counterpoint_many(graph, store, count))
             peak = _peak_rss_bytes()
             ru_maxrss = _ru_maxrss_bytes()
+            writer = store.writer_pid
+            writer_peak = _peak_rss_bytes(writer) if writer is not None else 0
         finally:
             store.close()
     print(json.dumps({"count": count, "peak_bytes": peak, "ru_maxrss_bytes": ru_maxrss,
                       "start_ru_maxrss_bytes": _START_RU_MAXRSS, "before_bytes": before,
-                      "elapsed": elapsed}))
+                      "writer_peak_bytes": writer_peak, "elapsed": elapsed}))
 
 
 def measure_peak_rss(count: int, sleep: float = 0.01, timeout: float = 600.0, *,
@@ -296,7 +301,8 @@ def measure_peak_rss(count: int, sleep: float = 0.01, timeout: float = 600.0, *,
     return PeakRss(count=int(data["count"]), peak_bytes=int(data["peak_bytes"]),
                    ru_maxrss_bytes=int(data["ru_maxrss_bytes"]),
                    start_ru_maxrss_bytes=int(data["start_ru_maxrss_bytes"]),
-                   before_bytes=int(data["before_bytes"]), elapsed=float(data["elapsed"]))
+                   before_bytes=int(data["before_bytes"]),
+                   writer_peak_bytes=int(data["writer_peak_bytes"]), elapsed=float(data["elapsed"]))
 
 
 # --- self-check ------------------------------------------------------------------------

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
 import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import orjson
 import pytest
 
 import counterpoint as cp
@@ -150,20 +154,7 @@ def test_cancel_requests_reach_watchers(store: RunStore) -> None:
 
 
 # ----------------------------------------------------------------- sqlite only
-def test_sqlite_writes_many_rows_per_statement_and_the_latest_status_wins(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import counterpoint.store.sqlite as sqlite_module
-
-    monkeypatch.setattr(sqlite_module, "MAX_PARAMS", 12)  # 3 segment rows per statement
-    calls: list[tuple[str, int, int]] = []
-    original = sqlite_module._insert
-
-    def counting(conn: sqlite3.Connection, head: str, rows: list[tuple[object, ...]],
-                 limit: int, tail: str = "") -> None:
-        calls.append((head, len(rows), limit))
-        original(conn, head, rows, limit, tail)
-
-    monkeypatch.setattr(sqlite_module, "_insert", counting)
+def test_sqlite_keeps_the_latest_status_of_many_runs(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "runs.db")
     runs = [RunId(f"r-{i:02d}") for i in range(25)]
     for i, run in enumerate(runs):
@@ -177,19 +168,59 @@ def test_sqlite_writes_many_rows_per_statement_and_the_latest_status_wins(
             store.append(run, Event(EventKind.RUN_FINISHED, 3.0, seq=3, data={
                 "status": "succeeded" if i % 2 else "failed"}))
     store.flush_sync()
-    assert all(limit == 12 for _, _, limit in calls)
-    assert any(n > 3 for head, n, _ in calls if "segments" in head), calls  # chunked
     for i, run in enumerate(runs):
         kinds = [e.kind for e in store.events(run)]
         assert kinds[:2] == [EventKind.RUN_CREATED, EventKind.NODE_STARTED]
         assert kinds[-1] is EventKind.RUN_FINISHED
-        assert store.run(run).status == ("succeeded" if i % 2 else "failed")
+        record = store.run(run)
+        assert record.status == ("succeeded" if i % 2 else "failed")
+        assert record.owner_pid == os.getpid()  # the store's process, not its writer's
+        assert record.graph == "g" and record.source == {"file": "x.py"}
+    store.close()
+
+
+def _entry(run: RunId, events: list[Event]) -> tuple[object, ...]:
+    """One ``events`` entry of a writer batch (the layout :mod:`counterpoint.store.writer`
+    documents), for driving the writer without a store."""
+    rows = [(e.seq, e.kind, e.node, e.attempt, e.at, e.data, e.value, None) for e in events]
+    return (run, events[0].seq, events[-1].seq, orjson.dumps(rows).decode()[1:-1],
+            len(events), any(e.kind.startswith("run_") for e in events))
+
+
+def test_sqlite_writer_puts_many_rows_in_each_statement_and_the_latest_status_wins(
+        tmp_path: Path) -> None:
+    from counterpoint.store import writer
+
+    path = tmp_path / "runs.db"
+    SQLiteStore(path).close()  # the schema
+    conn = writer.connect(str(path), 5.0)
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    out = writer.Writer(conn, owner_pid=4242, max_params=12)  # 3 segment rows per statement
+    runs = [RunId(f"r-{i:02d}") for i in range(25)]
+    first = {"n": 1, "events": [_entry(r, [created(), node_event(2)]) for r in runs]}
+    second = {"n": 2, "events": [  # r-00 resumes, then fails: the later status counts
+        _entry(runs[0], [Event(EventKind.RUN_RESUMED, 2.5, seq=3),
+                         Event(EventKind.RUN_FINISHED, 3.0, data={"status": "failed"}, seq=4)]),
+        *(_entry(r, [Event(EventKind.RUN_FINISHED, 3.0, seq=3, data={
+            "status": "succeeded" if i % 2 else "failed"})]) for i, r in enumerate(runs) if i)]}
+    out.commit([first, second])  # one transaction: each run's two entries, one segment
+    conn.close()
+    inserts = [t for t in statements if t.startswith("INSERT INTO segments")]
+    assert len(inserts) > 1 and all(t.count("(") <= 3 for t in inserts), inserts  # chunked
+    assert statements.count("BEGIN IMMEDIATE") == 1
+    store = SQLiteStore(path)
+    for i, run in enumerate(runs):
+        assert [e.seq for e in store.events(run)] == list(range(1, 5 if i == 0 else 4))
+        record = store.run(run)
+        assert record.status == ("succeeded" if i % 2 else "failed")
+        assert record.owner_pid == 4242
     store.close()
 
 
 def test_sqlite_insert_statements_hold_powers_of_two_of_rows() -> None:
     """So their texts repeat (and stay in the statement cache) from commit to commit."""
-    from counterpoint.store.sqlite import _insert
+    from counterpoint.store.writer import _insert
 
     conn = sqlite3.connect(":memory:")
     conn.execute("CREATE TABLE t (a, b, c)")
@@ -361,6 +392,95 @@ for seq in range(2, 100000):
         seqs = [e.seq for e in store.events(RunId(f"r{i}"))]
         assert seqs == list(range(1, len(seqs) + 1))
     store.close()
+
+
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` has ended (a zombie nobody reaped counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_sqlite_writer_process_dies_with_the_process_that_opened_the_store(
+        tmp_path: Path) -> None:
+    """So no writer outlives a crash and commits after it (under a resumed run's feet),
+    even when a forked process keeps the writer's input open."""
+    script = f"""
+import os, time
+from counterpoint.store import SQLiteStore
+from counterpoint.events import Event, EventKind
+store = SQLiteStore({str(tmp_path / "runs.db")!r})
+store.append("r", Event(EventKind.RUN_CREATED, 0.0, data={{"graph": "g"}}, seq=1))
+store.flush_sync()  # the writer is up and has committed
+forked = os.fork()
+if forked == 0:  # holds the pipe to the writer open: it sees no end of input
+    time.sleep(120)
+    os._exit(0)
+print(store.writer_pid, forked, flush=True)
+time.sleep(120)
+"""
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    writer, forked = map(int, proc.stdout.readline().split())
+    try:
+        assert not _gone(writer)
+        proc.kill()
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while not _gone(writer) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _gone(writer)
+    finally:
+        for pid in (forked, writer):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_sqlite_store_closes_while_a_forked_process_keeps_its_writer_pipe_open(
+        tmp_path: Path) -> None:
+    script = f"""
+import os, signal, time
+from counterpoint.store import SQLiteStore
+from counterpoint.events import Event, EventKind
+store = SQLiteStore({str(tmp_path / "runs.db")!r})
+forked = os.fork()
+if forked == 0:  # e.g. a multiprocessing worker: holds the pipe to the writer open
+    time.sleep(60)
+    os._exit(0)
+try:
+    store.append("r", Event(EventKind.RUN_CREATED, 0.0, data={{"graph": "g"}}, seq=1))
+    store.close()
+    print(len(SQLiteStore({str(tmp_path / "runs.db")!r}).events("r")), flush=True)
+finally:
+    os.kill(forked, signal.SIGKILL)
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "1"
+
+
+def test_sqlite_writer_process_killed_fails_flush_and_keeps_the_log(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "runs.db")
+    store.append(RUN, created())
+    store.flush_sync()
+    writer = store.writer_pid
+    assert writer is not None and writer != os.getpid()
+    os.kill(writer, signal.SIGKILL)
+
+    async def scenario() -> None:
+        with pytest.raises(cp.StoreError, match="writer process ended unexpectedly"):
+            store.append(RUN, node_event(2))  # raises here if the death was seen already
+            await asyncio.wait_for(store.flush(), timeout=30)
+
+    asyncio.run(scenario())
+    assert [e.seq for e in store.events(RUN)] == [1]  # what was committed stays
+    with pytest.raises(cp.StoreError):
+        store.close()
+    assert store.writer_pid is None
 
 
 def test_sqlite_writer_failure_is_reported_not_hung(tmp_path: Path) -> None:

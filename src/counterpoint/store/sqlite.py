@@ -1,34 +1,34 @@
-"""The default run store: one SQLite file in WAL mode, written by one group-commit thread.
+"""The default run store: one SQLite file in WAL mode, written by a writer process.
 
-The event loop only queues events (a deque append); a writer thread drains the
-queue and commits everything it holds in one transaction. Transactions commit
-in append order, so a crash (even SIGKILL) leaves a prefix of every run's
-events. With ``synchronous=NORMAL`` in WAL mode a committed transaction survives
-the process being killed; only a power loss can drop the newest ones, and then
-still as a suffix.
+The event loop only queues events (their rows encoded as JSON, then a deque append).
+A shipping thread hands what has gathered to the store's writer process
+(:mod:`.writer`) as one batch, and the writer commits every batch it holds in one
+transaction. SQLite's work (binding rows, stepping statements, writing the WAL) thus
+takes no turns at the GIL of the process running the event loop: with a writer
+thread, ten thousand concurrent runs lost a tenth of the loop's time to it, and the
+commit that a finishing run waits for took three times its CPU time in waiting for
+the GIL.
+
+Batches commit in the order they were queued, so a crash (even SIGKILL) leaves a
+prefix of every run's events; on Linux the writer dies with the process that started
+it, so nothing commits after a crash. With ``synchronous=NORMAL`` in WAL mode a
+committed transaction survives the process being killed; only a power loss can drop
+the newest ones, and then still as a suffix.
 
 Large values (node outputs over :data:`BLOB_THRESHOLD` bytes) are stored once in
 the ``blobs`` table by SHA-256 and referenced from the events.
-
-The writer puts many rows in each statement (``INSERT ... VALUES (...), (...), ...``,
-and the run index's status changes as one upsert), not one statement per
-row with ``executemany``: the sqlite3 module releases the GIL while SQLite steps a
-statement and must take it back after, and a thread taking the GIL back from a busy
-event loop waits up to the switch interval (5 ms). Row by row, 10,000 concurrent
-runs kept one transaction open for 2.5 s and left a second one of 100,000 rows for
-the end; a statement per few thousand rows commits as the runs go.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import hashlib
 import json
 import os
-import socket
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections import deque
@@ -41,6 +41,7 @@ import orjson
 from ..errors import RunNotFound, StoreCorrupt, StoreError, StoreLocked, StoreTooNew
 from ..events import Event, EventKind
 from ..ids import NodeId, RunId
+from . import writer as _writer
 from .base import RunRecord, RunStore, StepEstimates
 
 BLOB_THRESHOLD = 1024
@@ -88,21 +89,15 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
 )
 """Ordered, named schema migrations. Append only; never edit a released one."""
 
-MAX_PARAMS = 32766
-"""Most parameters the writer binds to one statement (SQLite's default limit since 3.32;
-a lower limit of the linked SQLite is used instead)."""
 _POLL_SECONDS = 0.25
 _dumps = orjson.dumps
 GATHER_SECONDS = 0.002
-"""How long the writer lets a burst of events gather before it commits them, unless a
-flush is waiting: fewer, larger transactions, and fewer turns at the GIL taken from the
-event loop. A crash still leaves a prefix of every run's events."""
+"""How long the shipping thread lets a burst of events gather before it sends them,
+unless a flush is waiting: fewer, larger batches and transactions. A crash still
+leaves a prefix of every run's events."""
 _RUN_LEVEL = frozenset({EventKind.RUN_CREATED, EventKind.RUN_FINISHED, EventKind.RUN_RESUMED})
 """Events that also update the run index."""
-_STATUS_UPSERT = "INSERT INTO runs (run_id, status, updated_at, graph, created_at, owner_pid)"
-_STATUS_UPDATE = (" ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, "
-                  "updated_at = excluded.updated_at, owner_pid = excluded.owner_pid")
-"""The run index's status changes: one statement for many runs (an upsert; SQLite 3.24+)."""
+_WRITER_SCRIPT = _writer.__file__
 _Waiter = tuple[asyncio.AbstractEventLoop, "asyncio.Future[None]", int]
 
 
@@ -128,17 +123,22 @@ class SQLiteStore(RunStore):
         """Cache entries queued but not yet committed (read-your-writes)."""
         self._dirty_stats: set[str] = set()
         self._stats_lock = threading.Lock()
-        self._queue: deque[tuple[RunId, int, int, str, int]] = deque()
+        self._queue: deque[tuple[RunId, int, int, str, int, bool]] = deque()
         """Events to write, as (run id, first seq, last seq, their rows as JSON text without
-        the array's brackets, how many). Encoded when appended,
-        so the writer thread holds the GIL only to join texts, and the queue holds nothing
-        the collector walks. Text, not orjson's bytes: each of those keeps a 4 KiB buffer
+        the array's brackets, how many, whether one updates the run index): a batch's
+        ``events`` as they are. Encoded when appended, so the queue holds nothing the
+        collector walks. Text, not orjson's bytes: each of those keeps a 4 KiB buffer
         (10,000 concurrent runs peaked at 600 MB)."""
         self._side: deque[tuple[Any, ...]] = deque()
-        """Blobs and run-index updates; queued before the events that need them."""
+        """Blobs and model-cache entries; queued before the events that need them."""
         self._waiters: deque[_Waiter] = deque()
+        self._release_lock = threading.Lock()
+        """Flushes are released by the shipping and the answer-reading threads."""
         self._appended = 0
         self._committed = 0
+        self._shipped: deque[tuple[int, int, list[str], list[tuple[str, str, float]]]] = deque()
+        """Batches sent and not yet committed: (number, events appended up to its end, its
+        blobs, its cache entries)."""
         self._failure: BaseException | None = None
         self._wake = threading.Event()
         self._urgent = threading.Event()
@@ -148,17 +148,27 @@ class SQLiteStore(RunStore):
         self._closing = False
         self._cancel_watch: dict[RunId, tuple[asyncio.AbstractEventLoop, Callable[[], None]]] = {}
         self._cancel_seen: set[RunId] = set()
-        self._writer = threading.Thread(target=self._write_loop, name="counterpoint-store",
-                                        daemon=True)
+        self._seen_unsent: list[RunId] = []
+        self._process: subprocess.Popen[bytes] | None = None
+        started = threading.Event()
+        self._writer = threading.Thread(target=self._ship_loop, args=(started,),
+                                        name="counterpoint-store", daemon=True)
         self._writer.start()
+        started.wait()
+        if self._process is None:  # it could not be started
+            self._reader.close()
+            raise StoreError(f"store {self.path}: cannot start its writer process "
+                             f"({self._failure}); check that {sys.executable} runs")
+
+    @property
+    def writer_pid(self) -> int | None:
+        """The process id of the store's writer process (``None`` once it has ended)."""
+        process = self._process
+        return process.pid if process is not None and process.returncode is None else None
 
     # ------------------------------------------------------------------ opening
     def _connect(self) -> sqlite3.Connection:
-        # room in the statement cache for every multi-row insert text (see _insert)
-        conn = sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None,
-                               check_same_thread=False, cached_statements=512)
-        conn.execute("PRAGMA synchronous=NORMAL")
-        return conn
+        return _writer.connect(str(self.path), self._busy_timeout)
 
     def _check_and_migrate(self) -> None:
         existed = self.path.exists() and self.path.stat().st_size > 0
@@ -235,6 +245,7 @@ class SQLiteStore(RunStore):
                 value = None
             rows.append((event.seq, event.kind, event.node, event.attempt, event.at,
                          event.data, value, blob))  # the kind, a str: JSON has its value
+            # (the writer reads the run index's changes from these rows)
         try:
             text = _dumps(rows).decode()
         except TypeError:  # orjson.JSONEncodeError: queue those before the culprit, then raise
@@ -243,10 +254,13 @@ class SQLiteStore(RunStore):
 
     def _queue_rows(self, run_id: RunId, events: Sequence[Event], text: str) -> None:
         """Queue ``events`` as one entry, ``text`` being their rows as a JSON array."""
+        run_level = False
         for event in events:
-            if event.kind in _RUN_LEVEL:  # queued before the events that need them
-                self._side.append(("run", run_id, event.kind, event.at, event.data or {}))
-        self._queue.append((run_id, events[0].seq, events[-1].seq, text[1:-1], len(events)))
+            if event.kind in _RUN_LEVEL:
+                run_level = True
+                break
+        self._queue.append((run_id, events[0].seq, events[-1].seq, text[1:-1], len(events),
+                            run_level))
         self._appended += len(events)
         if not self._wake_flag[0]:
             self._wake_flag[0] = True
@@ -309,8 +323,8 @@ class SQLiteStore(RunStore):
         fut: asyncio.Future[None] = loop.create_future()
         self._waiters.append((loop, fut, target))
         self._hurry()
-        if not self._writer.is_alive():  # it died after the check above: never wait forever
-            self._raise_failure()
+        if self._failure is not None or not self._writer.is_alive():  # it failed after the
+            self._raise_failure()  # check above: never wait forever
         await fut
 
     def flush_sync(self) -> None:
@@ -341,12 +355,36 @@ class SQLiteStore(RunStore):
             self._steps.fold(samples)
             self._dirty_stats.update(samples)  # written with the next commit
 
-    def _write_loop(self) -> None:
-        conn = self._connect()
-        limit = min(MAX_PARAMS, conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER))
-        next_poll = 0.0
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        """Start the writer process (:mod:`.writer`), from the shipping thread: on Linux it
+        is killed when that thread ends, which is when the store closes or the process dies.
+        """
+        return subprocess.Popen(
+            [sys.executable, "-P", _WRITER_SCRIPT, str(self.path), str(os.getpid()),
+             repr(self._busy_timeout)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True)
+
+    def _ship_loop(self, started: threading.Event) -> None:
+        """The shipping thread: send what gathers to the writer process as batches."""
         try:
-            while True:
+            process = self._spawn()
+        except BaseException as exc:  # reported by __init__
+            self._failure = exc
+            started.set()
+            return
+        self._process = process
+        started.set()
+        acks = threading.Thread(target=self._ack_loop, args=(process,),
+                                name="counterpoint-store-acks", daemon=True)
+        acks.start()
+        assert process.stdin is not None
+        fd = process.stdin.fileno()
+        number = 0
+        shipped = 0  # events sent
+        next_poll = 0.0
+        poll_conn: sqlite3.Connection | None = None
+        try:
+            while self._failure is None:
                 self._wake.wait(timeout=_POLL_SECONDS)
                 if not self._urgent.is_set() and not self._closing:
                     self._urgent.wait(GATHER_SECONDS)
@@ -355,111 +393,100 @@ class SQLiteStore(RunStore):
                 # after clear(), before draining: an append from here on sets the event again,
                 # and one from before is in the queue this pass drains
                 self._wake_flag[0] = False
-                batch: list[tuple[RunId, int, int, str, int]] = []
+                events: list[tuple[RunId, int, int, str, int, bool]] = []
                 queue = self._queue
                 while queue:
-                    batch.append(queue.popleft())
-                side: list[tuple[Any, ...]] = []  # drained after: it covers every event above
+                    events.append(queue.popleft())
+                blobs: list[tuple[str, str]] = []  # drained after: they cover every event above
+                cache: list[tuple[str, str, float]] = []
                 while self._side:
-                    side.append(self._side.popleft())
+                    item = self._side.popleft()
+                    if item[0] == "blob":
+                        blobs.append((item[1], item[2]))
+                    else:
+                        cache.append((item[1], item[2], item[3]))
+                batch: dict[str, Any] = {"events": events}
+                if blobs:
+                    batch["blobs"] = blobs
+                if cache:
+                    batch["cache"] = cache
                 if self._dirty_stats:
                     with self._stats_lock:
                         dirty, self._dirty_stats = self._dirty_stats, set()
-                        side.append(("stats", [(k, *self._steps.stats[k]) for k in dirty]))
-                if batch or side:
-                    self._commit(conn, batch, side, limit)
-                self._release_waiters()
+                        batch["stats"] = [(k, *self._steps.stats[k]) for k in dirty]
+                if self._seen_unsent:
+                    batch["seen"], self._seen_unsent = self._seen_unsent, []
+                if len(batch) > 1 or events:
+                    number += 1
+                    batch["n"] = number
+                    shipped += sum([entry[4] for entry in events])
+                    # recorded before it is sent: the writer may answer at once
+                    self._shipped.append((number, shipped, [b[0] for b in blobs], cache))
+                    data = memoryview(_writer.frame(batch))
+                    while data:
+                        data = data[os.write(fd, data):]
+                self._release_waiters()  # a flush may have come just after its commit
                 now = time.monotonic()
                 if self._cancel_watch and now >= next_poll:
                     next_poll = now + _POLL_SECONDS
-                    self._poll_cancels(conn)
-                if self._closing and not self._queue:
+                    if poll_conn is None:
+                        poll_conn = self._connect()
+                    self._poll_cancels(poll_conn)
+                if self._closing and not self._queue and not self._side:
                     break
         except BaseException as exc:  # the writer must never die silently
-            self._failure = exc
-            while self._waiters:
-                loop, fut, _ = self._waiters.popleft()
-                with contextlib.suppress(RuntimeError):
-                    loop.call_soon_threadsafe(_fail, fut, exc)
+            if self._failure is None:
+                self._failure = exc
         finally:
-            conn.close()
+            if poll_conn is not None:
+                poll_conn.close()
+            with contextlib.suppress(OSError):
+                if self._failure is None:  # the writer commits what it holds, then exits
+                    os.write(fd, _writer.CLOSE)
+                process.stdin.close()
+            if self._failure is not None:
+                process.kill()
+            process.wait()  # here: on Linux the writer dies when this thread ends
+            acks.join()
+            if self._failure is None and self._committed < self._appended:
+                self._failure = RuntimeError(f"the writer process ended (exit code "
+                                             f"{process.returncode}) before it committed "
+                                             "everything")
+            self._fail_waiters()
 
-    def _commit(self, conn: sqlite3.Connection, batch: list[tuple[RunId, int, int, str, int]],
-                side: list[tuple[Any, ...]], limit: int) -> None:
-        """Write ``batch`` and ``side`` in one transaction, at most ``limit`` parameters
-        per statement."""
-        runs: dict[str, list[tuple[RunId, int, int, str, int]]] = {}
-        for entry in batch:
-            per_run = runs.get(entry[0])
-            if per_run is None:
-                runs[entry[0]] = per_run = []
-            per_run.append(entry)
-        segments = [(run_id, rows[0][1], rows[-1][2], "[" + ",".join([r[3] for r in rows]) + "]")
-                    for run_id, rows in runs.items()]
-        blobs: list[tuple[str, str]] = []
-        created: list[tuple[Any, ...]] = []
-        status: dict[str, tuple[str, str, float]] = {}  # run -> its latest (run, status, at)
-        stats: dict[str, tuple[Any, ...]] = {}
-        cache: list[tuple[str, str, float]] = []
-        pid, host = os.getpid(), socket.gethostname()
-        for item in side:
-            tag = item[0]
-            if tag == "blob":
-                blobs.append((item[1], item[2]))
-            elif tag == "cache":
-                cache.append((item[1], item[2], item[3]))
-            elif tag == "run":
-                _, run_id, kind, at, d = item
-                if kind is EventKind.RUN_CREATED:
-                    created.append((run_id, d.get("graph", "?"), "running", at, at,
-                                    d.get("parent"), orjson.dumps(d.get("source", {})).decode(),
-                                    orjson.dumps(d.get("options", {})).decode(), pid, host))
-                elif kind is EventKind.RUN_FINISHED:
-                    status[run_id] = (run_id, d.get("status", "failed"), at)
-                else:
-                    status[run_id] = (run_id, "running", at)
-            else:
-                for row in item[1]:
-                    stats[row[0]] = row
-        for attempt in range(20):
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                break
-            except sqlite3.OperationalError:
-                if attempt == 19:
-                    raise
-                time.sleep(0.05 * (attempt + 1))
-        try:
-            if blobs:
-                _insert(conn, "INSERT OR IGNORE INTO blobs", blobs, limit)
-            if created:
-                _insert(conn, "INSERT OR REPLACE INTO runs", created, limit)
-            if segments:
-                _insert(conn, "INSERT INTO segments", segments, limit)
-            if status:  # one statement for them all; a run's row exists before its status
-                # changes (created above or earlier), so the insert half never applies
-                _insert(conn, _STATUS_UPSERT, [(*s, "?", s[2], pid) for s in status.values()],
-                        limit, _STATUS_UPDATE)
-                answered = [(s[0],) for s in status.values() if s[1] != "running" and s[0] in
-                            self._cancel_seen]
-                if answered:  # cancel requests this process saw are answered by the finish
-                    conn.executemany("UPDATE commands SET done=1 WHERE run_id=? AND done=0",
-                                     answered)
-            if stats:
-                _insert(conn, "INSERT OR REPLACE INTO step_stats", list(stats.values()), limit)
-            if cache:
-                _insert(conn, "INSERT OR REPLACE INTO model_cache", cache, limit)
-            conn.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            raise
-        self._committed += sum([entry[4] for entry in batch])
-        for digest, _ in blobs:
-            self._blob_pending.pop(digest, None)
-        for key, response, _ in cache:
-            if self._cache_pending.get(key) is response:
-                del self._cache_pending[key]
+    def _ack_loop(self, process: subprocess.Popen[bytes]) -> None:
+        """Read what the writer process answers: release flushes, or record its failure."""
+        assert process.stdout is not None
+        for line in process.stdout:
+            if line.startswith(b"!"):
+                self._failure = RuntimeError(line[1:].decode(errors="replace").strip())
+                self._fail_waiters()
+                self._wake.set()  # the shipping thread ends
+                return
+            number = int(line)
+            shipped = self._shipped
+            while shipped and shipped[0][0] <= number:
+                _, committed, blobs, cache = shipped.popleft()
+                self._committed = committed
+                for digest in blobs:
+                    self._blob_pending.pop(digest, None)
+                for key, response, _ in cache:
+                    if self._cache_pending.get(key) is response:
+                        del self._cache_pending[key]
+            self._release_waiters()
+        if self._failure is None and (not self._closing or self._committed < self._appended):
+            self._failure = RuntimeError("the writer process ended unexpectedly")
+            self._fail_waiters()
+            self._wake.set()
+
+    def _fail_waiters(self) -> None:
+        exc = self._failure
+        if exc is None:
+            return
+        while self._waiters:
+            loop, fut, _ = self._waiters.popleft()
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_fail, fut, exc)
 
     def _release_waiters(self) -> None:
         committed = self._committed
@@ -468,9 +495,10 @@ class SQLiteStore(RunStore):
         # targets grow in the order waiters arrive, so the satisfied ones are at the front:
         # no walk over thousands of runs still waiting (a waiter queued out of order by
         # another thread is released by the next commit, which its flush asked for)
-        while waiters and waiters[0][2] <= committed:
-            waiter = waiters.popleft()
-            ready.setdefault(waiter[0], []).append(waiter[1])
+        with self._release_lock:
+            while waiters and waiters[0][2] <= committed:
+                waiter = waiters.popleft()
+                ready.setdefault(waiter[0], []).append(waiter[1])
         for loop, futures in ready.items():  # one wake-up per loop, not one per waiter
             with contextlib.suppress(RuntimeError):  # that loop has closed
                 loop.call_soon_threadsafe(_resolve_all, futures)
@@ -511,6 +539,7 @@ class SQLiteStore(RunStore):
             watcher = self._cancel_watch.get(run_id)
             if watcher is not None and run_id not in self._cancel_seen:
                 self._cancel_seen.add(run_id)
+                self._seen_unsent.append(run_id)  # its finish answers the request
                 watcher[0].call_soon_threadsafe(watcher[1])
 
     # ------------------------------------------------------------------ reading
@@ -591,31 +620,3 @@ def _resolve_all(futures: list[asyncio.Future[None]]) -> None:
 def _fail(fut: asyncio.Future[None], exc: BaseException) -> None:
     if not fut.done():
         fut.set_exception(StoreError(f"writing to the store failed: {exc}"))
-
-
-def _insert(conn: sqlite3.Connection, head: str, rows: Sequence[Sequence[Any]],
-            limit: int, tail: str = "") -> None:
-    """``head VALUES (...), (...), ... tail`` with many rows per statement, at most ``limit``
-    parameters each (see the module: the GIL changes hands once per statement).
-
-    Statements hold a power of two of rows (the binary digits of the count), so their
-    texts repeat and the connection's statement cache spares SQLite parsing thousands
-    of placeholders again for every commit.
-    """
-    width = len(rows[0])
-    per = 1 << (max(1, limit // width).bit_length() - 1)
-    start = 0
-    while start < len(rows):
-        size = min(per, 1 << ((len(rows) - start).bit_length() - 1))
-        chunk = rows[start:start + size]
-        start += size
-        conn.execute(_values(head, width, size, tail),
-                     [value for row in chunk for value in row])
-
-
-@functools.lru_cache(maxsize=256)
-def _values(head: str, width: int, count: int, tail: str = "") -> str:
-    """The text of ``head VALUES`` with ``count`` rows of ``width`` placeholders, then
-    ``tail``."""
-    one = "(" + ",".join("?" * width) + ")"
-    return f"{head} VALUES {','.join([one] * count)}{tail}"
