@@ -21,9 +21,19 @@ from __future__ import annotations
 import gc
 import os
 
-THRESHOLDS = (20_000, 20, 20)
+THRESHOLDS = (20_000, 100, 20)
 """Young-generation allocations between collections, then how many collections of each
-generation before the next one is examined (Python's defaults: 700, 10, 10)."""
+generation before the next one is examined (Python's defaults: 700, 10, 10).
+
+The middle generation holds what outlived one young collection: with thousands of runs
+in flight, mostly the runs' own objects, which live as long as their run and are freed
+by reference counting. Examining it every 100 young collections instead of every 20
+(every 2 million allocations instead of 400,000) spares walking them again and again:
+on 10,000 concurrent small workflows that took 0.2-0.3 s of a 3 s trial (two
+collections), and the median rate rose from 3,635 to 4,086 workflows/s (nine trials
+each, 2026-11-30). The price: reference cycles that outlive a young collection wait
+longer to be freed (most cyclic garbage, such as a caught exception and its frames, is
+freed by the young collection that follows it)."""
 
 
 def tune_gc(thresholds: tuple[int, int, int] = THRESHOLDS) -> tuple[int, int, int]:
