@@ -114,6 +114,41 @@ def test_flush_barrier_makes_appends_durable(store: RunStore) -> None:
     asyncio.run(scenario())
 
 
+def test_settle_when_flushed_resolves_a_future_once_appends_are_durable(
+        store: RunStore) -> None:
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        store.append(RUN, created())
+        for seq in range(2, 200):
+            store.append(RUN, node_event(seq))
+        fut: asyncio.Future[None] = loop.create_future()
+        store.settle_when_flushed(fut)
+        if isinstance(store, SQLiteStore):  # resolved from the writer's answer, on the loop
+            assert not fut.done()
+        await asyncio.wait_for(fut, timeout=30)
+        assert len(store.events(RUN)) == 199
+        again: asyncio.Future[None] = loop.create_future()
+        store.settle_when_flushed(again)  # nothing new: resolved at once
+        assert again.done() and again.exception() is None
+
+    asyncio.run(scenario())
+
+
+def test_a_top_level_run_returns_with_its_log_durable(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "runs.db")
+
+    async def step() -> int:
+        return 1
+
+    g = cp.Graph("durable")
+    g.add("a", step)
+    result = asyncio.run(cp.run(g, store=store))  # no flush of our own
+    kinds = [e.kind for e in store.events(result.run_id)]
+    assert kinds[0] is EventKind.RUN_CREATED and kinds[-1] is EventKind.RUN_FINISHED
+    assert store.run(result.run_id).status == "succeeded"
+    store.close()
+
+
 def test_estimates_fold_observed_durations(store: RunStore) -> None:
     assert store.estimates() == {}
     store.record_durations({"m:f": [1.0, 3.0]})

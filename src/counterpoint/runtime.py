@@ -372,8 +372,13 @@ class Execution:
             self.store.record_durations(samples)
         for queue in self._subscribers:
             queue.put_nowait(None)
-        if self._done is not None and not self._done.done():
-            self._done.set_result(None)
+        done = self._done
+        if done is not None and not done.done():
+            if self.parent is None and not self.owns_store:  # it returns once its log is
+                self._hand_over()  # durable: one wake-up for the end and the log
+                self.store.settle_when_flushed(done)
+            else:
+                done.set_result(None)
 
     # ------------------------------------------------------------------ running
     def _spawn(self, node_id: NodeId, coro: Coroutine[Any, Any, None]) -> None:

@@ -66,6 +66,22 @@ class RunStore(abc.ABC):
     def flush_sync(self) -> None:
         """Blocking :meth:`flush`, for use outside an event loop."""
 
+    def settle_when_flushed(self, fut: asyncio.Future[None]) -> None:
+        """Resolve ``fut`` (a future of the running loop) once every event appended so far
+        is durable, or fail it with :class:`~counterpoint.errors.StoreError`: what
+        :meth:`flush` waits for, without a coroutine of its own for each waiter (a run
+        waits for its log and its end as one). Stores may do it more cheaply."""
+        def settle(done: asyncio.Future[None]) -> None:
+            if fut.done():
+                return
+            exc = None if done.cancelled() else done.exception()
+            if exc is None:
+                fut.set_result(None)
+            else:
+                fut.set_exception(exc)
+
+        asyncio.ensure_future(self.flush()).add_done_callback(settle)
+
     @abc.abstractmethod
     def events(self, run_id: RunId) -> list[Event]:
         """All durable events of a run, in order, with ``value`` resolved (``output`` unset)."""

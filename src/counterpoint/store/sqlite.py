@@ -327,6 +327,21 @@ class SQLiteStore(RunStore):
             self._raise_failure()  # check above: never wait forever
         await fut
 
+    def settle_when_flushed(self, fut: asyncio.Future[None]) -> None:
+        if self._failure is not None:
+            fut.set_exception(StoreError(f"store {self.path}: writing failed: {self._failure}"))
+            return
+        target = self._appended
+        if self._committed >= target:
+            fut.set_result(None)
+            return
+        self._waiters.append((fut.get_loop(), fut, target))  # resolved as flush()'s are
+        self._hurry()
+        if self._failure is not None:  # it failed meanwhile
+            self._fail_waiters()
+        elif not self._writer.is_alive():
+            fut.set_exception(StoreError(f"store {self.path} is closed"))
+
     def flush_sync(self) -> None:
         target = self._appended
         self._hurry()
