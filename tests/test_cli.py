@@ -473,6 +473,35 @@ def test_cancel_a_live_run(work: Workdir) -> None:
     assert work.executions() == ["first", "wait"]
 
 
+def test_ctrl_c_stops_the_run_cleanly_and_it_resumes(work: Workdir) -> None:
+    """Ctrl-C reaches the terminal's whole foreground process group; the store's writer
+    process must survive it to commit what the interrupted run recorded."""
+    work.write("slow.py", SLOW)
+    proc = subprocess.Popen(work.argv("run", "slow.py", "--quiet", "--db", work.db),
+                            cwd=work.path, env=_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        run_id = _running_run(work)
+        wait_until(lambda: work.show(run_id)["nodes"]["first"]["status"] == "succeeded",
+                   "first's success to reach the log")
+        os.killpg(proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert f"interrupted: run {run_id} stopped; continue it with `counterpoint resume " \
+           f"{run_id}" in err
+    assert "writing failed" not in err
+    assert work.show(run_id)["status"] == "interrupted"
+    (work.path / "release").touch()
+    done = work.cli("resume", run_id)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert work.show(run_id)["status"] == "succeeded"
+    assert work.executions() == ["first", "wait", "wait", "last"]  # first's success kept
+
+
 def test_cancel_a_killed_run(work: Workdir, killed_run: str) -> None:
     assert "interrupted" in work.cli("runs").stdout
     assert work.show(killed_run)["status"] == "interrupted"

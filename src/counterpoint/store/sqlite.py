@@ -377,7 +377,8 @@ class SQLiteStore(RunStore):
         return subprocess.Popen(
             [sys.executable, "-P", _WRITER_SCRIPT, str(self.path), str(os.getpid()),
              repr(self._busy_timeout)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
+            start_new_session=True)  # a terminal's Ctrl-C is for the store's process only
 
     def _ship_loop(self, started: threading.Event) -> None:
         """The shipping thread: send what gathers to the writer process as batches."""

@@ -33,6 +33,7 @@ import contextlib
 import functools
 import os
 import select
+import signal
 import socket
 import sqlite3
 import sys
@@ -229,11 +230,14 @@ class Frames:
 
 
 def _die_with_parent(owner_pid: int) -> None:
-    """Linux: be killed when the thread that started this process ends; exit now if the
-    process that started it is gone already."""
+    """Live exactly as long as the store: ignore SIGINT and SIGTERM (the store's process
+    may handle them and still have events to commit; it starts the writer in a session
+    of its own, so a terminal's Ctrl-C does not reach it anyway); on Linux, be killed when
+    the thread that started this process ends; exit now if that process is gone already."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if sys.platform.startswith("linux"):
         import ctypes
-        import signal
 
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
