@@ -134,6 +134,34 @@ def test_settle_when_flushed_resolves_a_future_once_appends_are_durable(
     asyncio.run(scenario())
 
 
+def test_settle_when_flushed_defaults_to_flush_for_other_stores() -> None:
+    """A store that only implements flush() gets the seam's default: fut follows it."""
+
+    class Slow(cp.MemoryStore):
+        fail = False
+        settle_when_flushed = RunStore.settle_when_flushed
+
+        async def flush(self) -> None:
+            await asyncio.sleep(0.01)
+            if self.fail:
+                raise cp.StoreError("disk full")
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        store = Slow()
+        ok: asyncio.Future[None] = loop.create_future()
+        store.settle_when_flushed(ok)
+        assert not ok.done()  # it waits for flush()
+        await asyncio.wait_for(ok, timeout=30)
+        store.fail = True
+        failed: asyncio.Future[None] = loop.create_future()
+        store.settle_when_flushed(failed)
+        with pytest.raises(cp.StoreError, match="disk full"):
+            await asyncio.wait_for(failed, timeout=30)
+
+    asyncio.run(scenario())
+
+
 def test_a_top_level_run_returns_with_its_log_durable(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "runs.db")
 

@@ -68,9 +68,9 @@ class RunStore(abc.ABC):
 
     def settle_when_flushed(self, fut: asyncio.Future[None]) -> None:
         """Resolve ``fut`` (a future of the running loop) once every event appended so far
-        is durable, or fail it with :class:`~counterpoint.errors.StoreError`: what
-        :meth:`flush` waits for, without a coroutine of its own for each waiter (a run
-        waits for its log and its end as one). Stores may do it more cheaply."""
+        is durable, or fail it as :meth:`flush` fails: a run waits for its end and its log
+        as one future. This default runs :meth:`flush` in a task; the built-in stores
+        resolve ``fut`` directly."""
         def settle(done: asyncio.Future[None]) -> None:
             if fut.done():
                 return
