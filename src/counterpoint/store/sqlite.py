@@ -315,16 +315,10 @@ class SQLiteStore(RunStore):
         self._wake.set()
 
     async def flush(self) -> None:
-        self._raise_failure()
-        target = self._appended
-        if self._committed >= target:
-            return
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[None] = loop.create_future()
-        self._waiters.append((loop, fut, target))
-        self._hurry()
-        if self._failure is not None or not self._writer.is_alive():  # it failed after the
-            self._raise_failure()  # check above: never wait forever
+        if self._failure is None and self._committed >= self._appended:
+            return  # nothing to wait for
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.settle_when_flushed(fut)
         await fut
 
     def settle_when_flushed(self, fut: asyncio.Future[None]) -> None:
@@ -335,9 +329,9 @@ class SQLiteStore(RunStore):
         if self._committed >= target:
             fut.set_result(None)
             return
-        self._waiters.append((fut.get_loop(), fut, target))  # resolved as flush()'s are
+        self._waiters.append((fut.get_loop(), fut, target))  # released as commits land
         self._hurry()
-        if self._failure is not None:  # it failed meanwhile
+        if self._failure is not None:  # it failed after the check above: never wait forever
             self._fail_waiters()
         elif not self._writer.is_alive():
             fut.set_exception(StoreError(f"store {self.path} is closed"))
