@@ -546,6 +546,26 @@ def test_sqlite_writer_process_killed_fails_flush_and_keeps_the_log(tmp_path: Pa
     assert store.writer_pid is None
 
 
+def test_sqlite_writer_that_answers_garbage_fails_flush_instead_of_hanging(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A deliberate test double for the writer process: it breaks the protocol."""
+    import counterpoint.store.sqlite as sqlite_module
+
+    script = tmp_path / "babbling_writer.py"
+    script.write_text("import sys\nprint('hello', flush=True)\nsys.stdin.buffer.read()\n")
+    monkeypatch.setattr(sqlite_module, "_WRITER_SCRIPT", str(script))
+    store = SQLiteStore(tmp_path / "runs.db")
+
+    async def scenario() -> None:
+        with pytest.raises(cp.StoreError, match=r"the writer process answered b'hello\\n'"):
+            store.append(RUN, created())  # raises here if the answer was read already
+            await asyncio.wait_for(store.flush(), timeout=30)
+
+    asyncio.run(scenario())
+    with pytest.raises(cp.StoreError):
+        store.close()
+
+
 def test_sqlite_writer_failure_is_reported_not_hung(tmp_path: Path) -> None:
     """If the writer thread dies (here: the events table vanished), appends and flushes
     raise a StoreError instead of waiting forever."""

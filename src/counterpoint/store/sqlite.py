@@ -98,6 +98,7 @@ leaves a prefix of every run's events."""
 _RUN_LEVEL = frozenset({EventKind.RUN_CREATED, EventKind.RUN_FINISHED, EventKind.RUN_RESUMED})
 """Events that also update the run index."""
 _WRITER_SCRIPT = _writer.__file__
+_ENDED = "the writer process ended unexpectedly"
 _Waiter = tuple[asyncio.AbstractEventLoop, "asyncio.Future[None]", int]
 
 
@@ -433,8 +434,11 @@ class SQLiteStore(RunStore):
                     # recorded before it is sent: the writer may answer at once
                     self._shipped.append((number, shipped, [b[0] for b in blobs], cache))
                     data = memoryview(_writer.frame(batch))
-                    while data:
-                        data = data[os.write(fd, data):]
+                    try:
+                        while data:
+                            data = data[os.write(fd, data):]
+                    except BrokenPipeError:
+                        raise _WriterFailed(_ENDED) from None
                 self._release_waiters()  # a flush may have come just after its commit
                 now = time.monotonic()
                 if self._cancel_watch and now >= next_poll:
@@ -467,27 +471,31 @@ class SQLiteStore(RunStore):
     def _ack_loop(self, process: subprocess.Popen[bytes]) -> None:
         """Read what the writer process answers: release flushes, or record its failure."""
         assert process.stdout is not None
-        for line in process.stdout:
-            if line.startswith(b"!"):
-                self._failure = RuntimeError(line[1:].decode(errors="replace").strip())
-                self._fail_waiters()
-                self._wake.set()  # the shipping thread ends
-                return
-            number = int(line)
-            shipped = self._shipped
-            while shipped and shipped[0][0] <= number:
-                _, committed, blobs, cache = shipped.popleft()
-                self._committed = committed
-                for digest in blobs:
-                    self._blob_pending.pop(digest, None)
-                for key, response, _ in cache:
-                    if self._cache_pending.get(key) is response:
-                        del self._cache_pending[key]
-            self._release_waiters()
-        if self._failure is None and (not self._closing or self._committed < self._appended):
-            self._failure = RuntimeError("the writer process ended unexpectedly")
+        try:
+            for line in process.stdout:
+                if line.startswith(b"!"):
+                    raise _WriterFailed(line[1:].decode(errors="replace").strip())
+                try:
+                    number = int(line)
+                except ValueError:
+                    raise _WriterFailed(f"the writer process answered {line[:200]!r}") from None
+                shipped = self._shipped
+                while shipped and shipped[0][0] <= number:
+                    _, committed, blobs, cache = shipped.popleft()
+                    self._committed = committed
+                    for digest in blobs:
+                        self._blob_pending.pop(digest, None)
+                    for key, response, _ in cache:
+                        if self._cache_pending.get(key) is response:
+                            del self._cache_pending[key]
+                self._release_waiters()
+            if not self._closing or self._committed < self._appended:
+                raise _WriterFailed(_ENDED)
+        except BaseException as exc:  # the writer must never fail silently
+            if self._failure is None:
+                self._failure = exc
             self._fail_waiters()
-            self._wake.set()
+            self._wake.set()  # the shipping thread ends
 
     def _fail_waiters(self) -> None:
         exc = self._failure
@@ -602,6 +610,10 @@ class SQLiteStore(RunStore):
         with self._read_lock:
             self._reader.close()
         self._raise_failure()
+
+
+class _WriterFailed(RuntimeError):
+    """What the writer process reported, or how it ended."""
 
 
 def _check_applied(applied: list[str], known: list[str], where: str) -> None:
