@@ -323,8 +323,9 @@ class SQLiteStore(RunStore):
         await fut
 
     def settle_when_flushed(self, fut: asyncio.Future[None]) -> None:
-        if self._failure is not None:
-            fut.set_exception(StoreError(f"store {self.path}: writing failed: {self._failure}"))
+        error = self._failure_error()
+        if error is not None:
+            fut.set_exception(error)
             return
         target = self._appended
         if self._committed >= target:
@@ -357,8 +358,15 @@ class SQLiteStore(RunStore):
             self._wake.set()
 
     def _raise_failure(self) -> None:
-        if self._failure is not None:
-            raise StoreError(f"store {self.path}: writing failed: {self._failure}")
+        error = self._failure_error()
+        if error is not None:
+            raise error
+
+    def _failure_error(self) -> StoreError | None:
+        """A new error for a caller of the store once writing failed (``None`` before)."""
+        if self._failure is None:
+            return None
+        return StoreError(f"store {self.path}: writing failed: {self._failure}")
 
     def record_durations(self, samples: Mapping[str, Sequence[float]]) -> None:
         with self._stats_lock:  # the writer reads both when it commits
@@ -461,11 +469,7 @@ class SQLiteStore(RunStore):
             if self._failure is not None:
                 process.kill()
             process.wait()  # here: on Linux the writer dies when this thread ends
-            acks.join()
-            if self._failure is None and self._committed < self._appended:
-                self._failure = RuntimeError(f"the writer process ended (exit code "
-                                             f"{process.returncode}) before it committed "
-                                             "everything")
+            acks.join()  # it records a writer that ended before committing everything
             self._fail_waiters()
 
     def _ack_loop(self, process: subprocess.Popen[bytes]) -> None:
@@ -498,13 +502,13 @@ class SQLiteStore(RunStore):
             self._wake.set()  # the shipping thread ends
 
     def _fail_waiters(self) -> None:
-        exc = self._failure
-        if exc is None:
-            return
         while self._waiters:
+            error = self._failure_error()
+            if error is None:
+                return
             loop, fut, _ = self._waiters.popleft()
             with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(_fail, fut, exc)
+                loop.call_soon_threadsafe(_fail, fut, error)
 
     def _release_waiters(self) -> None:
         committed = self._committed
@@ -639,6 +643,6 @@ def _resolve_all(futures: list[asyncio.Future[None]]) -> None:
             fut.set_result(None)
 
 
-def _fail(fut: asyncio.Future[None], exc: BaseException) -> None:
+def _fail(fut: asyncio.Future[None], error: StoreError) -> None:
     if not fut.done():
-        fut.set_exception(StoreError(f"writing to the store failed: {exc}"))
+        fut.set_exception(error)
