@@ -585,6 +585,44 @@ def test_a_failing_store_ends_the_run_with_its_error(tmp_path: Path) -> None:
     asyncio.run(asyncio.wait_for(scenario(), timeout=20))
 
 
+def test_an_event_the_store_cannot_take_ends_its_own_run_only(tmp_path: Path) -> None:
+    """Runs sharing a store hand it their events together, once per pass of the loop: a
+    run that records data JSON cannot hold stops with the error naming it, while the runs
+    whose events went in the same call finish, their logs whole."""
+    store = cp.SQLiteStore(tmp_path / "runs.db")
+
+    async def careless(ctx: cp.NodeContext) -> int:
+        await asyncio.sleep(0.01)  # its event leaves with the others' in one pass
+        ctx.record(EventKind.AGENT_TURN, {"reply": object()})
+        return 1
+
+    bad = cp.Graph("careless")
+    bad.add("a", careless)
+    good = cp.Graph("tidy")
+    good.add("b", sleep_then, after=[good.add("a", sleep_then, seconds=0.01, value=1)],
+             seconds=0.0, value=2)
+
+    async def scenario() -> list[Any]:
+        return await asyncio.gather(cp.run(bad, store=store), *(cp.run(good, store=store)
+                                                                for _ in range(5)),
+                                    return_exceptions=True)
+
+    try:
+        failed, *others = asyncio.run(asyncio.wait_for(scenario(), timeout=20))
+        assert isinstance(failed, cp.StoreError)
+        assert "node 'a') cannot be stored" in str(failed) and "JSON-compatible" in str(failed)
+        for result in others:
+            assert result.status is RunStatus.SUCCEEDED
+            kinds = [e.kind for e in store.events(result.run_id)]
+            assert kinds[0] is EventKind.RUN_CREATED and kinds[-1] is EventKind.RUN_FINISHED
+            assert store.run(result.run_id).status == "succeeded"
+        bad_run = next(r for r in store.runs() if r.graph == "careless")
+        assert [e.kind for e in store.events(bad_run.run_id)] == [
+            EventKind.RUN_CREATED, EventKind.NODE_STARTED]  # what came before the culprit
+    finally:
+        store.close()
+
+
 # ------------------------------------------------------------ regressions from review
 def test_a_node_in_its_fallback_still_obeys_the_deadline() -> None:
     async def boom() -> int:
