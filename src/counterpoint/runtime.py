@@ -99,9 +99,9 @@ class Execution:
 
     __slots__ = ("__weakref__", "_cancelling", "_children", "_deadline", "_done", "_emitting",
                  "_heir", "_held", "_inline_async", "_loop", "_outbox", "_pending", "_rng",
-                 "_sending", "_sends", "_seq", "_settling", "_slots", "_subscribers", "_tasks",
-                 "_thread", "_timers", "_unlogged", "backend", "graph", "inputs", "journal",
-                 "options", "owns_store", "parent", "run_id", "state", "store")
+                 "_sending", "_sends", "_seq", "_slots", "_subscribers", "_tasks", "_thread",
+                 "_timers", "_unlogged", "backend", "graph", "inputs", "journal", "options",
+                 "owns_store", "parent", "run_id", "state", "store")
 
     def __init__(self, graph: Graph, state: RunState, store: RunStore, options: RunOptions,
                  *, backend: Backend, inputs: Mapping[str, Any], seq: int = 0,
@@ -126,9 +126,6 @@ class Execution:
         them in the store (the flush barrier, the end of the run)."""
         self._sending = False
         """Whether the outbox is due to be sent at the end of this pass of the loop."""
-        self._settling = False
-        """Whether the run has finished and its result waits for the outbox to be sent
-        (with the pass's other runs' events), then for the store to make it durable."""
         self._sends: _Sends | None = None
         self._thread: int | None = None
         """The thread running the run's event loop."""
@@ -377,17 +374,11 @@ class Execution:
             queue.put_nowait(None)
         done = self._done
         if done is not None and not done.done():
-            if self.parent is not None or self.owns_store:
-                done.set_result(None)
-            elif self._sends is not None:  # it returns once its log is durable: one
-                if self._unlogged:  # wake-up for the end and the log (see _Sends)
-                    self._log_unlogged()
-                self._settling = True
-                if not self._sending:
-                    self._send_later()
-            else:
-                self._hand_over()
+            if self.parent is None and not self.owns_store:  # it returns once its log is
+                self._hand_over()  # durable: one wake-up for the end and the log
                 self.store.settle_when_flushed(done)
+            else:
+                done.set_result(None)
 
     # ------------------------------------------------------------------ running
     def _spawn(self, node_id: NodeId, coro: Coroutine[Any, Any, None]) -> None:
@@ -789,33 +780,14 @@ class _Sends:
             self.waiting.append(execution)
 
     def send_all(self) -> None:
-        """Hand each store the outboxes of its runs in one call, then settle the runs that
-        finished once their events are durable."""
         waiting, self.waiting = self.waiting, None
-        if not waiting:
-            return
-        by_store: dict[RunStore, list[Execution]] = {}
-        for execution in waiting:
+        for execution in waiting or ():
             execution._sending = False
             if execution._outbox:
-                senders = by_store.get(execution.store)
-                if senders is None:
-                    by_store[execution.store] = [execution]
-                else:
-                    senders.append(execution)
-        for store, senders in by_store.items():
-            batches = []
-            for execution in senders:
-                batches.append((execution.run_id, execution._outbox))
-                execution._outbox = []
-            for i, exc in store.append_runs(batches).items():
-                senders[i]._abort(exc)
-        for execution in waiting:
-            if execution._settling:
-                execution._settling = False
-                done = execution._done
-                if done is not None and not done.done():  # (not failed by _abort)
-                    execution.store.settle_when_flushed(done)
+                try:
+                    execution._send()
+                except StoreError as exc:
+                    execution._abort(exc)
 
 
 _SENDS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Sends] = \

@@ -20,7 +20,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import StoreError
 from ..events import Event
 from ..ids import RunId
 
@@ -58,19 +57,6 @@ class RunStore(abc.ABC):
         """
         for event in events:
             self.append(run_id, event)
-
-    def append_runs(self, batches: Sequence[tuple[RunId, Sequence[Event]]]
-                    ) -> dict[int, StoreError]:
-        """:meth:`append_many` for several runs at once (what a pass of an event loop moved):
-        returns the error of each run whose events could not all be queued, by its position
-        in ``batches``. Those runs' earlier events are queued; the other runs' are too."""
-        errors: dict[int, StoreError] = {}
-        for i, (run_id, events) in enumerate(batches):
-            try:
-                self.append_many(run_id, events)
-            except StoreError as exc:
-                errors[i] = exc
-        return errors
 
     @abc.abstractmethod
     async def flush(self) -> None:

@@ -91,15 +91,15 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
 
 _POLL_SECONDS = 0.25
 _dumps = orjson.dumps
-_Fragment = orjson.Fragment
 GATHER_SECONDS = 0.002
 """How long the shipping thread lets a burst of events gather before it sends them,
 unless a flush is waiting: fewer, larger batches and transactions. A crash still
 leaves a prefix of every run's events."""
+_RUN_LEVEL = frozenset({EventKind.RUN_CREATED, EventKind.RUN_FINISHED, EventKind.RUN_RESUMED})
+"""Events that also update the run index."""
 _WRITER_SCRIPT = _writer.__file__
 _ENDED = "the writer process ended unexpectedly"
 _Waiter = tuple[asyncio.AbstractEventLoop, "asyncio.Future[None]", int]
-_Entry = tuple[list[tuple[RunId, int, int]], bytes, int]
 
 
 class SQLiteStore(RunStore):
@@ -124,13 +124,12 @@ class SQLiteStore(RunStore):
         """Cache entries queued but not yet committed (read-your-writes)."""
         self._dirty_stats: set[str] = set()
         self._stats_lock = threading.Lock()
-        self._queue: deque[_Entry] = deque()
-        """Events to write, an entry per :meth:`append_runs`: ((run id, first seq, last
-        seq) of each run, the rows of all their events as JSON, how many). A row is an
-        event's columns after the index of its run in the entry. Encoded when appended,
-        so the queue holds nothing the collector walks; one entry serves every run a pass
-        of the event loop moved (an entry per run kept a 4 KiB orjson buffer each: 10,000
-        concurrent runs peaked at 600 MB)."""
+        self._queue: deque[tuple[RunId, int, int, str, int, bool]] = deque()
+        """Events to write, as (run id, first seq, last seq, their rows as JSON text without
+        the array's brackets, how many, whether one updates the run index): a batch's
+        ``events`` as they are. Encoded when appended, so the queue holds nothing the
+        collector walks. Text, not orjson's bytes: each of those keeps a 4 KiB buffer
+        (10,000 concurrent runs peaked at 600 MB)."""
         self._side: deque[tuple[Any, ...]] = deque()
         """Blobs and model-cache entries; queued before the events that need them."""
         self._waiters: deque[_Waiter] = deque()
@@ -232,37 +231,11 @@ class SQLiteStore(RunStore):
         self.append_many(run_id, (event,))
 
     def append_many(self, run_id: RunId, events: Sequence[Event]) -> None:
-        error = self.append_runs(((run_id, events),)).get(0)
-        if error is not None:
-            raise error
-
-    def append_runs(self, batches: Sequence[tuple[RunId, Sequence[Event]]]
-                    ) -> dict[int, StoreError]:
-        """Queue the events of several runs as one entry: one encoding for a whole pass of
-        the event loop, however many runs it moved (see the queue's layout in __init__)."""
         if self._failure is not None:
-            return {i: StoreError(f"store {self.path}: the writer failed earlier: "
-                                  f"{self._failure}") for i in range(len(batches))}
-        runs: list[tuple[RunId, int, int]] = []
-        rows: list[tuple[Any, ...]] = []
-        count = 0
-        for run_id, events in batches:
-            if events:
-                self._rows(len(runs), events, rows)
-                runs.append((run_id, events[0].seq, events[-1].seq))
-                count += len(events)
-        if not runs:
-            return {}
-        try:
-            text = _dumps(rows)
-        except TypeError:  # orjson.JSONEncodeError: run by run, to find the culprits
-            return self._append_each(batches)
-        self._enqueue(runs, text, count)
-        return {}
-
-    def _rows(self, index: int, events: Sequence[Event], rows: list[tuple[Any, ...]]) -> None:
-        """Append the rows of ``events`` (of the entry's ``index``-th run) to ``rows``."""
-        append = rows.append
+            raise StoreError(f"store {self.path}: the writer failed earlier: {self._failure}")
+        if not events:
+            return
+        rows = []
         for event in events:
             value, blob = event.value, None
             if value is not None and len(value) > BLOB_THRESHOLD:
@@ -271,39 +244,43 @@ class SQLiteStore(RunStore):
                     self._known_blobs.add(blob)
                     self._side.append(("blob", blob, value))
                 value = None
-            append((index, event.seq, event.kind, event.node, event.attempt, event.at,
-                    event.data, value, blob))  # the kind, a str: JSON has its value
+            rows.append((event.seq, event.kind, event.node, event.attempt, event.at,
+                         event.data, value, blob))  # the kind, a str: JSON has its value
+            # (the writer reads the run index's changes from these rows)
+        try:
+            text = _dumps(rows).decode()
+        except TypeError:  # orjson.JSONEncodeError: queue those before the culprit, then raise
+            text = self._queue_until_unstorable(run_id, events, rows)
+        self._queue_rows(run_id, events, text)
 
-    def _enqueue(self, runs: list[tuple[RunId, int, int]], text: bytes, count: int) -> None:
-        self._queue.append((runs, text, count))
-        self._appended += count
+    def _queue_rows(self, run_id: RunId, events: Sequence[Event], text: str) -> None:
+        """Queue ``events`` as one entry, ``text`` being their rows as a JSON array."""
+        run_level = False
+        for event in events:
+            if event.kind in _RUN_LEVEL:
+                run_level = True
+                break
+        self._queue.append((run_id, events[0].seq, events[-1].seq, text[1:-1], len(events),
+                            run_level))
+        self._appended += len(events)
         if not self._wake_flag[0]:
             self._wake_flag[0] = True
             self._wake.set()
 
-    def _append_each(self, batches: Sequence[tuple[RunId, Sequence[Event]]]
-                     ) -> dict[int, StoreError]:
-        """:meth:`append_runs` a run at a time: a run with an event that cannot be stored
-        queues the events before it and gets an error naming it; the others are queued."""
-        errors: dict[int, StoreError] = {}
-        for i, (run_id, events) in enumerate(batches):
-            rows: list[tuple[Any, ...]] = []
-            self._rows(0, events, rows)
-            for j, row in enumerate(rows):
-                try:
-                    _dumps(row)
-                except TypeError as exc:
-                    event = events[j]
-                    errors[i] = StoreError(
-                        f"run {run_id}: event {event.seq} ({event.kind}"
-                        f"{', node ' + repr(event.node) if event.node else ''}) cannot be "
-                        f"stored: {exc}; event data must be JSON-compatible")
-                    events, rows = events[:j], rows[:j]  # what precedes it is queued
-                    break
-            if events:
-                self._enqueue([(run_id, events[0].seq, events[-1].seq)], _dumps(rows),
-                              len(events))
-        return errors
+    def _queue_until_unstorable(self, run_id: RunId, events: Sequence[Event],
+                                rows: list[tuple[Any, ...]]) -> str:
+        for i, row in enumerate(rows):
+            try:
+                _dumps(row)
+            except TypeError as exc:
+                if i:
+                    self._queue_rows(run_id, events[:i], _dumps(rows[:i]).decode())
+                event = events[i]
+                raise StoreError(
+                    f"run {run_id}: event {event.seq} ({event.kind}"
+                    f"{', node ' + repr(event.node) if event.node else ''}) cannot be "
+                    f"stored: {exc}; event data must be JSON-compatible") from exc
+        raise AssertionError("unreachable: the rows serialize one by one")  # pragma: no cover
 
     def put_blob(self, text: str) -> str:
         digest = hashlib.sha256(text.encode()).hexdigest()
@@ -435,10 +412,10 @@ class SQLiteStore(RunStore):
                 # after clear(), before draining: an append from here on sets the event again,
                 # and one from before is in the queue this pass drains
                 self._wake_flag[0] = False
-                entries: list[_Entry] = []
+                events: list[tuple[RunId, int, int, str, int, bool]] = []
                 queue = self._queue
                 while queue:
-                    entries.append(queue.popleft())
+                    events.append(queue.popleft())
                 blobs: list[tuple[str, str]] = []  # drained after: they cover every event above
                 cache: list[tuple[str, str, float]] = []
                 while self._side:
@@ -447,8 +424,7 @@ class SQLiteStore(RunStore):
                         blobs.append((item[1], item[2]))
                     else:
                         cache.append((item[1], item[2], item[3]))
-                batch: dict[str, Any] = {
-                    "events": [(runs, _Fragment(rows)) for runs, rows, _ in entries]}
+                batch: dict[str, Any] = {"events": events}
                 if blobs:
                     batch["blobs"] = blobs
                 if cache:
@@ -459,10 +435,10 @@ class SQLiteStore(RunStore):
                         batch["stats"] = [(k, *self._steps.stats[k]) for k in dirty]
                 if self._seen_unsent:
                     batch["seen"], self._seen_unsent = self._seen_unsent, []
-                if len(batch) > 1 or entries:
+                if len(batch) > 1 or events:
                     number += 1
                     batch["n"] = number
-                    shipped += sum([entry[2] for entry in entries])
+                    shipped += sum([entry[4] for entry in events])
                     # recorded before it is sent: the writer may answer at once
                     self._shipped.append((number, shipped, [b[0] for b in blobs], cache))
                     data = memoryview(_writer.frame(batch))

@@ -12,18 +12,15 @@ Protocol. The store writes frames to the writer's stdin: ``b"<length>\\n"`` then
 many bytes of one JSON object, a *batch*::
 
     {"n": 7,                                   # batch number, counting up from 1
-     "events": [[[[run_id, first, last], ...], [row, ...]], ...],
+     "events": [[run_id, first, last, rows, count, run_level], ...],
      "blobs": [[sha256, text], ...], "cache": [[key, response, at], ...],
      "stats": [[step, count, mean], ...], "seen": [run_id, ...]}
 
-Each ``events`` entry holds the events of several runs (the store makes one per pass of
-its event loop): the runs, each with the numbers of its first and last event there, and
-their events as rows ``[index, seq, kind, node, attempt, at, data, value, blob]``,
-``index`` being the run's position in the entry. The writer stores each run's rows
-without the index as one segment per commit, and reads the run index's changes from
-the rows of run-level events. ``seen`` are runs whose cancel request the store has seen.
-The writer commits every batch it holds in one transaction and answers ``b"<n>\\n"``, the
-number of the last batch committed; on an error it answers ``b"!<message>\\n"`` and exits with 1.
+``rows`` are a run's events ``first..last`` as JSON rows without the array's brackets,
+``run_level`` says whether they include an event that updates the run index, and
+``seen`` are runs whose cancel request the store has seen. The writer commits every
+batch it holds in one transaction and answers ``b"<n>\\n"``, the number of the last
+batch committed; on an error it answers ``b"!<message>\\n"`` and exits with 1.
 ``b"0\\n"`` (:data:`CLOSE`) closes: the writer commits what it holds and exits with 0
 (the end of input is not enough: a process forked from the store's keeps it open).
 At the end of input without it (the store's process died), a batch cut off there is
@@ -55,8 +52,6 @@ _NO_PIPE_SELECT = sys.platform == "win32"
 _RUN_CREATED = "run_created"
 _RUN_FINISHED = "run_finished"
 _RUN_RESUMED = "run_resumed"
-_RUN_LEVEL = frozenset({_RUN_CREATED, _RUN_FINISHED, _RUN_RESUMED})
-"""Events that also update the run index."""
 _STATUS_UPSERT = "INSERT INTO runs (run_id, status, updated_at, graph, created_at, owner_pid)"
 _STATUS_UPDATE = (" ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, "
                   "updated_at = excluded.updated_at, owner_pid = excluded.owner_pid")
@@ -87,7 +82,7 @@ class Writer:
 
     def commit(self, batches: Sequence[Batch]) -> None:
         """Write ``batches`` in one transaction."""
-        segments: dict[str, list[Any]] = {}  # run -> [run, first, last, [row, ...]]
+        segments: dict[str, list[Any]] = {}  # run -> [run, first, last, [rows, ...]]
         created: list[tuple[Any, ...]] = []
         status: dict[str, tuple[str, str, float]] = {}  # run -> its latest (run, status, at)
         blobs: list[tuple[str, str]] = []
@@ -100,20 +95,16 @@ class Writer:
             cache.extend(map(tuple, batch.get("cache", ())))
             for row in batch.get("stats", ()):
                 stats[row[0]] = tuple(row)
-            for runs, rows in batch["events"]:
-                into = []  # by the entry's run index: that run's segment rows
-                for run_id, first, last in runs:
-                    segment = segments.get(run_id)
-                    if segment is None:
-                        segment = segments[run_id] = [run_id, first, last, []]
-                    else:
-                        segment[2] = last
-                    into.append(segment[3])
-                for row in rows:  # [index, seq, kind, node, attempt, at, data, value, blob]
-                    into[row[0]].append(row[1:])
-                    kind = row[2]
-                    if kind in _RUN_LEVEL:  # the run index is a projection of these events
-                        run_id, at, data = runs[row[0]][0], row[5], row[6]
+            for run_id, first, last, rows, _count, run_level in batch["events"]:
+                segment = segments.get(run_id)
+                if segment is None:
+                    segments[run_id] = [run_id, first, last, [rows]]
+                else:
+                    segment[2] = last
+                    segment[3].append(rows)
+                if run_level:  # the run index is a projection of these events
+                    for _seq, kind, _node, _attempt, at, data, _v, _b in orjson.loads(
+                            "[" + rows + "]"):
                         if kind == _RUN_CREATED:
                             d = data or {}
                             created.append((run_id, d.get("graph", "?"), "running", at, at,
@@ -123,7 +114,7 @@ class Writer:
                                             pid, host))
                         elif kind == _RUN_FINISHED:
                             status[run_id] = (run_id, (data or {}).get("status", "failed"), at)
-                        else:
+                        elif kind == _RUN_RESUMED:
                             status[run_id] = (run_id, "running", at)
         conn, limit = self.conn, self.limit
         for attempt in range(20):  # each waits up to the busy timeout for another writer
@@ -141,7 +132,7 @@ class Writer:
                 _insert(conn, "INSERT OR REPLACE INTO runs", created, limit)
             if segments:
                 _insert(conn, "INSERT INTO segments", [
-                    (s[0], s[1], s[2], orjson.dumps(s[3]).decode()) for s in segments.values()],
+                    (s[0], s[1], s[2], "[" + ",".join(s[3]) + "]") for s in segments.values()],
                     limit)
             if status:  # one statement for them all; a run's row exists before its status
                 # changes (created above or earlier), so the insert half never applies
