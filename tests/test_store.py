@@ -509,12 +509,14 @@ import os, signal, time
 from counterpoint.store import SQLiteStore
 from counterpoint.events import Event, EventKind
 store = SQLiteStore({str(tmp_path / "runs.db")!r})
+store.append("r", Event(EventKind.RUN_CREATED, 0.0, data={{"graph": "g"}}, seq=1))
+assert store.writer_pid is not None  # the first write started the writer
 forked = os.fork()
 if forked == 0:  # e.g. a multiprocessing worker: holds the pipe to the writer open
     time.sleep(60)
     os._exit(0)
 try:
-    store.append("r", Event(EventKind.RUN_CREATED, 0.0, data={{"graph": "g"}}, seq=1))
+    store.append("r", Event(EventKind.NODE_READY, 0.1, "n", seq=2))
     store.close()
     print(len(SQLiteStore({str(tmp_path / "runs.db")!r}).events("r")), flush=True)
 finally:
@@ -523,7 +525,70 @@ finally:
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "1"
+    assert proc.stdout.strip() == "2"
+
+
+def _writer_children() -> list[int]:
+    """This process's children running the store's writer script (Linux /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            if int(stat[1]) == os.getpid() and b"writer.py" in cmdline:
+                found.append(int(entry))
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_sqlite_store_opened_to_read_starts_no_writer_and_a_write_starts_one(
+        tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    store = SQLiteStore(path)
+    store.append(RUN, created())
+    store.close()
+    before = set(_writer_children())
+    reader = SQLiteStore(path)
+    try:
+        assert [r.run_id for r in reader.runs()] == [RUN] and len(reader.events(RUN)) == 1
+        reader.flush_sync()  # nothing to wait for
+        asyncio.run(asyncio.wait_for(reader.flush(), timeout=10))
+        assert reader.writer_pid is None and set(_writer_children()) == before
+        reader.append(RUN, node_event(2))
+        writer = reader.writer_pid
+        assert writer is not None and writer in _writer_children()
+        reader.flush_sync()
+        assert [e.seq for e in reader.events(RUN)] == [1, 2]
+    finally:
+        reader.close()
+    assert reader.writer_pid is None
+    closed = SQLiteStore(path)
+    closed.close()  # never wrote: nothing to stop
+    closed.append(RUN, node_event(3))  # after close no writer starts; the flush says why
+    with pytest.raises(cp.StoreError, match="is closed"):
+        asyncio.run(asyncio.wait_for(closed.flush(), timeout=10))
+    assert closed.writer_pid is None and set(_writer_children()) == before
+    assert [e.seq for e in SQLiteStore(path).events(RUN)] == [1, 2]
+
+
+def test_sqlite_store_that_cannot_start_its_writer_says_so_at_the_first_write(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import counterpoint.store.sqlite as sqlite_module
+
+    def refuse(self: SQLiteStore) -> object:
+        raise OSError("no processes left")
+
+    monkeypatch.setattr(sqlite_module.SQLiteStore, "_spawn", refuse)
+    store = SQLiteStore(tmp_path / "runs.db")  # opening and reading need no writer
+    assert store.runs() == []
+    with pytest.raises(cp.StoreError, match=r"cannot start its writer process .*no processes"):
+        store.append(RUN, created())
+    with pytest.raises(cp.StoreError, match="writer failed earlier"):
+        store.append(RUN, created())
+    with pytest.raises(cp.StoreError):
+        store.close()
 
 
 def test_sqlite_writer_process_killed_fails_flush_and_keeps_the_log(tmp_path: Path) -> None:

@@ -7,7 +7,8 @@ transaction. SQLite's work (binding rows, stepping statements, writing the WAL) 
 takes no turns at the GIL of the process running the event loop: with a writer
 thread, ten thousand concurrent runs lost a tenth of the loop's time to it, and the
 commit that a finishing run waits for took three times its CPU time in waiting for
-the GIL.
+the GIL. The thread and the process start with the store's first write, so a store
+opened only to read (``counterpoint runs``, ``show``) starts neither.
 
 Batches commit in the order they were queued, so a crash (even SIGKILL) leaves a
 prefix of every run's events; on Linux the writer dies with the process that started
@@ -151,19 +152,30 @@ class SQLiteStore(RunStore):
         self._cancel_seen: set[RunId] = set()
         self._seen_unsent: list[RunId] = []
         self._process: subprocess.Popen[bytes] | None = None
-        started = threading.Event()
-        self._writer = threading.Thread(target=self._ship_loop, args=(started,),
-                                        name="counterpoint-store", daemon=True)
-        self._writer.start()
-        started.wait()
+        self._writer: threading.Thread | None = None
+        """The shipping thread, started with the writer process by the first write (see
+        :meth:`_start_writer`): a store opened only to read starts neither."""
+        self._start_lock = threading.Lock()
+
+    def _start_writer(self) -> None:
+        """Start the shipping thread, which starts the writer process; a store that is
+        closing starts nothing (its flushes then fail as closed)."""
+        with self._start_lock:
+            if self._writer is not None or self._closing:
+                return
+            started = threading.Event()
+            self._writer = threading.Thread(target=self._ship_loop, args=(started,),
+                                            name="counterpoint-store", daemon=True)
+            self._writer.start()
+            started.wait()
         if self._process is None:  # it could not be started
-            self._reader.close()
             raise StoreError(f"store {self.path}: cannot start its writer process "
                              f"({self._failure}); check that {sys.executable} runs")
 
     @property
     def writer_pid(self) -> int | None:
-        """The process id of the store's writer process (``None`` once it has ended)."""
+        """The process id of the store's writer process (``None`` before the store's first
+        write and once it has ended)."""
         process = self._process
         return process.pid if process is not None and process.returncode is None else None
 
@@ -235,6 +247,8 @@ class SQLiteStore(RunStore):
             raise StoreError(f"store {self.path}: the writer failed earlier: {self._failure}")
         if not events:
             return
+        if self._writer is None:
+            self._start_writer()
         rows = []
         for event in events:
             value, blob = event.value, None
@@ -285,6 +299,8 @@ class SQLiteStore(RunStore):
     def put_blob(self, text: str) -> str:
         digest = hashlib.sha256(text.encode()).hexdigest()
         if digest not in self._known_blobs:
+            if self._writer is None:
+                self._start_writer()
             self._known_blobs.add(digest)
             self._blob_pending[digest] = text
             self._side.append(("blob", digest, text))
@@ -311,6 +327,8 @@ class SQLiteStore(RunStore):
 
     def cache_put(self, key: str, response: str) -> None:
         self._raise_failure()
+        if self._writer is None:
+            self._start_writer()
         self._cache_pending[key] = response
         self._side.append(("cache", key, response, time.time()))
         self._wake.set()
@@ -335,13 +353,15 @@ class SQLiteStore(RunStore):
         self._hurry()
         if self._failure is not None:  # it failed after the check above: never wait forever
             self._fail_waiters()
-        elif not self._writer.is_alive():
+        elif self._writer is None or not self._writer.is_alive():
             fut.set_exception(StoreError(f"store {self.path} is closed"))
 
     def flush_sync(self) -> None:
         target = self._appended
         self._hurry()
-        while self._committed < target and self._failure is None and self._writer.is_alive():
+        writer = self._writer
+        while self._committed < target and self._failure is None and writer is not None \
+                and writer.is_alive():
             time.sleep(0.001)
         self._raise_failure()
 
@@ -369,6 +389,8 @@ class SQLiteStore(RunStore):
         return StoreError(f"store {self.path}: writing failed: {self._failure}")
 
     def record_durations(self, samples: Mapping[str, Sequence[float]]) -> None:
+        if self._writer is None:
+            self._start_writer()
         with self._stats_lock:  # the writer reads both when it commits
             self._steps.fold(samples)
             self._dirty_stats.update(samples)  # written with the next commit
@@ -544,7 +566,10 @@ class SQLiteStore(RunStore):
 
     def watch_cancel(self, run_id: RunId, loop: asyncio.AbstractEventLoop,
                      callback: Callable[[], None]) -> None:
-        """Call ``callback`` on ``loop`` when a cancel of ``run_id`` is requested."""
+        """Call ``callback`` on ``loop`` when a cancel of ``run_id`` is requested (the
+        shipping thread polls for requests)."""
+        if self._writer is None:
+            self._start_writer()
         self._cancel_watch[run_id] = (loop, callback)
 
     def unwatch_cancel(self, run_id: RunId) -> None:
@@ -608,9 +633,11 @@ class SQLiteStore(RunStore):
     def close(self) -> None:
         if self._closing:
             return
-        self._closing = True
+        with self._start_lock:  # no writer starts from now on
+            self._closing = True
         self._hurry()
-        self._writer.join()
+        if self._writer is not None:
+            self._writer.join()
         with self._read_lock:
             self._reader.close()
         self._raise_failure()

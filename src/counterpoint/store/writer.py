@@ -2,7 +2,7 @@
 
 SQLite's own work (binding rows, stepping statements, writing the WAL) runs here, in a
 process of its own, so it takes no turns at the GIL of the process running the event
-loop. The store starts one per open store with ``python -P writer.py DB OWNER_PID``:
+loop. The store starts one at its first write with ``python -P writer.py DB OWNER_PID``:
 run by path, this module imports only the standard library and orjson. On Linux the
 writer is killed when the thread that started it ends (the store's shipping thread,
 which lives until the store closes, or the whole process when it dies), so a crashed
