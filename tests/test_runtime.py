@@ -1173,7 +1173,7 @@ def test_an_edit_sent_just_as_the_loop_stops_gets_an_error_not_a_hang(
 
 
 def test_a_record_that_reaches_the_loop_after_the_run_finished_is_not_logged(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     """A sync step's record is sent to the loop; if the loop stopped just after the step
     checked it and runs the callback only after the run has finished, the event must not
     land after ``run_finished``. A test double loop holds the callback until then."""
@@ -1195,9 +1195,13 @@ def test_a_record_that_reaches_the_loop_after_the_run_finished_is_not_logged(
     result = run(g, store=store)
     assert result.ok and len(fake.held) == 1
     callback, args = fake.held[0]
-    callback(*args)  # the loop runs it now, after the run's end
+    with caplog.at_level("WARNING", logger="counterpoint"):
+        callback(*args)  # the loop runs it now, after the run's end
     kinds = [e.kind for e in store.events(result.run_id)]
     assert kinds[-1] is EventKind.RUN_FINISHED and EventKind.AGENT_TURN not in kinds
+    assert [r.name for r in caplog.records] == ["counterpoint.context"]  # not dropped silently
+    assert f"run {result.run_id}, node 'records': a agent_turn event recorded by attempt 1 " \
+           "reached the run after it finished (succeeded) and was not logged" in caplog.text
 
 
 def test_a_sync_step_that_edits_after_its_run_ended_gets_an_error_not_a_hang() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
     from .options import RunOptions
     from .runtime import Execution
     from .store import RunStore
+
+_log = logging.getLogger(__name__)
 
 _LIVENESS_SECONDS = 0.1
 """How often a sync step waiting for its edit checks that the run's loop still runs."""
@@ -74,6 +77,11 @@ class NodeContext:
         log of a finished run ends with its ``run_finished``."""
         if not self._execution.state.status.terminal:
             target(event)
+        elif target == self._execution.emit:  # the stream-only ones are not worth a word
+            _log.warning("run %s, node %r: a %s event recorded by attempt %d reached the "
+                         "run after it finished (%s) and was not logged; record before the "
+                         "step returns", self._execution.run_id, self.node, event.kind.value,
+                         self.attempt, self._execution.state.status.value)
 
     def _loop_from_thread(self, error: type[UserError],
                           what: str) -> asyncio.AbstractEventLoop | None:
