@@ -569,6 +569,8 @@ def test_sqlite_store_opened_to_read_starts_no_writer_and_a_write_starts_one(
     closed.append(RUN, node_event(3))  # after close no writer starts; the flush says why
     with pytest.raises(cp.StoreError, match="is closed"):
         asyncio.run(asyncio.wait_for(closed.flush(), timeout=10))
+    with pytest.raises(cp.StoreError, match="is closed"):
+        closed.flush_sync()
     assert closed.writer_pid is None and set(_writer_children()) == before
     assert [e.seq for e in SQLiteStore(path).events(RUN)] == [1, 2]
 

@@ -364,6 +364,8 @@ class SQLiteStore(RunStore):
                 and writer.is_alive():
             time.sleep(0.001)
         self._raise_failure()
+        if self._committed < target:  # what :meth:`flush` says in the same case
+            raise StoreError(f"store {self.path} is closed")
 
     def _hurry(self) -> None:
         """Wake the writer and have it commit without gathering (someone waits for it).
