@@ -586,9 +586,9 @@ def test_a_failing_store_ends_the_run_with_its_error(tmp_path: Path) -> None:
 
 
 def test_an_event_the_store_cannot_take_ends_its_own_run_only(tmp_path: Path) -> None:
-    """Runs sharing a store hand it their events together, once per pass of the loop: a
-    run that records data JSON cannot hold stops with the error naming it, while the runs
-    whose events went in the same call finish, their logs whole."""
+    """Runs sharing a store send it their events in the same pass of the loop: a run that
+    records data JSON cannot hold stops with the error naming it, while the runs whose
+    events went in that pass finish, their logs whole."""
     store = cp.SQLiteStore(tmp_path / "runs.db")
 
     async def careless(ctx: cp.NodeContext) -> int:

@@ -158,8 +158,11 @@ class SQLiteStore(RunStore):
         self._start_lock = threading.Lock()
 
     def _start_writer(self) -> None:
-        """Start the shipping thread, which starts the writer process; a store that is
-        closing starts nothing (its flushes then fail as closed)."""
+        """Start the shipping thread, which starts the writer process, unless it runs
+        already (every write calls this); a store that is closing starts nothing (its
+        flushes then fail as closed)."""
+        if self._writer is not None:
+            return
         with self._start_lock:
             if self._writer is not None or self._closing:
                 return
@@ -247,8 +250,7 @@ class SQLiteStore(RunStore):
             raise StoreError(f"store {self.path}: the writer failed earlier: {self._failure}")
         if not events:
             return
-        if self._writer is None:
-            self._start_writer()
+        self._start_writer()
         rows = []
         for event in events:
             value, blob = event.value, None
@@ -299,8 +301,7 @@ class SQLiteStore(RunStore):
     def put_blob(self, text: str) -> str:
         digest = hashlib.sha256(text.encode()).hexdigest()
         if digest not in self._known_blobs:
-            if self._writer is None:
-                self._start_writer()
+            self._start_writer()
             self._known_blobs.add(digest)
             self._blob_pending[digest] = text
             self._side.append(("blob", digest, text))
@@ -327,8 +328,7 @@ class SQLiteStore(RunStore):
 
     def cache_put(self, key: str, response: str) -> None:
         self._raise_failure()
-        if self._writer is None:
-            self._start_writer()
+        self._start_writer()
         self._cache_pending[key] = response
         self._side.append(("cache", key, response, time.time()))
         self._wake.set()
@@ -391,8 +391,7 @@ class SQLiteStore(RunStore):
         return StoreError(f"store {self.path}: writing failed: {self._failure}")
 
     def record_durations(self, samples: Mapping[str, Sequence[float]]) -> None:
-        if self._writer is None:
-            self._start_writer()
+        self._start_writer()
         with self._stats_lock:  # the writer reads both when it commits
             self._steps.fold(samples)
             self._dirty_stats.update(samples)  # written with the next commit
@@ -570,8 +569,7 @@ class SQLiteStore(RunStore):
                      callback: Callable[[], None]) -> None:
         """Call ``callback`` on ``loop`` when a cancel of ``run_id`` is requested (the
         shipping thread polls for requests)."""
-        if self._writer is None:
-            self._start_writer()
+        self._start_writer()
         self._cancel_watch[run_id] = (loop, callback)
 
     def unwatch_cancel(self, run_id: RunId) -> None:
