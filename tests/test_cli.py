@@ -625,7 +625,7 @@ def test_projection_uses_recorded_deps_for_the_critical_path(tmp_path: Path) -> 
 def test_live_view_renders_a_run(tmp_path: Path) -> None:
     _, result, _ = _projected_run(tmp_path / "runs.db")
     tally = Tally()
-    tally.sync(result.state)
+    tally.done.update(n for n, ns in result.state.nodes.items() if ns.status.terminal)
     console = Console(force_terminal=True, width=100, record=True, markup=False)
     console.print(render_live(result.state, tally, result.state.created_at,
                               result.state.finished_at or 0.0))

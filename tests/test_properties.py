@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import counterpoint as cp
+from counterpoint.api import replay
 from counterpoint.events import EventKind
-from counterpoint.runtime import replay
 from counterpoint.state import RunState
 
 

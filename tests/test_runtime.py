@@ -532,7 +532,7 @@ def test_invalid_options_are_user_errors() -> None:
         cp.RunOptions(deadline=-1)
 
 
-def test_subscribing_after_the_end_does_not_hang() -> None:
+def test_subscribing_after_the_end_gets_the_whole_run_and_ends() -> None:
     async def scenario() -> list[EventKind]:
         g = cp.Graph("late")
         g.add("a", const)
@@ -540,7 +540,26 @@ def test_subscribing_after_the_end_does_not_hang() -> None:
         await handle.result()
         return [e.kind async for e in handle.events()]
 
-    assert asyncio.run(asyncio.wait_for(scenario(), timeout=10)) == []
+    assert asyncio.run(asyncio.wait_for(scenario(), timeout=10)) == [
+        EventKind.RUN_CREATED, EventKind.NODE_STARTED, EventKind.NODE_SUCCEEDED,
+        EventKind.RUN_FINISHED]
+
+
+def test_a_subscriber_right_after_start_gets_every_event_from_the_first() -> None:
+    """Regression: events 1-3 were missed by ``handle.events()`` right after ``start``."""
+    async def scenario() -> tuple[list[int], list[int]]:
+        g = cp.Graph("early")
+        a = g.add("a", const)
+        g.add("b", add, a=a, b=a)
+        store = cp.MemoryStore()
+        handle = await cp.start(g, store=store)
+        seen = [e.seq async for e in handle.events()]
+        await handle.result()
+        return seen, [e.seq for e in store.events(handle.run_id)]
+
+    seen, logged = asyncio.run(asyncio.wait_for(scenario(), timeout=10))
+    assert seen == logged
+    assert seen[0] == 1
 
 
 def test_cancelling_a_subgraph_node_cancels_its_sub_run(tmp_path: Path) -> None:
@@ -908,7 +927,7 @@ def test_a_task_that_swallowed_its_cancel_hands_over_nothing() -> None:
 
 @pytest.mark.parametrize("barrier", [True, False], ids=["flush-barrier", "ends-at-once"])
 def test_a_wide_fan_out_logs_every_start_in_order_before_its_end(barrier: bool) -> None:
-    from counterpoint.runtime import _LOG_LATER
+    from counterpoint.scheduler.core import LOG_LATER as _LOG_LATER
 
     width = 3 * _LOG_LATER
 
@@ -1033,7 +1052,7 @@ def test_nodes_ending_in_one_pass_reach_the_store_together_in_order() -> None:
 def test_a_sync_step_records_and_edits_through_the_run_s_loop(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A sync step runs in a worker thread; what it records or edits is done on the loop."""
-    from counterpoint.runtime import Execution
+    from counterpoint.scheduler import Execution
 
     emitted_in: set[str] = set()
     original = Execution.emit
@@ -1070,7 +1089,7 @@ def test_a_flush_before_the_deferred_starts_are_logged_leaves_nothing_to_send(
         tmp_path: Path) -> None:
     """The flush barrier logs and sends a wide dispatch's starts; the callback that would
     have logged them then finds nothing to send, and must not fail on it."""
-    from counterpoint.runtime import _LOG_LATER
+    from counterpoint.scheduler.core import LOG_LATER as _LOG_LATER
 
     errors: list[dict[str, Any]] = []
 
@@ -1125,7 +1144,7 @@ def test_an_edit_sent_just_as_the_loop_stops_gets_an_error_not_a_hang(
     interpreter's exit). A deliberate test double stands in for that loop, since the real
     window is a few instructions wide: it says it runs, keeps the callback without running
     it, then says it has stopped."""
-    import counterpoint.runtime as runtime_module
+    import counterpoint.scheduler as runtime_module
 
     fake = _CatchingLoop(stops_on_send=True)
     outcome: list[BaseException | int] = []
@@ -1177,7 +1196,7 @@ def test_a_record_that_reaches_the_loop_after_the_run_finished_is_not_logged(
     """A sync step's record is sent to the loop; if the loop stopped just after the step
     checked it and runs the callback only after the run has finished, the event must not
     land after ``run_finished``. A test double loop holds the callback until then."""
-    import counterpoint.runtime as runtime_module
+    import counterpoint.scheduler as runtime_module
 
     fake = _CatchingLoop(stops_on_send=False)
 

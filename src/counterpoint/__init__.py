@@ -7,6 +7,7 @@ resumes (:func:`resume`) without redoing finished work.
 
 from __future__ import annotations
 
+from .api import resume, run, run_sync, start, start_resume
 from .backend import Backend, InProcessBackend
 from .context import NodeContext
 from .errors import (
@@ -50,14 +51,7 @@ from .options import RunOptions
 from .patch import Edit, Patch
 from .policy import Backoff, Policy
 from .results import NodeResult, RunResult
-from .runtime import (
-    RunHandle,
-    resume,
-    run,
-    run_sync,
-    start,
-    start_resume,
-)
+from .scheduler import RunHandle
 from .state import ModelTally, NodeStatus, RunStatus
 from .store import MemoryStore, RunRecord, RunStore, SQLiteStore, open_store
 

@@ -1,35 +1,84 @@
-"""What a running step can see and do: its identity, live edits, the flush barrier."""
+"""What a running step can see and do: its identity, live edits, the flush barrier.
+
+:class:`RunAccess` is all a step (and the model and agent layers, through
+:func:`current_context`) may use of the run it runs in; the scheduler's execution
+implements it. Depending on this protocol, not on the scheduler, keeps every dependency
+pointing down: the scheduler imports this module, never the other way round.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import logging
+import threading
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from .errors import PatchError, UserError
+from .errors import Cancelled, PatchError, UserError
 from .events import Event, EventKind
 from .ids import NodeId, RunId
 from .patch import Edit
 from .state import ModelTally, NodeStatus, RunState
 
 if TYPE_CHECKING:
-    import asyncio
-
     from .options import RunOptions
-    from .runtime import Execution
     from .store import RunStore
+
+
+class RunAccess(Protocol):
+    """What a running step may use of its run. Implemented by the scheduler's execution.
+
+    Every method is called on the run's event loop thread, except :meth:`foreign_loop`,
+    which tells a caller in another thread which loop to hand its call to.
+    """
+
+    run_id: RunId
+    store: RunStore
+    state: RunState
+    options: RunOptions
+    journal: dict[NodeId, list[Event]]
+
+    def emit(self, event: Event) -> None:
+        """Apply, log and publish ``event`` (and what follows from it)."""
+
+    def publish(self, event: Event) -> None:
+        """Give ``event`` to the run's subscribers only (not logged)."""
+
+    def apply(self, edit: Edit) -> int:
+        """Validate and apply a live edit; returns the new graph version."""
+
+    async def flush(self) -> None:
+        """Wait until every event of the run so far is durable."""
+
+    def foreign_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The run's loop if the caller runs in another thread, else ``None``."""
+
+    def waited(self, node: NodeId, attempt: int, cause: str, seconds: float) -> None:
+        """Count ``seconds`` of ``node``'s attempt as waiting for ``cause``, not running."""
 
 _log = logging.getLogger(__name__)
 
 _LIVENESS_SECONDS = 0.1
 """How often a sync step waiting for its edit checks that the run's loop still runs."""
 
-_CURRENT: ContextVar[tuple[Execution, NodeId, int] | None] = ContextVar(
+_CURRENT: ContextVar[tuple[RunAccess, NodeId, int] | None] = ContextVar(
     "counterpoint_node", default=None)
-"""The node the calling task runs for: set by the runtime for every node's task."""
+"""The node the calling task runs for: set by the scheduler for every node's task."""
+
+
+def record_wait(cause: str, seconds: float) -> None:
+    """Count ``seconds`` the calling node's attempt spent waiting for ``cause`` (``thread``,
+    ``model``, ...) as waiting, not running, in the run's metrics. Outside a node, or
+    from another thread than the run's loop, it does nothing."""
+    current = _CURRENT.get()
+    if current is None or seconds <= 0:
+        return
+    execution, node, attempt = current
+    if execution.foreign_loop() is None:
+        execution.waited(node, attempt, cause, seconds)
 
 
 def current_context() -> NodeContext | None:
@@ -41,12 +90,31 @@ def current_context() -> NodeContext | None:
 class NodeContext:
     """Given to a step that declares a ``ctx`` (or ``NodeContext``-annotated) parameter."""
 
-    def __init__(self, execution: Execution, node: NodeId, attempt: int) -> None:
+    def __init__(self, execution: RunAccess, node: NodeId, attempt: int,
+                 stop: threading.Event | None = None) -> None:
         self._execution = execution
         self.node = node
         """This node's id."""
         self.attempt = attempt
         """This attempt's number, from 1."""
+        self._stop = stop
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether this attempt was cancelled or timed out while it still runs.
+
+        An async step is interrupted at its next ``await``; a plain (sync) step runs in a
+        worker thread that nothing can interrupt, so a long one should check this (or
+        call :meth:`check_cancelled`) between pieces of work and return early.
+        """
+        return self._stop is not None and self._stop.is_set()
+
+    def check_cancelled(self) -> None:
+        """Raise :class:`~counterpoint.Cancelled` if this attempt was cancelled or timed
+        out (see :attr:`cancelled`): the cooperative cancel check of a sync step."""
+        if self.cancelled:
+            raise Cancelled(f"run {self.run_id}, node {self.node!r}: attempt {self.attempt} "
+                            "was cancelled or timed out; the step stopped at its check")
 
     @property
     def run_id(self) -> RunId:

@@ -16,6 +16,8 @@
     │       └── StoreTooNew           written by a newer counterpoint (unknown migrations)
     ├── RunFailure                    failures during a run (recorded as events, never lost)
     │   ├── NodeFailed                a node's own code raised (application failure)
+    │   │   └── FallbackFailed        the node's fallback failed too (never retried)
+    │   ├── Cancelled                 a sync step saw its attempt cancelled (ctx.check_cancelled)
     │   ├── NodeTimeout               an attempt exceeded the node's timeout (retryable)
     │   ├── OutputNotSerializable     a node returned a value that cannot be stored as JSON
     │   ├── UpstreamFailed            a node was blocked because a dependency failed
@@ -102,6 +104,19 @@ class RunFailure(CounterpointError):
 
 class NodeFailed(RunFailure):
     """Raise from a node to fail it with an explicit ``retryable`` flag."""
+
+
+class FallbackFailed(NodeFailed):
+    """A node's fallback, called after its last attempt failed, failed too."""
+
+    retryable = False
+
+
+class Cancelled(RunFailure):
+    """Raised by :meth:`NodeContext.check_cancelled` in a step whose attempt was cancelled
+    or timed out: the step stops at its check (the attempt's outcome is already decided)."""
+
+    retryable = False
 
 
 class NodeTimeout(RunFailure):

@@ -14,10 +14,16 @@ class NodeTiming:
     """Where one node's time went."""
 
     queue_wait: float | None
-    """Seconds from first becoming ready to first starting."""
+    """Seconds from first becoming ready to first starting (waiting for a slot of the
+    run's ``max_concurrency`` or a named resource)."""
     run_time: float
-    """Seconds running, summed over attempts."""
+    """Seconds from start to end of its attempts, summed (waiting inside them included)."""
     attempts: int
+    waited: dict[str, float] = field(default_factory=dict)
+    """Seconds its attempts waited inside their run time, by cause: ``thread`` (a worker
+    thread for a sync step), ``model`` (a model's concurrency slot or rate limit)."""
+    busy_time: float = 0.0
+    """``run_time`` less what it waited: the time the node's own work had."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -32,10 +38,19 @@ class Metrics:
     makespan_over_critical_path: float | None
     """1.0 is the best any scheduler can do; higher means time lost to overhead or limits."""
     mean_parallel_width: float
-    """Average number of nodes running at once (total run time / makespan)."""
+    """Average number of nodes doing their own work at once (total busy time / makespan):
+    waiting for a thread or a model slot does not count."""
     peak_parallel_width: int
+    """Most nodes running at once (an attempt counted from when it had its thread)."""
     total_run_time: float
     retries: int
+    """Attempts that were retries (a fallback's call is not one)."""
+    queue_wait: float = 0.0
+    """Seconds nodes waited, ready, for a slot or resource before starting, summed."""
+    waited: dict[str, float] = field(default_factory=dict)
+    """Seconds nodes waited inside their attempts, by cause, summed over nodes."""
+    total_busy_time: float = 0.0
+    """Seconds of the nodes' own work, summed (``total_run_time`` less ``waited``)."""
     failures: dict[str, str] = field(default_factory=dict)
     """Failed node -> cause, for nodes that ended FAILED."""
     nodes: dict[str, NodeTiming] = field(default_factory=dict)
@@ -65,8 +80,9 @@ def compute(state: RunState, now: float) -> Metrics:
     critical = best[path[0]][0] if path else 0.0
     edges: list[tuple[float, int]] = []
     for ns in nodes.values():
+        late = (ns.waited or {}).get("thread", 0.0) if ns.earlier is None else 0.0
         for start, stop in ns.intervals:
-            edges.append((start, 1))
+            edges.append((min(stop, start + late), 1))  # a thread wait comes first
             edges.append((stop, -1))
     edges.sort()
     width = peak = 0
@@ -74,18 +90,29 @@ def compute(state: RunState, now: float) -> Metrics:
         width += delta
         peak = max(peak, width)
     total = sum(ns.run_time for ns in nodes.values())
+    waited: dict[str, float] = {}
+    timings: dict[str, NodeTiming] = {}
+    queue = 0.0
+    for k, ns in nodes.items():
+        own = dict(ns.waited or {})
+        for cause, seconds in own.items():
+            waited[cause] = waited.get(cause, 0.0) + seconds
+        queued = (ns.first_started_at - ns.first_ready_at) \
+            if ns.first_started_at is not None and ns.first_ready_at is not None else None
+        queue += queued or 0.0
+        timings[k] = NodeTiming(queue_wait=queued, run_time=ns.run_time, attempts=ns.attempt,
+                                waited=own,
+                                busy_time=max(0.0, ns.run_time - sum(own.values())))
+    busy = max(0.0, total - sum(waited.values()))
     return Metrics(
         makespan=makespan, critical_path=critical,
         critical_path_nodes=tuple(reversed(path)),
         makespan_over_critical_path=makespan / critical if critical > 0 else None,
-        mean_parallel_width=total / makespan if makespan > 0 else 0.0,
+        mean_parallel_width=busy / makespan if makespan > 0 else 0.0,
         peak_parallel_width=peak, total_run_time=total,
-        retries=sum(max(0, ns.attempt - 1) for ns in nodes.values()),
+        retries=sum(max(0, ns.attempt - 1 - ns.fell_back) for ns in nodes.values()),
         failures={k: f"{(ns.error or {}).get('type', 'Error')}: "
                      f"{(ns.error or {}).get('message', '')}"
                   for k, ns in nodes.items() if ns.status is NodeStatus.FAILED},
-        nodes={k: NodeTiming(
-            queue_wait=(ns.first_started_at - ns.first_ready_at)
-            if ns.first_started_at is not None and ns.first_ready_at is not None else None,
-            run_time=ns.run_time, attempts=ns.attempt) for k, ns in nodes.items()},
+        nodes=timings, queue_wait=queue, waited=waited, total_busy_time=busy,
     )

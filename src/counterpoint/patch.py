@@ -8,16 +8,17 @@ between dispatches, recording it in the log as one versioned event.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 import pydantic_core
 
-from .errors import GraphError, PatchError
+from .errors import GraphError, PatchError, SourceError
 from .graph import Graph, InputRef, NodeRef, NodeSpec, _caller_location, step_key
 from .ids import NodeId
-from .policy import Policy
+from .policy import Backoff, Policy
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -167,7 +168,12 @@ def spec_to_data(spec: NodeSpec) -> dict[str, Any]:
         "after": list(spec.after), "where": spec.where, "estimate": spec.estimate,
         "policy": {"retries": policy.retries, "timeout": policy.timeout,
                    "resources": dict(policy.resources),
-                   "fallback": step_key(policy.fallback) if policy.fallback else None},
+                   "fallback": step_key(policy.fallback) if policy.fallback else None,
+                   "backoff": {"initial": policy.backoff.initial,
+                               "factor": policy.backoff.factor,
+                               "maximum": policy.backoff.maximum,
+                               "jitter": policy.backoff.jitter},
+                   "retry_on": [_type_key(t) for t in policy.retry_on]},
     }
     if spec.map_over is not None:
         data["map_over"] = _input_to_data(spec.id, "over", spec.map_over)
@@ -186,6 +192,11 @@ def spec_from_data(data: Mapping[str, Any], resolve: Resolver) -> NodeSpec:
     if isinstance(base, Policy):
         policy = replace(base, retries=policy.retries, timeout=policy.timeout,
                          resources=policy.resources, fallback=fallback or base.fallback)
+    if "backoff" in pol:  # recorded since the whole policy is: older logs keep the defaults
+        policy = replace(policy, backoff=Backoff(**pol["backoff"]))
+    if "retry_on" in pol:
+        policy = replace(policy, retry_on=tuple(_type_from_key(k, node)
+                                                for k in pol["retry_on"]))
     map_over = _input_from_data(data["map_over"]) if "map_over" in data else None
     scratch = Graph("patch")
     spec = scratch._build_spec(node, fn, {k: _input_from_data(v)
@@ -195,6 +206,26 @@ def spec_from_data(data: Mapping[str, Any], resolve: Resolver) -> NodeSpec:
                                map_over=map_over if isinstance(map_over, NodeRef) else None,
                                map_param=data.get("map_param"), estimate=data.get("estimate"))
     return spec
+
+
+def _type_key(exc_type: type[BaseException]) -> str:
+    return f"{exc_type.__module__}:{exc_type.__qualname__}"
+
+
+def _type_from_key(key: str, node: str) -> type[BaseException]:
+    """The exception type recorded as ``module:qualname`` in a node's ``retry_on``."""
+    module_name, _, qualname = str(key).partition(":")
+    try:
+        found: Any = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError) as exc:
+        raise SourceError(f"node {node!r}: its retry_on names {key!r}, which cannot be "
+                          f"imported here ({exc}); make it importable, then resume") from exc
+    if not (isinstance(found, type) and issubclass(found, BaseException)):
+        raise SourceError(f"node {node!r}: its retry_on names {key!r}, which is not an "
+                          "exception type")
+    return found
 
 
 def _input_to_data(node: str, name: str, value: Any) -> Any:

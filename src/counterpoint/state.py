@@ -139,6 +139,12 @@ class NodeState:
     dependents: tuple[NodeId, ...] = ()
     """Nodes that depend on this one. A tuple, replaced (never mutated) on change, so
     every run of a graph shares the wiring computed for its first run."""
+    fell_back: bool = False
+    """Whether the node's fallback was called (that attempt is not a retry)."""
+    waited: dict[str, float] | None = None
+    """Seconds its attempts spent waiting inside their run time, by cause (``thread``:
+    for a worker thread; ``model``: for a model's concurrency slot or rate limit), summed
+    over attempts; ``None`` while they waited for nothing."""
 
     @property
     def intervals(self) -> list[tuple[float, float]]:
@@ -249,9 +255,16 @@ class RunState:
         if ranked[0] != used:  # the estimates moved: new ranks over the same wiring
             ranked = cache["ranks"] = (used, _ranks([(spec, dependents) for spec, _, dependents
                                                      in wiring], estimates))
-        nodes = {spec.id: NodeState(spec, i, PENDING, unmet, rank, dependents=dependents)
-                 for i, ((spec, unmet, dependents), rank)
-                 in enumerate(zip(wiring, ranked[1], strict=True))}
+        placed = cache.get("placed")
+        if placed is None:  # wiring rows in the order the nodes were added, with that index
+            position = {node: i for i, node in enumerate(specs)}
+            placed = cache["placed"] = sorted(
+                ((position[row[0].id], w) for w, row in enumerate(wiring)))
+        ranks = ranked[1]
+        nodes = {}
+        for i, w in placed:  # ties in rank go in the order the nodes were added
+            spec, unmet, dependents = wiring[w]
+            nodes[spec.id] = NodeState(spec, i, PENDING, unmet, ranks[w], dependents=dependents)
         return cls(run_id=run_id, graph=graph, nodes=nodes, estimates=estimates,
                    limits=limits, open=len(nodes))
 
@@ -352,8 +365,12 @@ def evolve(state: RunState, event: Event) -> None:
         ns.output = event.output
         ns.value = event.value
         ns.error = None  # earlier attempts' failures stay in the log
-        if event.data and "chosen" in event.data:
-            ns.chosen = frozenset(event.data["chosen"])
+        data = event.data
+        if data:
+            if "chosen" in data:
+                ns.chosen = frozenset(data["chosen"])
+            if "waited" in data:
+                _add_waits(ns, data["waited"])
         _finish(state, ns, SUCCEEDED, event.at)
     elif kind is NODE_FAILED:
         ns = state.nodes[event.node]  # type: ignore[index]
@@ -361,6 +378,11 @@ def evolve(state: RunState, event: Event) -> None:
             _stop_running(state, ns, event.at)
         ns.failures += 1
         ns.error = event.data
+        if event.data:
+            if event.data.get("fallback"):
+                ns.fell_back = True
+            if "waited" in event.data:
+                _add_waits(ns, event.data["waited"])
         if event.data and event.data.get("final"):
             _finish(state, ns, FAILED, event.at)
         else:
@@ -394,6 +416,14 @@ def evolve(state: RunState, event: Event) -> None:
             if tally is None:
                 tally = state.node_models[event.node] = ModelTally()
             tally.add(event.data)
+
+
+def _add_waits(ns: NodeState, waited: Mapping[str, float]) -> None:
+    totals = ns.waited
+    if totals is None:
+        totals = ns.waited = {}
+    for cause, seconds in waited.items():
+        totals[cause] = totals.get(cause, 0.0) + float(seconds)
 
 
 def start_node(state: RunState, ns: NodeState, at: float, attempt: int) -> None:
@@ -464,14 +494,17 @@ def _keep_attempt(ns: NodeState) -> None:
 
 def _interrupt(state: RunState) -> None:
     """A resumed run: whatever was in flight or queued starts over from PENDING."""
+    in_use = state.in_use  # shared with the other runs of a run tree: release only ours
     for ns in state.nodes.values():
         if ns.status in (RUNNING, READY, RETRYING):
+            if ns.status is RUNNING:
+                for name, units in ns.spec.policy.resources.items():
+                    in_use[name] -= units
             ns.status = PENDING
             if ns.stopped_at is not None:
                 _keep_attempt(ns)
             ns.started_at = None
     state.running = 0
-    state.in_use.clear()
     state.ready.clear()
     state.status = RunStatus.RUNNING
     state.finished_at = None

@@ -393,7 +393,7 @@ def graph_tool(graph: Graph, *, name: str | None = None,
     Each call is a separate run in memory; a failed run is a :class:`ToolError` the
     calling agent reads.
     """
-    from ..runtime import run
+    from ..api import run
     tool_name = name or graph.name
     validator, schema = arguments_schema(tool_name, {
         k: (annotation, ..., None) for k, annotation in sorted(graph.inputs.items())})

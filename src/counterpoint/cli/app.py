@@ -22,7 +22,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from .. import __version__, loop, runtime
+from .. import __version__, api, loop
 from ..errors import RunNotFound, StoreError, UserError
 from ..events import EventKind
 from ..graph import Graph
@@ -30,7 +30,7 @@ from ..ids import RunId
 from ..loader import load_target, split_target
 from ..options import RunOptions
 from ..results import RunResult
-from ..runtime import owner_alive
+from ..scheduler.owners import owner_alive
 from ..state import RunStatus
 from ..store import RunStore, default_location, open_store
 from . import goals
@@ -273,7 +273,7 @@ def _run(graph: Graph, options: RunOptions, inputs: dict[str, Any], store: RunSt
     started: list[RunId] = []
 
     async def start_and_follow() -> RunResult:
-        handle = await runtime.start(graph, inputs=inputs, options=options, store=store,
+        handle = await api.start(graph, inputs=inputs, options=options, store=store,
                                      source_attr=attr)
         started.append(handle.run_id)
         return await follow(handle, display)
@@ -333,7 +333,7 @@ def _resume(run_id: str, store: RunStore, *, db: str | None, quiet: bool, as_jso
     display = _display(progress, quiet=quiet)
 
     async def resume_and_follow() -> RunResult:
-        handle = await runtime.start_resume(run_id, store=store)
+        handle = await api.start_resume(run_id, store=store)
         return await follow(handle, display)
 
     if not quiet:

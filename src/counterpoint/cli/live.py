@@ -22,7 +22,7 @@ from rich.text import Text
 from ..events import Event, EventKind
 from ..ids import NodeId
 from ..results import RunResult
-from ..runtime import RunHandle
+from ..scheduler import RunHandle
 from ..state import NodeState, NodeStatus, RunState
 from .render import cause, round_lines, seconds, styled
 
@@ -44,14 +44,6 @@ class Tally:
     done: set[NodeId] = field(default_factory=set)
     recent: deque[NodeId] = field(default_factory=lambda: deque(maxlen=RECENT_ROWS))
     failed: list[NodeId] = field(default_factory=list)
-
-    def sync(self, state: RunState) -> None:
-        """Count the nodes that ended before the display subscribed."""
-        for node, ns in state.nodes.items():
-            if ns.status.terminal:
-                self.done.add(node)
-                if ns.status is NodeStatus.FAILED:
-                    self.failed.append(node)
 
     def note(self, event: Event, state: RunState) -> NodeState | None:
         """The node ``event`` ended (or whose attempt failed), else ``None``."""
@@ -75,7 +67,7 @@ class Display:
     """Whether :meth:`tick` should be called every :data:`REFRESH_SECONDS`."""
 
     def begin(self, state: RunState) -> None:
-        """The run started (some of its events may already have happened)."""
+        """The run started; :meth:`event` then gets every event from its first."""
 
     def event(self, event: Event, state: RunState) -> None:
         """``event`` was applied to ``state``."""
@@ -95,7 +87,6 @@ class LineDisplay(Display):
         self.tally = Tally()
 
     def begin(self, state: RunState) -> None:
-        self.tally.sync(state)
         self.console.print(f"run {state.run_id}: graph {state.graph!r}, {len(state.nodes)} "
                            "nodes", soft_wrap=True)
 
@@ -132,7 +123,6 @@ class LiveView(Display):
         self.live = Live(console=console, auto_refresh=False, transient=True)
 
     def begin(self, state: RunState) -> None:
-        self.tally.sync(state)
         self.live.start()
         self.tick(state)
 
@@ -215,9 +205,7 @@ async def follow(handle: RunHandle, display: Display) -> RunResult:
 
 async def _consume(handle: RunHandle, display: Display) -> None:
     state = handle.state
-    if state.status.terminal:  # finished before we could subscribe: no events will come
-        return
-    async for event in handle.events():
+    async for event in handle.events():  # from the first, even if the run is over already
         display.event(event, state)
 
 

@@ -1,7 +1,7 @@
 """Rebuild a run's state from its log alone, without importing the graph's code.
 
 ``counterpoint show`` must work when the file that defined the graph is gone, so
-it cannot use :func:`counterpoint.runtime.replay` (which re-imports the steps).
+it cannot use :func:`counterpoint.api.replay` (which re-imports the steps).
 Instead every node gets a placeholder spec carrying only its dependencies, and
 the events are folded in with the core's own :func:`~counterpoint.state.evolve`,
 so the state (and the metrics computed from it) mean exactly what they mean

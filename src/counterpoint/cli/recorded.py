@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from ..events import Event, EventKind
 from ..ids import RunId
 from ..metrics import compute
-from ..runtime import owner_alive
+from ..scheduler.owners import owner_alive
 from ..state import RunStatus
 from ..store import RunRecord, RunStore
 from .projection import project

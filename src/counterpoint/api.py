@@ -1,0 +1,132 @@
+"""The public entry points: run a graph, start one in the background, resume one.
+
+These sit above the scheduler (:mod:`counterpoint.scheduler`): they open the store,
+prepare an :class:`~counterpoint.scheduler.Execution` and execute it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Coroutine, Mapping
+from typing import Any, TypeVar
+
+from .backend import Backend
+from .garbage import tune_gc
+from .graph import Graph
+from .ids import RunId
+from .loop import run as run_loop
+from .options import RunOptions
+from .results import RunResult
+from .scheduler import RunHandle
+from .scheduler.execution import launch, prepare_resume, prepare_run, resumed_event
+from .scheduler.replay import replay
+from .store import RunStore, open_store
+
+__all__ = ["replay", "resume", "run", "run_sync", "start", "start_resume"]
+
+_DEFAULT_OPTIONS = RunOptions()
+_T = TypeVar("_T")
+
+
+async def start(graph: Graph, *, inputs: Mapping[str, Any] | None = None,
+                options: RunOptions | None = None, store: RunStore | str | None = None,
+                run_id: str | None = None, backend: Backend | None = None,
+                source_attr: str | None = None) -> RunHandle:
+    """Start running ``graph`` in the background of the current event loop.
+
+    Returns once the run is in the store (its ``run_created`` event is durable), so the
+    id of the handle always names a run that ``counterpoint runs`` lists and
+    :func:`resume` continues, even if the process dies right after.
+    """
+    execution, first = prepare_run(graph, inputs or {}, options or _DEFAULT_OPTIONS, store,
+                                   run_id, backend, source_attr, None)
+    execution.keep_history()
+    handle = launch(execution, first)
+    await asyncio.sleep(0)  # the run's first burst of events: run_created and the roots
+    await handle.flush()
+    return handle
+
+
+async def run(graph: Graph, *, inputs: Mapping[str, Any] | None = None,
+              options: RunOptions | None = None, store: RunStore | str | None = None,
+              run_id: str | None = None, backend: Backend | None = None,
+              source_attr: str | None = None) -> RunResult:
+    """Run ``graph`` to the end and return its :class:`RunResult`.
+
+    ``store`` is a :class:`RunStore`, a path, ``"memory"``, or ``None`` for the
+    default SQLite file (``$COUNTERPOINT_DB`` or ``.counterpoint/runs.db``).
+    """
+    execution, first = prepare_run(graph, inputs or {}, options or _DEFAULT_OPTIONS, store,
+                                   run_id, backend, source_attr, None)
+    return await execution.execute(first)
+
+
+def run_sync(graph: Graph, **kwargs: Any) -> RunResult:
+    """:func:`run` for code that does not await: blocks until the run ends.
+
+    The process is counterpoint's for the call: it runs on a loop with precise timers
+    (:mod:`counterpoint.loop`) and tunes the collector (:mod:`counterpoint.garbage`).
+    Called where an event loop is already running (a Jupyter cell, an async
+    framework's thread), the run gets a loop of its own in a helper thread and this call
+    blocks until it ends; ``await cp.run(...)`` there avoids blocking that loop.
+    """
+    tune_gc()
+    return _blocking(run(graph, **kwargs))
+
+
+def _blocking(coro: Coroutine[Any, Any, _T]) -> _T:
+    """Run ``coro`` to its end on a loop of its own, in this thread when it has no loop
+    running, else in a helper thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return run_loop(coro)
+    outcome: concurrent.futures.Future[_T] = concurrent.futures.Future()
+
+    def work() -> None:
+        try:
+            outcome.set_result(run_loop(coro))
+        except BaseException as exc:  # handed to the caller's thread as it is
+            outcome.set_exception(exc)
+
+    thread = threading.Thread(target=work, name="counterpoint-run-sync", daemon=True)
+    thread.start()
+    try:
+        return outcome.result()
+    finally:
+        thread.join()
+
+
+async def resume(run_id: str, *, store: RunStore | str | None = None,
+                 graph: Graph | None = None, options: RunOptions | None = None,
+                 backend: Backend | None = None) -> RunResult:
+    """Continue a run that was interrupted (the process died or was killed).
+
+    Nodes whose success reached the log are not run again; nodes that were in
+    flight run again. The graph is rebuilt from where the log says it was
+    defined, unless ``graph`` is given. A finished run is returned as it is.
+    """
+    handle = await start_resume(run_id, store=store, graph=graph, options=options,
+                                backend=backend)
+    return await handle.result()
+
+
+async def start_resume(run_id: str, *, store: RunStore | str | None = None,
+                       graph: Graph | None = None, options: RunOptions | None = None,
+                       backend: Backend | None = None) -> RunHandle:
+    """:func:`resume` in the background: returns a handle to follow the resumed run."""
+    owns = not isinstance(store, RunStore)
+    the_store = store if isinstance(store, RunStore) else open_store(store)
+    try:
+        execution = prepare_resume(RunId(run_id), the_store, graph, options, backend)
+    except BaseException:
+        if owns:
+            the_store.close()
+        raise
+    execution.owns_store = owns
+    execution.keep_history()
+    handle = launch(execution, resumed_event(execution))
+    await asyncio.sleep(0)
+    return handle

@@ -1,0 +1,124 @@
+"""The state one run's execution holds, shared by the scheduler's layers.
+
+:class:`ExecutionCore` declares every attribute of a run being executed (its slots) and
+nothing else. The layers above it each add one job, in a single line of inheritance so
+that the hot path pays no indirection:
+
+* :class:`~counterpoint.scheduler.pipeline.Pipeline`: events in, applied, numbered,
+  batched to the store, published; the dispatch of ready nodes;
+* :class:`~counterpoint.scheduler.attempts.Attempts`: one node's attempts, with retries,
+  timeouts, fallbacks and sub-runs;
+* :class:`~counterpoint.scheduler.control.Control`: live edits, cancel and stop;
+* :class:`~counterpoint.scheduler.execution.Execution`: the run's task group from start
+  to end, and how runs are prepared and resumed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import deque
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..backend import Backend, InProcessBackend
+from ..events import Event
+from ..graph import Graph, NodeKind, NodeSpec
+from ..ids import NodeId, RunId
+from ..options import RunOptions
+from ..state import RunState, RunStatus
+from ..store import RunStore
+from .capacity import Capacity
+
+if TYPE_CHECKING:
+    from .handle import RunHandle
+    from .pipeline import _Sends
+
+class Subscriber(Protocol):
+    """Receives a run's events as they are logged, then ``None`` when it ends."""
+
+    def put_nowait(self, item: Event | None, /) -> None: ...
+
+
+RUN_RUNNING = RunStatus.RUNNING
+TASK = NodeKind.TASK
+GRAPH = NodeKind.GRAPH
+JOIN = NodeKind.JOIN
+LOG_LATER = 16
+"""A dispatch starting this many nodes or more logs their ``node_started`` events only
+after the loop has run the nodes' first steps (:meth:`Pipeline._dispatch`)."""
+ADOPT_LIMIT = 64
+"""Most nodes one task runs in a row, taking over from the node before (see
+:meth:`Attempts._run_node`)."""
+
+
+class ExecutionCore:
+    """One run being executed in this process: its attributes."""
+
+    __slots__ = ("__weakref__", "_cancelling", "_capacity", "_children", "_deadline", "_done",
+                 "_emitting", "_group", "_heir", "_held", "_inline_async", "_loop", "_outbox",
+                 "_pending", "_rng", "_sending", "_sends", "_seq", "_subscribers", "_tasks",
+                 "_thread", "_timers", "_unlogged", "_waits", "backend", "graph", "inputs",
+                 "journal", "options", "owns_store", "parent", "run_id", "state", "store")
+
+    def __init__(self, graph: Graph, state: RunState, store: RunStore, options: RunOptions,
+                 *, backend: Backend, inputs: Mapping[str, Any], seq: int = 0,
+                 parent: RunId | None = None, capacity: Capacity | None = None) -> None:
+        self.graph = graph
+        self.state = state
+        self.store = store
+        self.options = options
+        self.backend = backend
+        self.inputs = dict(inputs)
+        self.run_id = state.run_id
+        self.parent = parent
+        self._seq = seq
+        self._tasks: dict[NodeId, asyncio.Task[None]] = {}
+        """The task running each running node (one task may run several in a row)."""
+        self._group: asyncio.TaskGroup | None = None
+        """The run's task group: every task of the run belongs to it, and none outlives
+        :meth:`Execution.execute`."""
+        self._cancelling: dict[NodeId, str] = {}
+        self._timers: dict[NodeId, asyncio.TimerHandle] = {}
+        self._subscribers: tuple[Subscriber, ...] = ()
+        """Where every event goes as it is logged: subscribers' queues, and the run's
+        history when it is kept (``None`` marks the run's end)."""
+        self._pending: deque[Event] = deque()
+        self._outbox: list[Event] = []
+        """Events numbered and applied, not yet handed to the store: they go together at
+        the end of the loop's pass (:meth:`Pipeline._send_later`), or at once when
+        something needs them in the store (the flush barrier, the end of the run)."""
+        self._sending = False
+        """Whether the outbox is due to be sent at the end of this pass of the loop."""
+        self._sends: _Sends | None = None
+        self._thread: int | None = None
+        """The thread running the run's event loop."""
+        self._unlogged: list[tuple[float, int, list[NodeId]]] = []
+        """Large dispatches whose ``node_started`` events are applied and numbered but not
+        yet logged, as (time, first number, nodes): see :meth:`Pipeline._dispatch`. The
+        events are made when logged, so a fan-out keeps no event objects alive meanwhile."""
+        self._held: dict[NodeId, Event] = {}
+        """``node_ready`` events applied but not yet logged: see :meth:`Pipeline._log_held`."""
+        self._emitting = False
+        self._heir: NodeId | tuple[NodeSpec, int] | None = None
+        """While a node task emits its success: that node's id, offering its task to a node
+        the success lets start (see :meth:`Attempts._run_node`); then what
+        :meth:`Pipeline._dispatch` gave it."""
+        self._rng: random.Random | None = None
+        self._capacity = capacity or Capacity(options.max_concurrency)
+        """The concurrency and resource limits this run draws on: its own, or the ones of
+        the top-level run it is a sub-run of (shared by all of that run's sub-runs)."""
+        self._done: asyncio.Future[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._deadline: asyncio.TimerHandle | None = None
+        self.owns_store = False
+        """Whether the run opened its store itself (and closes it at the end)."""
+        # awaiting an async step directly is exactly what InProcessBackend.call does
+        self._inline_async = type(backend) is InProcessBackend
+        self.journal: dict[NodeId, list[Event]] = {}
+        """Per node, what its interrupted attempt recorded before a crash (on resume)."""
+        self._children: dict[NodeId, RunHandle] = {}
+        """Sub-graph nodes running now -> the handle of their sub-run."""
+        self._waits: dict[NodeId, dict[str, float]] = {}
+        """Per running node, seconds its attempt waited so far by cause (see
+        :meth:`Pipeline.waited`): recorded with the attempt's outcome."""

@@ -1,0 +1,238 @@
+"""A run from start to end: its task group, and how a run is prepared or resumed.
+
+:meth:`Execution.execute` owns the run's :class:`asyncio.TaskGroup`: every node task and
+every sub-run belongs to it, so none outlives the run. If ``execute`` is cancelled (the
+process is shutting down), the group cancels and awaits every task before it returns,
+and the run stays resumable in the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from .. import codec
+from ..backend import DEFAULT_BACKEND, Backend
+from ..errors import StoreError, UserError
+from ..events import RUN_CREATED, RUN_RESUMED, Event
+from ..graph import Graph
+from ..ids import RunId, new_run_id
+from ..loader import load_recorded, source_record
+from ..options import RunOptions
+from ..results import RunResult
+from ..state import RunState, RunStatus
+from ..store import RunStore, open_store
+from .attempts import Attempts
+from .capacity import Capacity
+from .handle import RunHandle
+from .limits import over_limit
+from .owners import owner_alive
+from .pipeline import _SENDS, _Sends
+from .replay import journal_of, replay
+
+
+class Execution(Attempts):
+    """One run being executed in this process."""
+
+    __slots__ = ()
+
+    async def execute(self, first: Event | None) -> RunResult:
+        """Run until the run finishes; returns its result (``first=None``: already over).
+
+        A top-level run returns once its log is durable; a store the run opened itself
+        is closed.
+        """
+        try:
+            if first is not None:
+                try:
+                    async with asyncio.TaskGroup() as group:
+                        self._group = group
+                        await self._run(first)
+                except BaseExceptionGroup as grouped:  # the group wraps what the run raised
+                    raise _sole(grouped) from None
+        finally:
+            with contextlib.suppress(StoreError):  # a store failing here fails below too
+                self._hand_over()
+            if self.owns_store:
+                self.store.close()
+            elif self.parent is None:
+                await self.store.flush()
+        return self.result()
+
+    async def _run(self, first: Event) -> None:
+        loop = self._loop = asyncio.get_running_loop()
+        self._thread = threading.get_ident()
+        sends = _SENDS.get(loop)
+        if sends is None:
+            sends = _SENDS[loop] = _Sends()
+        self._sends = sends
+        self._done = loop.create_future()
+        self._capacity.join(self)
+        self.store.watch_cancel(self.run_id, loop, self._cancel_requested)
+        try:
+            if self.options.deadline is not None:
+                self._deadline = loop.call_later(self.options.deadline, self.stop,
+                                                 "deadline")
+            self.emit(first)
+            if self.state.stop_reason is not None and not self.state.status.terminal:
+                self._cancel_rest()  # resumed in the middle of a stop: finish it
+            if not self._done.done():
+                await self._done
+        finally:
+            self.store.unwatch_cancel(self.run_id)
+            self._capacity.leave(self)
+            self._end_tasks()
+
+    def _end_tasks(self) -> None:
+        """Cancel timers and every node task still going (none, normally): the task group
+        awaits them."""
+        for timer in self._timers.values():
+            timer.cancel()
+        if self._deadline is not None:
+            self._deadline.cancel()
+        for task in self._tasks.values():
+            if not task.done():
+                task.cancel()
+
+    def _cancel_requested(self) -> None:
+        self.stop("cancelled")
+
+    def result(self) -> RunResult:
+        """The run's result as the state stands now."""
+        return RunResult(run_id=self.run_id, graph=self.graph.name, status=self.state.status,
+                         state=self.state, output_ref=self.graph.output_ref)
+
+    def _start_child(self, sub: Graph, child: RunId, kwargs: dict[str, Any], *,
+                     resumed: bool) -> RunHandle:
+        if resumed:  # this process crashed while the sub-run was going
+            execution = prepare_resume(child, self.store, sub, None, self.backend,
+                                       capacity=self._capacity)
+            first = resumed_event(execution)
+        else:
+            execution, first = prepare_run(
+                sub, kwargs, RunOptions(max_concurrency=self.options.max_concurrency,
+                                        limits=self.options.limits,
+                                        fail_fast=self.options.fail_fast),
+                self.store, child, self.backend, None, self.run_id, capacity=self._capacity)
+        assert self._group is not None
+        return RunHandle(execution, self._group.create_task(execution.execute(first)))
+
+
+def _sole(grouped: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The exception a task group wrapped: the first that is not a cancellation."""
+    for exc in grouped.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            return _sole(exc)
+        if not isinstance(exc, asyncio.CancelledError):
+            return exc
+    return grouped.exceptions[0]
+
+
+def launch(execution: Execution, first: Event | None) -> RunHandle:
+    """Start ``execution`` as a task of the running loop (``first=None``: already over)."""
+    return RunHandle(execution, asyncio.get_running_loop().create_task(
+        execution.execute(first)))
+
+
+def resumed_event(execution: Execution) -> Event | None:
+    """The event that resumes a replayed run, or ``None`` if it had already finished."""
+    if execution.state.status.terminal:
+        return None
+    return Event(RUN_RESUMED, time.time(), data={"pid": os.getpid()})
+
+
+def check_inputs(graph: Graph, inputs: Mapping[str, Any], options: RunOptions) -> None:
+    """Raise :class:`UserError` if ``graph`` cannot run with ``inputs`` under ``options``."""
+    where = _defined_at(graph)
+    if not graph.nodes:
+        raise UserError(f"{where}graph {graph.name!r} has no nodes; add at least one with "
+                        "g.add(...)")
+    if inputs or graph.inputs:
+        missing = sorted(set(graph.inputs) - set(inputs))
+        if missing:
+            raise UserError(f"{where}graph {graph.name!r} needs input(s) {missing}; pass "
+                            "inputs={...}")
+        unknown = sorted(set(inputs) - set(graph.inputs))
+        if unknown:
+            raise UserError(f"{where}graph {graph.name!r} has no input(s) {unknown}; "
+                            f"declared: {sorted(graph.inputs) or 'none'}")
+    if options.limits:
+        excess = over_limit(graph.nodes.values(), options.limits)
+        if excess:
+            raise UserError(f"{excess[0].where}: {excess[1]}; raise the limit")
+
+
+def _defined_at(graph: Graph) -> str:
+    """``file: `` (or ``module: ``) where ``graph`` was defined, to start a message."""
+    source = graph.source
+    origin = getattr(source, "file", None) or getattr(source, "module", None)
+    return f"{origin}: " if origin else ""
+
+
+def prepare_run(graph: Graph, inputs: Mapping[str, Any], options: RunOptions,
+                store: RunStore | str | None, run_id: str | None, backend: Backend | None,
+                source_attr: str | None, parent: RunId | None,
+                capacity: Capacity | None = None) -> tuple[Execution, Event]:
+    """A new run of ``graph``, ready to execute, and its ``run_created`` event.
+
+    Everything the user can get wrong is checked before the store is opened, so a
+    mistake leaves nothing behind.
+    """
+    topology = graph.validate()
+    check_inputs(graph, inputs, options)
+    owns = not isinstance(store, RunStore)
+    the_store = store if isinstance(store, RunStore) else open_store(store)
+    rid = RunId(run_id) if run_id else new_run_id()
+    state = RunState.fresh(rid, graph.name, topology, graph.nodes,
+                           estimates=the_store.estimates(), limits=options.limits)
+    execution = Execution(graph, state, the_store, options,
+                          backend=backend or DEFAULT_BACKEND, inputs=inputs, parent=parent,
+                          capacity=capacity)
+    execution.owns_store = owns
+    cache = topology.cache
+    deps = cache.get("deps")
+    if deps is None:  # recorded so the log alone shows the graph's shape (counterpoint show)
+        deps = cache["deps"] = {n: list(graph.nodes[n].deps) for n in topology.order}
+    cached = cache.get(("source", source_attr))
+    if cached is None or cached[0] is not graph.source:  # the same for every run of it
+        cached = cache["source", source_attr] = (graph.source,
+                                                 source_record(graph, source_attr))
+    source = cached[1]
+    data: dict[str, Any] = {"graph": graph.name, "source": source,
+                            "options": options.as_data(), "nodes": len(state.nodes),
+                            "deps": deps}
+    if inputs:
+        data["inputs"] = {k: codec.encode(v) for k, v in inputs.items()}
+    if parent is not None:
+        data["parent"] = parent
+    return execution, Event(RUN_CREATED, time.time(), data=data)
+
+
+def prepare_resume(rid: RunId, store: RunStore, graph: Graph | None,
+                   options: RunOptions | None, backend: Backend | None, *,
+                   capacity: Capacity | None = None) -> Execution:
+    """An interrupted run rebuilt from its log, ready to execute."""
+    record = store.run(rid)
+    if record.status == RunStatus.RUNNING and record.owner_pid != os.getpid() \
+            and owner_alive(record):
+        raise UserError(f"run {rid} is still running in process {record.owner_pid} on "
+                        f"{record.owner_host}; cancel it first or wait for it")
+    the_graph = graph or load_recorded(record.source, rid)
+    events = store.events(rid)
+    opts = options or RunOptions.from_data(record.options)
+    created = events[0].data or {}
+    inputs = {k: codec.decode(v) for k, v in (created.get("inputs") or {}).items()}
+    topology = the_graph.validate()
+    state = RunState.new(rid, the_graph.name, [the_graph.nodes[n] for n in topology.order],
+                         estimates=store.estimates(), limits=opts.limits)
+    replay(state, events, the_graph)
+    execution = Execution(the_graph, state, store, opts, backend=backend or DEFAULT_BACKEND,
+                          inputs=inputs, seq=events[-1].seq, parent=record.parent,
+                          capacity=capacity)
+    execution.journal = journal_of(state, events)
+    return execution

@@ -1,0 +1,58 @@
+"""The handle of a run in progress: follow it, edit it, cancel it, await its result."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from ..events import Event
+from ..ids import RunId
+from ..patch import Edit
+from ..results import RunResult
+from ..state import RunState
+
+if TYPE_CHECKING:
+    from .execution import Execution
+
+
+class RunHandle:
+    """A run in progress: follow its events, edit it, cancel it, await its result."""
+
+    def __init__(self, execution: Execution, task: asyncio.Task[RunResult]) -> None:
+        self._execution = execution
+        self._task = task
+
+    @property
+    def run_id(self) -> RunId:
+        return self._execution.run_id
+
+    @property
+    def state(self) -> RunState:
+        """The live run state (read-only by convention)."""
+        return self._execution.state
+
+    def apply(self, edit: Edit) -> int:
+        """Apply a live edit from outside the run; returns the new graph version."""
+        return self._execution.apply(edit)
+
+    def cancel(self) -> None:
+        """Cancel the run: in-flight nodes are interrupted, the rest end cancelled."""
+        self._execution.stop("cancelled")
+
+    async def flush(self) -> None:
+        await self._execution.flush()
+
+    async def events(self) -> AsyncIterator[Event]:
+        """Every event of the run, from its first (for a run started by
+        :func:`~counterpoint.start` or :func:`~counterpoint.start_resume`: of this
+        execution), then live ones until the run finishes."""
+        queue = self._execution.subscribe()
+        while True:
+            event = await queue.get()
+            if event is None:
+                return
+            yield event
+
+    async def result(self) -> RunResult:
+        return await self._task
