@@ -83,8 +83,8 @@ def test_trip_example_runs(tmp_path: Path) -> None:
 
 def test_public_api_is_pinned() -> None:
     assert sorted(cp.__all__) == sorted([
-        "Backend", "Backoff", "Choose", "ControlSignal", "CounterpointError",
-        "DeadlineExceeded", "Edit", "Event", "EventKind", "Graph", "GraphError",
+        "Backend", "Backoff", "Cancelled", "Choose", "ControlSignal", "CounterpointError",
+        "DeadlineExceeded", "Edit", "FallbackFailed", "Event", "EventKind", "Graph", "GraphError",
         "InProcessBackend", "InputRef", "MemoryStore", "Metrics", "NodeContext", "NodeFailed",
         "NodeId", "NodeKind", "NodeRef", "NodeResult", "NodeSpec", "NodeStatus", "NodeTimeout",
         "NodeTiming", "OutputNotSerializable", "Patch", "PatchError", "Policy", "Retry",

@@ -11,11 +11,13 @@ from .api import resume, run, run_sync, start, start_resume
 from .backend import Backend, InProcessBackend
 from .context import NodeContext
 from .errors import (
+    Cancelled,
     ConfigError,
     ContextTooLong,
     ControlSignal,
     CounterpointError,
     DeadlineExceeded,
+    FallbackFailed,
     GraphError,
     InvalidOutput,
     MalformedResponse,
@@ -60,6 +62,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Backend",
     "Backoff",
+    "Cancelled",
     "Choose",
     "ConfigError",
     "ContextTooLong",
@@ -67,6 +70,7 @@ __all__ = [
     "CounterpointError",
     "DeadlineExceeded",
     "Edit",
+    "FallbackFailed",
     "Event",
     "EventKind",
     "EventLoopPolicy",

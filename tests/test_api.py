@@ -1,0 +1,83 @@
+"""The public entry points (counterpoint.api): where they may be called, what they promise."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import counterpoint as cp
+
+
+async def double(x: int) -> int:
+    return 2 * x
+
+
+def test_run_sync_works_inside_a_running_event_loop() -> None:
+    """Regression: in a Jupyter cell (a loop is running) run_sync raised a raw
+    RuntimeError and left 'coroutine was never awaited'."""
+    g = cp.Graph("nested")
+    g.add("d", double, x=21)
+
+    async def cell() -> cp.RunResult:
+        return cp.run_sync(g, store="memory")
+
+    result = asyncio.run(cell())
+    assert result.ok and result["d"] == 42
+
+
+def test_run_sync_inside_a_loop_passes_errors_through() -> None:
+    g = cp.Graph("needs-input")
+    g.input("x")
+    g.add("d", double, x=cp.InputRef("x"))
+
+    async def cell() -> None:
+        cp.run_sync(g, store="memory")
+
+    with pytest.raises(cp.UserError, match=r"needs input\(s\) \['x'\]"):
+        asyncio.run(cell())
+
+
+_STARTER = textwrap.dedent("""
+    import asyncio, json, os, signal, sys
+    import counterpoint as cp
+
+    async def forever() -> None:
+        await asyncio.Event().wait()
+
+    g = cp.Graph("killed-early")
+    g.add("wait", forever)
+
+    async def main() -> None:
+        handle = await cp.start(g, store=sys.argv[1])
+        print(json.dumps({"run": handle.run_id}), flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)  # right after the id was shown
+
+    asyncio.run(main())
+""")
+
+
+def test_a_run_whose_id_was_shown_survives_a_kill_right_after(tmp_path: Path) -> None:
+    """Regression: a run killed in its first ~50 ms left no record although its id had
+    been shown; ``resume`` said it did not exist."""
+    db = tmp_path / "runs.db"
+    script = tmp_path / "starter.py"
+    script.write_text(_STARTER)
+    proc = subprocess.run([sys.executable, str(script), str(db)], capture_output=True,
+                          text=True, timeout=120, env={**os.environ})
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    run_id = json.loads(proc.stdout.strip().splitlines()[-1])["run"]
+    store = cp.SQLiteStore(db)
+    try:
+        record = store.run(cp.RunId(run_id))
+        assert record.graph == "killed-early"
+        assert run_id in [r.run_id for r in store.runs()]
+    finally:
+        store.close()

@@ -1,0 +1,53 @@
+"""Metrics keep waiting apart from running (counterpoint.metrics)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import counterpoint as cp
+from counterpoint.backend import InProcessBackend
+
+
+def test_a_sync_step_waiting_for_a_thread_shows_as_waiting() -> None:
+    """Regression: a step that waited for one of the pool's threads counted as running, so
+    metrics said queue wait 0 and a width that no thread pool had."""
+    first_in = threading.Event()
+
+    def blocking(i: int) -> int:
+        if not first_in.is_set():
+            first_in.set()
+            time.sleep(0.05)  # holds the only thread while the other waits for it
+        return i
+
+    g = cp.Graph("threads")
+    g.add("a", blocking, i=1)
+    g.add("b", blocking, i=2)
+    result = cp.run_sync(g, store="memory", backend=InProcessBackend(threads=1))
+    assert result.ok
+    metrics = result.metrics
+    waits = {k: n.waited.get("thread", 0.0) for k, n in metrics.nodes.items()}
+    assert sorted(w > 0 for w in waits.values()) == [False, True], waits
+    assert metrics.waited["thread"] == sum(waits.values())
+    waiter = max(waits, key=lambda k: waits[k])
+    timing = metrics.nodes[waiter]
+    assert timing.busy_time == timing.run_time - waits[waiter]
+    assert metrics.total_busy_time < metrics.total_run_time
+
+
+def test_metrics_come_back_from_the_log_alone() -> None:
+    def blocking(i: int) -> int:
+        time.sleep(0.02)
+        return i
+
+    g = cp.Graph("threads-log")
+    for i in range(3):
+        g.add(f"n{i}", blocking, i=i)
+    store = cp.MemoryStore()
+    result = cp.run_sync(g, store=store, backend=InProcessBackend(threads=1))
+    from counterpoint.cli.projection import project
+    from counterpoint.metrics import compute
+
+    replayed = compute(project(result.run_id, store.events(result.run_id)).state, 0.0)
+    assert replayed.waited == result.metrics.waited
+    assert replayed.waited.get("thread", 0.0) > 0

@@ -1,0 +1,47 @@
+"""Live edits keep a node's whole policy across the log (counterpoint.patch)."""
+
+from __future__ import annotations
+
+import pytest
+
+import counterpoint as cp
+from counterpoint.graph import NodeSpec
+from counterpoint.patch import spec_from_data, spec_to_data
+
+
+class FlakyError(Exception):
+    pass
+
+
+async def work(x: int = 0) -> int:
+    return x
+
+
+def _resolve(key: str, node: str) -> object:
+    assert key.endswith(":work"), key
+    return work
+
+
+def _added(policy: cp.Policy) -> NodeSpec:
+    edit = cp.Edit()
+    edit.add("late", work, x=1, policy=policy)
+    return edit.build("g", {}).add[0]
+
+
+def test_an_added_node_comes_back_from_the_log_with_its_whole_policy() -> None:
+    """Regression: backoff and retry_on came back as the defaults after a resume."""
+    policy = cp.Policy(retries=3, timeout=2.0, retry_on=(FlakyError, TimeoutError),
+                       backoff=cp.Backoff(initial=0.5, factor=3.0, maximum=4.0, jitter=0.0))
+    spec = _added(policy)
+    back = spec_from_data(spec_to_data(spec), _resolve)  # type: ignore[arg-type]
+    assert back.policy.backoff == policy.backoff
+    assert back.policy.retry_on == (FlakyError, TimeoutError)
+    assert back.policy.retries == 3 and back.policy.timeout == 2.0
+
+
+def test_an_unimportable_retry_on_type_is_a_clear_error() -> None:
+    spec = _added(cp.Policy(retries=1, retry_on=(FlakyError,)))
+    data = spec_to_data(spec)
+    data["policy"]["retry_on"] = ["nowhere.at.all:Gone"]
+    with pytest.raises(cp.SourceError, match=r"node 'late'.*'nowhere\.at\.all:Gone'"):
+        spec_from_data(data, _resolve)  # type: ignore[arg-type]
