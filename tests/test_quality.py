@@ -102,6 +102,16 @@ def test_public_api_is_pinned() -> None:
         "EventLoopPolicy", "new_event_loop"])
     for name in cp.__all__:
         assert hasattr(cp, name), name
+    # the lazily imported names (counterpoint/__init__.py) are exactly the public ones
+    assert set(cp._EXPORTS) == set(cp.__all__) - {"__version__"}
+
+
+def test_import_counterpoint_loads_no_layer_until_used() -> None:
+    code = ("import sys, counterpoint; "
+            "print(sorted(m for m in sys.modules if m.startswith('counterpoint')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "['counterpoint']"
 
 
 def test_readme_config_example_is_a_valid_config(tmp_path: Path) -> None:

@@ -3,59 +3,108 @@
 Build a :class:`Graph`, run it with :func:`run` (or :func:`run_sync`), and every
 state change is recorded in a durable event log from which a crashed run
 resumes (:func:`resume`) without redoing finished work.
+
+The names below are imported on first use (PEP 562), so ``import counterpoint`` and the
+command line start fast and load only the layers they use.
 """
 
 from __future__ import annotations
 
-from .api import resume, run, run_sync, start, start_resume
-from .backend import Backend, InProcessBackend
-from .context import NodeContext
-from .errors import (
-    Cancelled,
-    ConfigError,
-    ContextTooLong,
-    ControlSignal,
-    CounterpointError,
-    DeadlineExceeded,
-    FallbackFailed,
-    GraphError,
-    InvalidOutput,
-    MalformedResponse,
-    ModelError,
-    ModelRefused,
-    ModelRejected,
-    ModelUnavailable,
-    NodeFailed,
-    NodeTimeout,
-    OutputNotSerializable,
-    PatchError,
-    RateLimited,
-    Retry,
-    RunFailure,
-    RunNotFound,
-    ScriptError,
-    SourceError,
-    StoreCorrupt,
-    StoreError,
-    StoreLocked,
-    StoreTooNew,
-    UpstreamFailed,
-    UserError,
-)
-from .events import Event, EventKind
-from .garbage import tune_gc
-from .graph import Choose, Graph, InputRef, NodeKind, NodeRef, NodeSpec, ref, step
-from .ids import NodeId, RunId
-from .loop import EventLoopPolicy, new_event_loop
-from .metrics import Metrics, NodeTiming
-from .models import Generation, Message, Model, ScriptedModel, ToolCall, ToolSpec, Usage
-from .options import RunOptions
-from .patch import Edit, Patch
-from .policy import Backoff, Policy
-from .results import NodeResult, RunResult
-from .scheduler import RunHandle
-from .state import ModelTally, NodeStatus, RunStatus
-from .store import MemoryStore, RunRecord, RunStore, SQLiteStore, open_store
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .api import resume, run, run_sync, start, start_resume
+    from .backend import Backend, InProcessBackend
+    from .context import NodeContext
+    from .errors import (
+        Cancelled,
+        ConfigError,
+        ContextTooLong,
+        ControlSignal,
+        CounterpointError,
+        DeadlineExceeded,
+        FallbackFailed,
+        GraphError,
+        InvalidOutput,
+        MalformedResponse,
+        ModelError,
+        ModelRefused,
+        ModelRejected,
+        ModelUnavailable,
+        NodeFailed,
+        NodeTimeout,
+        OutputNotSerializable,
+        PatchError,
+        RateLimited,
+        Retry,
+        RunFailure,
+        RunNotFound,
+        ScriptError,
+        SourceError,
+        StoreCorrupt,
+        StoreError,
+        StoreLocked,
+        StoreTooNew,
+        UpstreamFailed,
+        UserError,
+    )
+    from .events import Event, EventKind
+    from .garbage import tune_gc
+    from .graph import Choose, Graph, InputRef, NodeKind, NodeRef, NodeSpec, ref, step
+    from .ids import NodeId, RunId
+    from .loop import EventLoopPolicy, new_event_loop
+    from .metrics import Metrics, NodeTiming
+    from .models import Generation, Message, Model, ScriptedModel, ToolCall, ToolSpec, Usage
+    from .options import RunOptions
+    from .patch import Edit, Patch
+    from .policy import Backoff, Policy
+    from .results import NodeResult, RunResult
+    from .scheduler import RunHandle
+    from .state import ModelTally, NodeStatus, RunStatus
+    from .store import MemoryStore, RunRecord, RunStore, SQLiteStore, open_store
+
+_EXPORTS_BY_MODULE: dict[str, tuple[str, ...]] = {
+    "api": ("resume", "run", "run_sync", "start", "start_resume"),
+    "backend": ("Backend", "InProcessBackend"),
+    "context": ("NodeContext",),
+    "errors": ("Cancelled", "ConfigError", "ContextTooLong", "ControlSignal", "CounterpointError",
+        "DeadlineExceeded", "FallbackFailed", "GraphError", "InvalidOutput", "MalformedResponse",
+        "ModelError", "ModelRefused", "ModelRejected", "ModelUnavailable", "NodeFailed",
+        "NodeTimeout", "OutputNotSerializable", "PatchError", "RateLimited", "Retry",
+        "RunFailure", "RunNotFound", "ScriptError", "SourceError", "StoreCorrupt", "StoreError",
+        "StoreLocked", "StoreTooNew", "UpstreamFailed", "UserError"),
+    "events": ("Event", "EventKind"),
+    "garbage": ("tune_gc",),
+    "graph": ("Choose", "Graph", "InputRef", "NodeKind", "NodeRef", "NodeSpec", "ref", "step"),
+    "ids": ("NodeId", "RunId"),
+    "loop": ("EventLoopPolicy", "new_event_loop"),
+    "metrics": ("Metrics", "NodeTiming"),
+    "models": ("Generation", "Message", "Model", "ScriptedModel", "ToolCall", "ToolSpec", "Usage"),
+    "options": ("RunOptions",),
+    "patch": ("Edit", "Patch"),
+    "policy": ("Backoff", "Policy"),
+    "results": ("NodeResult", "RunResult"),
+    "scheduler": ("RunHandle",),
+    "state": ("ModelTally", "NodeStatus", "RunStatus"),
+    "store": ("MemoryStore", "RunRecord", "RunStore", "SQLiteStore", "open_store"),
+}
+
+_EXPORTS = {name: module for module, names in _EXPORTS_BY_MODULE.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'counterpoint' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # found once, then an ordinary attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
 
 __version__ = "0.1.0"
 
