@@ -45,6 +45,11 @@ class Policy:
     """Called with the node's inputs after the last attempt failed; its result is the output."""
     resources: Mapping[str, int] = field(default_factory=dict)
     """Named resources this node holds while it runs, e.g. ``{"openai": 1}``."""
+    isolation: str = "thread"
+    """Where an attempt runs: ``thread`` (async steps on the run's loop, sync steps in a
+    worker thread; a cancelled sync step's thread runs on until it checks
+    ``ctx.cancelled``) or ``process`` (a child process, killed on cancel or timeout; see
+    :mod:`counterpoint.isolation`)."""
 
     def __post_init__(self) -> None:
         if self.retries < 0:
@@ -54,6 +59,9 @@ class Policy:
         for name, units in self.resources.items():
             if units < 1:
                 raise UserError(f"Policy.resources[{name!r}] must be >= 1, got {units}")
+        if self.isolation not in ("thread", "process"):
+            raise UserError(f"Policy.isolation must be 'thread' or 'process', got "
+                            f"{self.isolation!r}")
 
     @property
     def attempts(self) -> int:

@@ -28,6 +28,7 @@ from ..errors import (
 from ..events import NODE_CANCELLED, NODE_FAILED, NODE_READY, NODE_STARTED, NODE_SUCCEEDED, Event
 from ..graph import Choose, Graph, InputRef, NodeSpec
 from ..ids import NodeId, RunId
+from ..isolation import call_in_process
 from ..state import BLOCKED, FAILED, RETRYING, RUNNING, SUCCEEDED
 from .control import Control
 from .core import ADOPT_LIMIT, GRAPH, JOIN, TASK
@@ -78,7 +79,8 @@ class Attempts(Control):
                     stop = None if spec.is_async else threading.Event()
                     kwargs[spec.context_param] = NodeContext(self, node_id, attempt, stop)
                 if spec.policy.timeout is None or spec.kind is GRAPH:  # a sub-run times itself
-                    if spec.is_async and self._inline_async and spec.kind is TASK:
+                    if spec.is_async and self._inline_async and spec.kind is TASK \
+                            and spec.policy.isolation == "thread":
                         output = await spec.fn(**kwargs)  # type: ignore[operator]
                     else:
                         output = await self._call(spec, kwargs, attempt, stop)
@@ -129,6 +131,13 @@ class Attempts(Control):
         if isinstance(spec.fn, Graph):
             return await self._run_subgraph(spec.fn, spec.id, kwargs, attempt,
                                             spec.policy.timeout)
+        if spec.policy.isolation == "process":
+            where = f"run {self.run_id}, node {spec.id!r}"
+            if spec.context_param:
+                raise NodeFailed(f"{where}: a step isolated in a process cannot take a "
+                                 "NodeContext (the run lives in this process); drop the "
+                                 "parameter or use isolation='thread'", retryable=False)
+            return await call_in_process(spec.fn, kwargs, where=where)
         if stop is None:
             return await self.backend.call(spec.fn, kwargs, is_async=spec.is_async)
         try:

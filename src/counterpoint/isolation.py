@@ -1,0 +1,110 @@
+"""Steps isolated in a child process, which a cancel or a timeout really stops.
+
+A node with ``isolation="process"`` (``Policy(isolation=...)``, ``g.add(...,
+isolation=...)`` or ``@cp.step(isolation=...)``) runs each attempt in a process of its
+own, started from a fork server (:mod:`multiprocessing`'s ``forkserver``: no threads of
+this process are copied). When the attempt is cancelled or times out, the process is
+killed, so nothing of the attempt runs on; that is the guarantee a thread cannot give.
+
+The step and its inputs travel by pickle: the step must be importable (a module-level
+function) and its inputs picklable; the output travels back the same way, then is stored
+as JSON like any output. A step isolated in a process cannot take a ``NodeContext`` (the
+run lives in this process). A process that dies without an answer (killed from outside,
+out of memory) is a retryable attempt failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import multiprocessing
+import pickle
+import threading
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any
+
+from .errors import NodeFailed
+
+_CONTEXT: Any = None
+_CONTEXT_LOCK = threading.Lock()
+
+
+def _context() -> Any:
+    global _CONTEXT
+    with _CONTEXT_LOCK:
+        if _CONTEXT is None:
+            _CONTEXT = multiprocessing.get_context("forkserver")
+        return _CONTEXT
+
+
+def _child(payload: bytes, conn: Connection) -> None:
+    """In the child: call the step, send back ``(ok, value)`` pickled."""
+    try:
+        fn, kwargs = pickle.loads(payload)
+        result = fn(**kwargs)
+        if inspect.isawaitable(result):
+            result = asyncio.run(_awaited(result))
+        message: tuple[bool, Any] = (True, result)
+    except BaseException as exc:  # the attempt's failure, reported to the parent
+        message = (False, exc)
+    try:
+        data = pickle.dumps(message)
+    except Exception as exc:  # an output or exception that pickle cannot carry
+        kind = "output" if message[0] else "exception"
+        data = pickle.dumps((False, NodeFailed(
+            f"the step's {kind} cannot be sent back from its process: {exc}",
+            retryable=False)))
+    conn.send_bytes(data)
+    conn.close()
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
+
+
+async def call_in_process(fn: Callable[..., Any], kwargs: dict[str, Any], *,
+                          where: str) -> Any:
+    """Run ``fn(**kwargs)`` in a child process and return its result, or raise what it
+    raised. Cancelling the call kills the process. ``where`` names the node in errors."""
+    try:
+        payload = pickle.dumps((fn, kwargs))
+    except Exception as exc:
+        raise NodeFailed(f"{where}: isolation='process' sends the step and its inputs to a "
+                         f"child process by pickle, which failed: {exc}; use a module-level "
+                         "function and picklable inputs", retryable=False) from exc
+    loop = asyncio.get_running_loop()
+    receive, send = _context().Pipe(duplex=False)
+    process = _context().Process(target=_child, args=(payload, send), daemon=True,
+                                 name="counterpoint-isolated-step")
+    await loop.run_in_executor(None, process.start)  # the fork server may start first
+    send.close()  # the child holds the only write end: EOF means it ended
+    answered: asyncio.Future[bytes | None] = loop.create_future()
+
+    def readable() -> None:
+        loop.remove_reader(receive.fileno())
+        if answered.done():
+            return
+        try:
+            answered.set_result(receive.recv_bytes())
+        except (EOFError, OSError):
+            answered.set_result(None)
+
+    loop.add_reader(receive.fileno(), readable)
+    try:
+        data = await answered
+    except BaseException:  # cancelled or timed out: the attempt ends here, and so does it
+        loop.remove_reader(receive.fileno())
+        process.kill()
+        await loop.run_in_executor(None, process.join)
+        receive.close()
+        raise
+    await loop.run_in_executor(None, process.join)
+    receive.close()
+    if data is None:
+        raise NodeFailed(f"{where}: the step's process ended without an answer (exit code "
+                         f"{process.exitcode}); it was killed or crashed", retryable=True)
+    ok, value = pickle.loads(data)
+    if ok:
+        return value
+    raise value
