@@ -10,10 +10,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))  # the child imports the steps
 
-import isolated_steps  # noqa: E402
+import isolated_steps
 
-import counterpoint as cp  # noqa: E402
-from counterpoint.scheduler.owners import process_alive  # noqa: E402
+import counterpoint as cp
+from counterpoint.scheduler.owners import process_alive
 
 ISOLATED = cp.Policy(isolation="process")
 
