@@ -161,11 +161,17 @@ def node_table(report: Report, limit: int = NODE_ROWS) -> RenderableType:
     table.add_column("attempts", justify="right")
     table.add_column("queue wait", justify="right")
     table.add_column("run time", justify="right")
+    waited = any(t.waited for t in timings.values())
+    if waited:  # only when some attempt waited inside its run time
+        table.add_column("of it waiting", justify="right")
     for ns in shown:
         timing = timings.get(ns.spec.id)
-        table.add_row(Text(ns.spec.id), styled(node_status(ns, finished)), str(ns.attempt),
-                      seconds(timing.queue_wait if timing else None),
-                      seconds(ns.run_time) if ns.attempt else "-")
+        row = [Text(ns.spec.id), styled(node_status(ns, finished)), str(ns.attempt),
+               seconds(timing.queue_wait if timing else None),
+               seconds(ns.run_time) if ns.attempt else "-"]
+        if waited:
+            row.append(wait_text(timing.waited if timing else {}))
+        table.add_row(*row)
     rows: list[RenderableType] = [table]
     hidden = len(nodes) - len(shown)
     unseen = (report.declared or 0) - len(nodes)
@@ -217,11 +223,22 @@ def metrics_table(metrics: Metrics, *, deps_known: bool = True) -> RenderableTyp
     else:
         grid.add_row("critical path", "see the run summary (this log does not record the "
                                       "nodes' dependencies)")
-    grid.add_row("parallel width", f"mean {metrics.mean_parallel_width:.2f}, "
+    grid.add_row("parallel width", f"mean {metrics.mean_parallel_width:.2f} (nodes at work), "
                                    f"peak {metrics.peak_parallel_width}")
     grid.add_row("total run time", seconds(metrics.total_run_time))
+    grid.add_row("waiting", Text(
+        f"{seconds(metrics.queue_wait)} ready for a slot or resource"
+        + (f"; inside attempts {wait_text(metrics.waited)}" if metrics.waited else "")))
     grid.add_row("retries", str(metrics.retries))
     return grid
+
+
+def wait_text(waited: Mapping[str, float]) -> str:
+    """``thread 1.02s, model 3.1s``: what attempts waited for, longest first."""
+    if not waited:
+        return "-"
+    return ", ".join(f"{cause} {seconds(s)}" for cause, s in
+                     sorted(waited.items(), key=lambda item: -item[1]))
 
 
 # ------------------------------------------------------------------ runs
