@@ -166,9 +166,10 @@ def node_table(report: Report, limit: int = NODE_ROWS) -> RenderableType:
         table.add_column("of it waiting", justify="right")
     for ns in shown:
         timing = timings.get(ns.spec.id)
-        row = [Text(ns.spec.id), styled(node_status(ns, finished)), str(ns.attempt),
-               seconds(timing.queue_wait if timing else None),
-               seconds(ns.run_time) if ns.attempt else "-"]
+        row: list[RenderableType] = [
+            Text(ns.spec.id), styled(node_status(ns, finished)), str(ns.attempt),
+            seconds(timing.queue_wait if timing else None),
+            seconds(ns.run_time) if ns.attempt else "-"]
         if waited:
             row.append(wait_text(timing.waited if timing else {}))
         table.add_row(*row)
