@@ -52,12 +52,20 @@ shape), :mod:`.templates`, :mod:`.conditions`, :mod:`.schemas` (agent output
 specs), :mod:`.imports` (Python references), :mod:`.plan` (checks and
 resolution), :mod:`.compile` (plan -> graph), :mod:`.steps` (what the nodes
 run), :mod:`.inputs` (binding input values), :mod:`.workflow` (loading).
+Importing the package registers ``.yaml``/``.yml`` files and recorded workflow sources
+with :mod:`counterpoint.loader`.
 """
 
 from __future__ import annotations
 
+from ..loader import register_loader, register_source_kind
 from .errors import Problem, WorkflowError
 from .spec import InputSpec
-from .workflow import Workflow, load_workflow
+from .workflow import WORKFLOW_KIND, Workflow, load_workflow, rebuild_recorded, workflow_module
+
+# what makes ``counterpoint run/resume FILE.yaml`` and the resume of a recorded workflow run
+# work: counterpoint.loader imports this package when it meets either (loader.PROVIDERS)
+register_loader((".yaml", ".yml"), workflow_module)
+register_source_kind(WORKFLOW_KIND, rebuild_recorded)
 
 __all__ = ["InputSpec", "Problem", "Workflow", "WorkflowError", "load_workflow"]
