@@ -179,7 +179,7 @@ def test_a_step_runs_exactly_one_thing(tmp_path: Path) -> None:
         """)
     text = problems(path)
     assert at(path, body, "none:") + "step 'none' does not say what to run; give it one of " \
-        "agent:, tool:, python: or workflow:" in text
+        "agent:, tool:, python:, workflow: or first_of:" in text
     assert at(path, body, "python: helpers.py:echo") + "step 'two' has both agent: and " \
         "python:; a step runs one thing; split it into two steps" in text
     lines = body.splitlines()

@@ -5,6 +5,14 @@ file that defines it, or, for a graph that no file defines (a goal run from the
 command line), the module-level function that built it and that function's JSON
 arguments (:func:`built_by`). :func:`load_recorded` rebuilds the graph from that
 record; :func:`make_resolver` finds the steps of nodes that live edits added.
+
+Files other than Python are read by loaders registered by suffix
+(:func:`register_loader`), and recorded sources of other kinds are rebuilt by
+functions registered by kind (:func:`register_source_kind`). The workflow layer
+registers ``.yaml``/``.yml`` and the ``workflow`` kind when it is imported; so that
+this module never imports the layers above it, yet ``counterpoint resume`` of a
+workflow run works in a fresh process, a lookup that finds nothing registered
+imports the module :data:`PROVIDERS` names for that suffix or kind, once.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ import importlib.util
 import inspect
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -25,6 +33,63 @@ import pydantic_core
 
 from .errors import SourceError, UserError
 from .graph import Graph, GraphSource, step_key
+
+FileLoader = Callable[[Path], ModuleType]
+"""Loads a graph file of a registered suffix: returns the module that holds its graph
+(found there by :func:`find_graph`); raises :class:`SourceError` for a bad file."""
+
+SourceRebuild = Callable[[Mapping[str, Any], str], Graph]
+"""Rebuilds the graph of a recorded run from its source record (what
+:func:`source_record` wrote, with ``kind``) and the run's id (for messages); raises
+:class:`SourceError` when it cannot. The graph's fingerprint is checked afterwards."""
+
+PROVIDERS: Mapping[str, str] = {".yaml": "counterpoint.workflow",
+                                ".yml": "counterpoint.workflow",
+                                "workflow": "counterpoint.workflow"}
+"""Suffix or source kind -> the module that registers it when imported. Named here as
+text and imported only when a lookup needs it, so that importing this module (which the
+runtime does) never imports the workflow, agent and model layers."""
+
+_LOADERS: dict[str, FileLoader] = {}
+_KINDS: dict[str, SourceRebuild] = {}
+
+
+def register_loader(suffixes: Iterable[str], load: FileLoader) -> None:
+    """Make :func:`load_file` (and so ``counterpoint run``/``resume``) read files ending in
+    any of ``suffixes`` (``".yaml"``, case-insensitive) with ``load``.
+
+    Meant to be called when the module that defines ``load`` is imported; a later
+    registration of a suffix replaces the earlier one. Python files (every suffix not
+    registered) are imported by this module itself.
+    """
+    for suffix in suffixes:
+        if not suffix.startswith("."):
+            raise UserError(f"register_loader: suffix {suffix!r} must start with a dot")
+        _LOADERS[suffix.lower()] = load
+
+
+def register_source_kind(kind: str, rebuild: SourceRebuild) -> None:
+    """Make :func:`load_recorded` rebuild the graphs of recorded sources whose ``kind`` is
+    ``kind`` with ``rebuild``. A graph is recorded with a kind when its
+    :attr:`Graph.source` has a ``kind`` attribute (see :func:`source_record`).
+
+    Meant to be called at import time; a later registration of a kind replaces the
+    earlier one.
+    """
+    _KINDS[kind] = rebuild
+
+
+def _registered(table: Mapping[str, Any], key: str) -> Any:
+    """``table[key]``, importing the module that registers ``key`` if it is not there yet."""
+    found = table.get(key)
+    if found is None and key in PROVIDERS:
+        try:
+            importlib.import_module(PROVIDERS[key])  # registers itself on import
+        except ImportError as exc:
+            raise SourceError(f"reading {key!r} needs {PROVIDERS[key]}, which cannot be "
+                              f"imported ({exc}); check the installation") from exc
+        found = table.get(key)
+    return found
 
 LIVE_STEPS = "__counterpoint_live_steps__"
 """A step whose live edits add nodes with steps that are not module-level functions (bound
@@ -70,14 +135,19 @@ def module_name_for(path: Path) -> str:
 
 
 def load_file(path: str | Path) -> ModuleType:
-    """Import a Python file as a module (its ``__main__`` block does not run); a workflow
-    file (``.yaml``) gives the module that holds its compiled graph."""
+    """The module holding the graph(s) of a file: a Python file imported as a module (its
+    ``__main__`` block does not run), or a file of a registered suffix (a workflow
+    ``.yaml``) read by its loader (:func:`register_loader`)."""
     file = Path(path)
     if not file.is_file():
         raise SourceError(f"{path}: no such file; pass FILE.py[:GRAPH]")
-    if file.suffix in (".yaml", ".yml"):  # a workflow file: its graph lives in a module too
-        from .workflow.workflow import workflow_module
-        return workflow_module(file)
+    load: FileLoader | None = _registered(_LOADERS, file.suffix.lower())
+    if load is not None:
+        return load(file)
+    return _import_python(file, str(path))
+
+
+def _import_python(file: Path, path: str) -> ModuleType:
     name = module_name_for(file)
     if name in sys.modules:
         return sys.modules[name]
@@ -159,13 +229,26 @@ def source_record(graph: Graph, attr: str | None = None) -> dict[str, Any]:
                               "fingerprint": graph.fingerprint()}
     if isinstance(graph.source, BuiltSource):
         record.update(builder=graph.source.builder, arguments=graph.source.arguments)
+    kind = getattr(graph.source, "kind", None)
+    if isinstance(kind, str):
+        record["kind"] = kind
     return record
 
 
 def load_recorded(source: Mapping[str, Any], run: str) -> Graph:
-    """Rebuild the graph of a recorded run from the module or file it came from, or with
-    the function that built it."""
+    """Rebuild the graph of a recorded run from the module or file it came from, with the
+    function that built it, or by its kind's registered rebuild
+    (:func:`register_source_kind`)."""
     where = f"run {run}"
+    kind = source.get("kind")
+    if isinstance(kind, str):
+        rebuild: SourceRebuild | None = _registered(_KINDS, kind)
+        if rebuild is None:
+            raise SourceError(f"{where}: its graph is of kind {kind!r}, which nothing "
+                              "registered (register_source_kind); import the package that "
+                              "handles it, or resume from Python with graph=")
+        return _checked(rebuild(source, run), source, where,
+                        f"in {source.get('file') or source.get('module')}")
     if source.get("builder"):
         return _checked(_rebuild(str(source["builder"]), source.get("arguments") or {},
                                  where), source, where, str(source["builder"]))

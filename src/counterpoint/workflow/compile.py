@@ -6,9 +6,13 @@ from references and ordering edges from ``needs:``. A few helper nodes are
 added where the graph API needs a node to hold a value, named after their step
 with a dot (step ids cannot contain one):
 
-* ``ID.when``: evaluates ``when:`` and chooses ``ID`` or nothing (skipping it);
+* ``ID.when``: evaluates ``when:`` and chooses the step's first node or nothing
+  (skipping the step);
 * ``ID.items``: the list a map step maps over, when it is a workflow input;
-* ``ID.inputs``: a sub-workflow's inputs, when some are longer templates.
+* ``ID.inputs``: a sub-workflow's inputs, when some are longer templates;
+* ``ID.1``: the first iteration of a ``loop:`` step; each iteration adds the next
+  (``ID.2``, ...) while it runs, and node ``ID`` collects them (see :mod:`.steps`);
+* ``ID.pick``: chooses which candidate of a ``first_of:`` step node ``ID`` outputs.
 
 Nodes are added in file order and named deterministically, so the same file
 always compiles to a graph with the same fingerprint (a run can be resumed with
@@ -27,15 +31,23 @@ from .inputs import PYTHON_TYPES, convert
 from .plan import StepPlan, WorkflowPlan
 from .steps import (
     ITEM,
+    LOOP_FIRST,
+    LOOP_INDEX,
+    PICKED,
     AgentStep,
+    FirstOf,
+    FirstOfPick,
     Guard,
+    Iteration,
     Loop,
+    LoopRecord,
     PythonStep,
     Render,
     StepInfo,
     StepRunner,
     ToolStep,
     input_arg,
+    iteration_node,
     step_arg,
 )
 from .templates import Ref, Template, nested_templates
@@ -79,7 +91,7 @@ class _Step:
         after: list[str] = list(step.needs)
         if step.when is not None:
             guard = f"{step.id}.when"
-            self._node(guard, Guard(self.info, step=step.id, condition=step.when),
+            self._node(guard, Guard(self.info, step=self._entry(), condition=step.when),
                        _wiring(step.when.refs.values(), optional=True))
             after.append(guard)
         options: dict[str, Any] = {"after": after, "retries": step.retries,
@@ -87,26 +99,60 @@ class _Step:
         if step.kind == "workflow":
             assert step.sub is not None
             self.graph.add(step.id, step.sub.graph, inputs=self._sub_inputs(), **options)
+        elif step.kind == "first_of":
+            self._first_of(after)
         elif step.map is not None:
             self.graph.map(step.id, self._runner(), over=self._over(step.map), item=ITEM,
                            inputs=_wiring(step.refs), **options)
+        elif step.loop_max is not None:
+            self._loop(step.loop_max, options)
         else:
             self.graph.add(step.id, self._runner(), inputs=_wiring(step.refs), **options)
         self._locate(step.id)
 
+    def _entry(self) -> str:
+        """The step's first node: the one its ``when`` guard chooses."""
+        step = self.step
+        if step.kind == "first_of":
+            return f"{step.id}.pick"
+        if step.loop_max is not None:
+            return iteration_node(step.id, 1)
+        return step.id
+
+    def _loop(self, most: int, options: dict[str, Any]) -> None:
+        step = self.step
+        loop = Loop(max=most, until=step.until)
+        # until may read steps and inputs too; like a when: condition, a skipped step
+        # reads as null there (the body's own references, given last, stay required)
+        until = _wiring(step.until.refs.values(), optional=True) if step.until else {}
+        first = iteration_node(step.id, 1)
+        self._node(first, Iteration(self._runner(), loop, step=step.id),
+                   {**until, **_wiring(step.refs), LOOP_INDEX: 1}, **options)
+        self.graph.add(step.id, LoopRecord(self.info, loop, step=step.id),
+                       inputs={**until, LOOP_FIRST: ref(first)})
+
+    def _first_of(self, after: list[str]) -> None:
+        step = self.step
+        pick = f"{step.id}.pick"
+        self._node(pick, FirstOfPick(self.info, step=step.id, candidates=step.first_of),
+                   {}, after=list(dict.fromkeys([*step.first_of, *after])))
+        inputs: dict[str, Any] = {PICKED: ref(pick)}
+        for candidate in step.first_of:
+            path = ("output",) if candidate in self.loop_steps else ()
+            inputs[step_arg(candidate)] = ref(candidate, *path).or_none()
+        self.graph.add(step.id, FirstOf(self.info), inputs=inputs)
+
     def _runner(self) -> StepRunner:
         step = self.step
-        loop = Loop(max=step.loop_max, until=step.until) if step.loop_max is not None \
-            else None
         if step.kind == "agent":
             assert step.agent is not None and step.task is not None
-            return AgentStep(self.info, loop, agent=step.agent, task=step.task,
+            return AgentStep(self.info, agent=step.agent, task=step.task,
                              context=step.context)
         if step.kind == "tool":
             assert step.tool is not None
-            return ToolStep(self.info, loop, tool=step.tool, args=step.args or {})
+            return ToolStep(self.info, tool=step.tool, args=step.args or {})
         assert step.fn is not None
-        return PythonStep(self.info, loop, fn=step.fn, args=step.args or {})
+        return PythonStep(self.info, fn=step.fn, args=step.args or {})
 
     def _over(self, over: Ref) -> NodeRef:
         if over.root == "steps":
@@ -155,8 +201,8 @@ class _Step:
             return InputRef(single.name)
         return None
 
-    def _node(self, node: str, fn: Any, inputs: dict[str, Any]) -> None:
-        self.graph.add(node, fn, inputs=inputs)
+    def _node(self, node: str, fn: Any, inputs: dict[str, Any], **options: Any) -> None:
+        self.graph.add(node, fn, inputs=inputs, **options)
         self._locate(node)
 
     def _locate(self, node: str) -> None:

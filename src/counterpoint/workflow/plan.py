@@ -61,7 +61,7 @@ class StepPlan:
     id: str
     where: str
     kind: str
-    """``agent``, ``tool``, ``python`` or ``workflow``."""
+    """``agent``, ``tool``, ``python``, ``workflow`` or ``first_of``."""
     agent: Agent | None = None
     task: Template | None = None
     context: Template | tuple[tuple[str, Template], ...] | None = None
@@ -70,6 +70,8 @@ class StepPlan:
     args: Any = None
     """``args`` (tool, python) or ``inputs`` (workflow), with templates parsed."""
     sub: SubWorkflow | None = None
+    first_of: tuple[str, ...] = ()
+    """The candidate steps of a ``first_of`` step, in the order written."""
     refs: tuple[Ref, ...] = ()
     """References the body reads (task, context, args, inputs): the node's inputs."""
     needs: tuple[str, ...] = ()
@@ -301,7 +303,7 @@ class _Planner:
         self.deps[step_id] = set()
         if not kinds:
             self.report(at, f"step {step_id!r} does not say what to run",
-                        "give it one of agent:, tool:, python: or workflow:")
+                        "give it one of agent:, tool:, python:, workflow: or first_of:")
             return None
         if len(kinds) > 1:
             self.report((*at, kinds[1]), f"step {step_id!r} has both {kinds[0]}: and "
@@ -333,6 +335,8 @@ class _Planner:
             plan["args"] = self._nested(spec.inputs, (*at, "inputs"), uses)
             if plan["sub"] is not None:
                 self._check_sub_inputs(step_id, plan["sub"], spec.inputs)
+        elif kind == "first_of" and spec.first_of is not None:
+            plan["first_of"] = self._first_of(step_id, spec.first_of)
         body = [u.ref for u in uses]
         plan["map"] = self._map(step_id, spec, kind, uses)
         if spec.when is not None:
@@ -341,6 +345,9 @@ class _Planner:
             if kind == "workflow":
                 self.report((*at, "loop"), f"step {step_id!r}: a workflow step cannot loop",
                             "put the loop on a step inside the sub-workflow")
+            elif kind == "first_of":
+                self.report((*at, "loop"), f"step {step_id!r}: a first_of step cannot loop",
+                            "loop in the steps it joins")
             if spec.loop.until is not None:
                 plan["until"] = self._condition(spec.loop.until, (*at, "loop", "until"),
                                                 "until", uses, self_id=step_id)
@@ -359,10 +366,14 @@ class _Planner:
                  ("context", ("agent",), spec.context is not None),
                  ("model", ("agent",), spec.model is not None),
                  ("args", ("tool", "python"), bool(spec.args)),
-                 ("inputs", ("workflow",), bool(spec.inputs)))
+                 ("inputs", ("workflow",), bool(spec.inputs)),
+                 ("retries", KINDS[:4], spec.retries is not None),
+                 ("timeout", KINDS[:4], spec.timeout is not None))
         for key, kinds, given in rules:
             if given and kind not in kinds:
-                where = " and ".join(f"{k}:" for k in kinds)
+                names = [f"{k}:" for k in kinds]
+                where = names[0] if len(names) == 1 else \
+                    f"{', '.join(names[:-1])} and {names[-1]}"
                 self.report((*at, key), f"step {step_id!r}: {key}: applies to {where} "
                             f"steps, not {kind}:", _misplaced_hint(key, kind))
         if kind == "agent" and spec.task is None:
@@ -456,15 +467,42 @@ class _Planner:
                         f"{spec.map!r}", "write map: ${steps.ID.output} or "
                         "map: ${inputs.NAME}")
             return None
-        if kind == "workflow":
-            self.report(at, f"step {step_id!r}: a workflow step cannot be mapped",
+        if kind in ("workflow", "first_of"):
+            self.report(at, f"step {step_id!r}: a {kind} step cannot be mapped",
                         "map an agent, tool or python step, or move the map into the "
-                        "sub-workflow")
+                        "sub-workflow" if kind == "workflow" else
+                        "map the steps it joins, or map over its output in a later step")
         if spec.loop is not None:
             self.report(("steps", step_id, "loop"), f"step {step_id!r}: map and loop "
                         "cannot be combined", "loop inside a sub-workflow, or map over a "
                         "loop step's output")
         return single
+
+    def _first_of(self, step_id: str, names: list[str]) -> tuple[str, ...]:
+        """The candidates of a ``first_of`` step (problems reported)."""
+        at: KeyPath = ("steps", step_id, "first_of")
+        if len(names) < 2:
+            self.report(at, f"step {step_id!r}: first_of needs at least two steps, got "
+                        f"{len(names)}", "list the steps whose outputs it joins: "
+                        "first_of: [then_step, else_step]")
+        seen: list[str] = []
+        for index, name in enumerate(names):
+            where: KeyPath = (*at, index)
+            if name == step_id:
+                self.report(where, f"step {step_id!r}: first_of names the step itself",
+                            "list other steps")
+            elif name in seen:
+                self.report(where, f"step {step_id!r}: first_of names {name!r} twice",
+                            "remove one")
+            elif name not in self.spec.step_ids:
+                hint = "write step ids, not templates: first_of: [a, b]" if "${" in name \
+                    else _closest(name, self.spec.step_ids, "steps")
+                self.report(where, f"step {step_id!r}: first_of names unknown step "
+                            f"{name!r}", hint)
+            else:
+                self.deps[step_id].add(name)
+                seen.append(name)
+        return tuple(seen)
 
     def _need(self, step_id: str, need: str) -> None:
         at: KeyPath = ("steps", step_id, "needs")
@@ -595,6 +633,9 @@ def _closest(word: str, known: Iterable[str], what: str) -> str:
 
 
 def _misplaced_hint(key: str, kind: str) -> str:
+    if kind == "first_of":
+        return "a first_of step only passes on the output of a step it names; put " \
+               f"{key}: on those steps"
     return {"task": "tool and python steps take args:",
             "context": "pass values to tools and functions through args:",
             "model": "set the model on the agent (or on this agent step)",

@@ -71,7 +71,8 @@ class LoopSpec(_Strict):
 
 
 class StepSpec(_Strict):
-    """One step. Exactly one of ``agent``, ``tool``, ``python``, ``workflow``."""
+    """One step. Exactly one of ``agent``, ``tool``, ``python``, ``workflow``,
+    ``first_of``."""
 
     agent: str | None = None
     task: str | None = None
@@ -81,6 +82,8 @@ class StepSpec(_Strict):
     args: dict[str, Any] = {}
     workflow: str | None = None
     inputs: dict[str, Any] = {}
+    first_of: list[str] | None = None
+    """Step ids: the output of the first of them that ran (the others were skipped)."""
     needs: list[str] = []
     map: str | None = None
     when: str | None = None
@@ -110,7 +113,7 @@ class _Head(_Strict):
     """The step (``ID`` or ``${steps.ID.output...}``) whose output is the workflow's."""
 
 
-KINDS = ("agent", "tool", "python", "workflow")
+KINDS = ("agent", "tool", "python", "workflow", "first_of")
 _MODELS: dict[str, type[pydantic.BaseModel]] = {
     "workflow": _Head, "input": InputSpec, "agent": AgentSpec, "step": StepSpec,
     "loop": LoopSpec}
@@ -249,5 +252,6 @@ def _type_hint(field_path: str) -> str:
              "type": "types are string, integer, number, boolean, list, object",
              "tools": "write tools: [module:function, file.py:function]",
              "args": "write args: {name: value or template}",
-             "inputs": "write inputs: {name: value or template}"}
+             "inputs": "write inputs: {name: value or template}",
+             "first_of": "write first_of: [step_id, step_id, ...]"}
     return hints.get(field_path.split(".")[0], "")

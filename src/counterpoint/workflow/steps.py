@@ -3,13 +3,36 @@
 Every step node receives the values its templates reference as keyword
 arguments (``input:NAME`` for workflow inputs, ``step:ID`` for other steps'
 outputs, ``item`` for a map's item), renders its templates from them, and runs
-its agent, tool or Python function. A step with ``loop`` runs that body up to
-``max`` times inside the one node and returns ``{"output": last, "iterations":
-[...], "stopped": "until" | "max"}``; ``${steps.ID.output}`` reads ``output``.
+its agent, tool or Python function.
+
+A step with ``loop`` runs each iteration in a node of its own, so that every
+finished iteration's output is in the run's log the moment it finishes
+(``node_succeeded`` of ``ID.1``, ``ID.2``, ...) and a run interrupted in the
+middle of a loop re-runs only the iteration that was in flight. Of the two ways
+to make an iteration durable, an event recorded through the step's context (and
+read back with ``ctx.journal``) or a node per iteration, nodes are chosen: a node's
+output is the log's own unit of durability, replayed on resume by the scheduler
+with no reading back in the step; each iteration shows in ``counterpoint show``
+with its status, attempts, duration and output; and ``retries``/``timeout``
+apply per iteration, as an agent in an iteration gets its own journal. How:
+
+* :class:`Iteration` (node ``ID.N``) runs the body once. If the loop goes on
+  (``until`` does not hold and ``N < max``) it adds, in one live edit before it
+  returns, node ``ID.N+1`` (reading ``ID.N``'s output as ``${loop.previous}``)
+  and an ordering edge from it to ``ID``. If an interrupted attempt of ``ID.N``
+  already made that edit (the process died after the edit, before ``ID.N``'s
+  output was logged), the re-run keeps it: the recorded decision to go on
+  stands.
+* :class:`LoopRecord` (node ``ID``, read by ``${steps.ID...}``) runs once the last
+  iteration has ended and outputs ``{"output": last, "iterations": [...],
+  "stopped": "until" | "max"}``, reading the iterations' outputs from the run.
 
 A step with ``when`` is preceded by a :class:`Guard` node that evaluates the
-condition and chooses the step (or nothing, which skips it and, through data
-edges, whatever consumes its output).
+condition and chooses the step's first node (or nothing, which skips it and,
+through data edges, whatever consumes its output). A ``first_of`` step is a
+:class:`FirstOfPick` node that waits for its candidates and chooses the
+:class:`FirstOf` node with the first candidate that succeeded (or nothing, so the
+join is skipped when every candidate was).
 
 Every callable here is async, holds only configuration, and may serve many
 nodes and runs concurrently. A reference that cannot be resolved at run time,
@@ -28,8 +51,12 @@ from typing import Any
 import pydantic
 
 from ..agents import Agent, Tool
+from ..context import NodeContext
 from ..errors import NodeFailed
-from ..graph import Choose
+from ..graph import Choose, InputRef, ref
+from ..ids import NodeId
+from ..patch import Edit
+from ..state import NodeStatus
 from .conditions import Condition, ConditionError
 from .templates import Ref, Template, TemplateError, follow, render_nested, to_text
 
@@ -45,6 +72,22 @@ def input_arg(name: str) -> str:
 def step_arg(step: str) -> str:
     """The node input carrying step ``step``'s output."""
     return f"step:{step}"
+
+
+LOOP_INDEX = "loop:index"
+"""The literal input of an iteration node: its number, from 1."""
+LOOP_PREVIOUS = "loop:previous"
+"""The input of iteration ``N > 1``: iteration ``N - 1``'s output."""
+LOOP_FIRST = "loop:first"
+"""The input of a loop's record node from the first iteration: a data edge, so that a
+loop skipped by ``when`` (its first iteration skipped) is skipped as a whole."""
+PICKED = "picked"
+"""The input of a ``first_of`` node: the id of the candidate its pick node chose."""
+
+
+def iteration_node(step: str, index: int) -> str:
+    """The node of iteration ``index`` (from 1) of loop step ``step``."""
+    return f"{step}.{index}"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -104,52 +147,125 @@ class Scope:
 
 
 class StepRunner:
-    """Base of the step callables: render, run once or in a loop, report failures."""
+    """Base of the step callables: render, run the body once, report failures."""
 
-    def __init__(self, info: StepInfo, loop: Loop | None) -> None:
+    def __init__(self, info: StepInfo) -> None:
         self.info = info
-        self.loop = loop
         self.__qualname__ = info.qualname
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.info.qualname!r})"
 
     async def __call__(self, **values: Any) -> Any:
-        scope = Scope(self.info, values)
         try:
-            if self.loop is None:
-                return await self.once(scope)
-            return await self._iterate(scope, self.loop)
+            return await self.once(Scope(self.info, values))
         except (TemplateError, ConditionError) as exc:
             raise NodeFailed(f"{self.info.label}: {exc}", retryable=False) from None
-
-    async def _iterate(self, scope: Scope, loop: Loop) -> dict[str, Any]:
-        iterations: list[Any] = []
-        for index in range(1, loop.max + 1):
-            scope.index = index
-            output = await self.once(scope)
-            iterations.append(output)
-            scope.previous = output
-            if loop.until is not None:
-                scope.current = output
-                scope.lenient = True
-                done = loop.until.evaluate(scope.resolve)
-                scope.lenient = False
-                if done:
-                    return {"output": output, "iterations": iterations, "stopped": "until"}
-        return {"output": scope.previous, "iterations": iterations, "stopped": "max"}
 
     async def once(self, scope: Scope) -> Any:
         """One run of the step's body (one iteration of a loop)."""
         raise NotImplementedError
 
 
+class Iteration:
+    """Node ``ID.N`` of a loop step: one run of ``body``, then, if the loop goes on, the
+    live edit that adds iteration ``N + 1`` (see the module docstring)."""
+
+    def __init__(self, body: StepRunner, loop: Loop, *, step: str) -> None:
+        self.body = body
+        self.info = body.info
+        self.loop = loop
+        self.step = step
+        self.__qualname__ = body.info.qualname  # durations are learned per step
+
+    def __repr__(self) -> str:
+        return f"Iteration({self.__qualname__!r})"
+
+    async def __call__(self, ctx: NodeContext, **values: Any) -> Any:
+        index = int(values[LOOP_INDEX])
+        scope = Scope(self.info, values)
+        scope.index = index
+        scope.previous = values.get(LOOP_PREVIOUS)
+        try:
+            output = await self.body.once(scope)
+            go_on = index < self.loop.max and not _holds(self.loop.until, scope, output)
+        except (TemplateError, ConditionError) as exc:
+            raise NodeFailed(f"{self.info.label}: iteration {index}: {exc}",
+                             retryable=False) from None
+        if go_on:
+            self._next(ctx, index, values)
+        return output
+
+    def _next(self, ctx: NodeContext, index: int, values: Mapping[str, Any]) -> None:
+        after = NodeId(iteration_node(self.step, index + 1))
+        nodes = ctx.state.nodes
+        if after in nodes:
+            return  # an interrupted attempt of this node made the edit: it stands
+        spec = nodes[ctx.node].spec
+        # a live edit cannot add a node that reads a graph input (Edit.build checks the
+        # new node against a graph that declares none), so the next iteration gets the
+        # input's value, as this one received it
+        inputs = {name: values[name] if isinstance(value, InputRef) else value
+                  for name, value in spec.inputs.items()}
+        edit = Edit(f"loop {self.step!r}: iteration {index + 1} of at most {self.loop.max}")
+        edit.add(after, spec.fn, policy=spec.policy,
+                 inputs={**inputs, LOOP_INDEX: index + 1, LOOP_PREVIOUS: ref(ctx.node)})
+        edit.edge(after, self.step)
+        ctx.apply(edit)
+
+
+class LoopRecord:
+    """Node ``ID`` of a loop step: after the last iteration, ``{"output", "iterations",
+    "stopped"}`` from the iterations' outputs (in the run's state, as a map's join reads
+    its items'). Its inputs are the values ``until`` reads, to tell why the loop
+    stopped."""
+
+    def __init__(self, info: StepInfo, loop: Loop, *, step: str) -> None:
+        self.info = info
+        self.loop = loop
+        self.step = step
+        self.__qualname__ = f"{info.qualname}.loop"
+
+    def __repr__(self) -> str:
+        return f"LoopRecord({self.__qualname__!r})"
+
+    async def __call__(self, ctx: NodeContext, **values: Any) -> dict[str, Any]:
+        nodes = ctx.state.nodes
+        iterations: list[Any] = []
+        # every iteration node is a dependency of this one, so all have succeeded
+        while (found := nodes.get(NodeId(iteration_node(self.step,
+                                                         len(iterations) + 1)))) is not None:
+            iterations.append(found.output)
+        scope = Scope(self.info, values)
+        scope.index = len(iterations)
+        scope.previous = iterations[-2] if len(iterations) > 1 else None
+        try:
+            held = _holds(self.loop.until, scope, iterations[-1])
+        except (TemplateError, ConditionError) as exc:
+            raise NodeFailed(f"{self.info.label}: until: {exc}", retryable=False) from None
+        return {"output": iterations[-1], "iterations": iterations,
+                "stopped": "until" if held else "max"}
+
+
+def _holds(until: Condition | None, scope: Scope, output: Any) -> bool:
+    """Whether ``until`` holds for an iteration that gave ``output`` (``scope`` holds its
+    index and the previous iteration's output)."""
+    if until is None:
+        return False
+    scope.current = output
+    scope.lenient = True
+    try:
+        return until.evaluate(scope.resolve)
+    finally:
+        scope.lenient = False
+
+
 class AgentStep(StepRunner):
     """Runs an agent on a rendered task and context."""
 
-    def __init__(self, info: StepInfo, loop: Loop | None, *, agent: Agent, task: Template,
+    def __init__(self, info: StepInfo, *, agent: Agent, task: Template,
                  context: Template | tuple[tuple[str, Template], ...] | None) -> None:
-        super().__init__(info, loop)
+        super().__init__(info)
         self.agent = agent
         self.task = task
         self.context = context
@@ -161,15 +277,14 @@ class AgentStep(StepRunner):
             context = self.context.render(scope.resolve)
         elif self.context is not None:
             context = {key: t.render(scope.resolve) for key, t in self.context}
-        # repeated runs in one node (a loop) get numbered journal scopes from the agent
         return await self.agent(task, context)
 
 
 class ToolStep(StepRunner):
     """Calls a tool with rendered arguments (validated against its schema)."""
 
-    def __init__(self, info: StepInfo, loop: Loop | None, *, tool: Tool, args: Any) -> None:
-        super().__init__(info, loop)
+    def __init__(self, info: StepInfo, *, tool: Tool, args: Any) -> None:
+        super().__init__(info)
         self.tool = tool
         self.args = args
 
@@ -180,9 +295,8 @@ class ToolStep(StepRunner):
 class PythonStep(StepRunner):
     """Calls a Python function with rendered keyword arguments (sync ones in a thread)."""
 
-    def __init__(self, info: StepInfo, loop: Loop | None, *, fn: Callable[..., Any],
-                 args: Any) -> None:
-        super().__init__(info, loop)
+    def __init__(self, info: StepInfo, *, fn: Callable[..., Any], args: Any) -> None:
+        super().__init__(info)
         self.fn = fn
         self.args = args
         self._async = inspect.iscoroutinefunction(fn)
@@ -203,7 +317,7 @@ class Render(StepRunner):
     inputs."""
 
     def __init__(self, info: StepInfo, *, value: Any, role: str) -> None:
-        super().__init__(info, None)
+        super().__init__(info)
         self.value = value
         self.__qualname__ = f"{info.qualname}.{role}"  # its own duration estimate
 
@@ -212,8 +326,9 @@ class Render(StepRunner):
 
 
 class Guard:
-    """Chooses step ``step`` when ``condition`` holds; otherwise chooses nothing, so the
-    step ends skipped. Its inputs are optional: a skipped step reads as ``null``."""
+    """Chooses node ``step`` (a step's first node) when ``condition`` holds; otherwise
+    chooses nothing, so the step ends skipped. Its inputs are optional: a skipped step
+    reads as ``null``."""
 
     def __init__(self, info: StepInfo, *, step: str, condition: Condition) -> None:
         self.info = info
@@ -231,6 +346,46 @@ class Guard:
         except (TemplateError, ConditionError) as exc:
             raise NodeFailed(f"{self.info.label}: when: {exc}", retryable=False) from None
         return Choose(self.step, value=holds) if holds else Choose(value=holds)
+
+
+class FirstOfPick:
+    """Node ``ID.pick`` of a ``first_of`` step. Ordered after every candidate, so it runs
+    once each has ended (a failed one blocks it); chooses node ``ID`` with the id of the
+    first candidate, in the order written, that succeeded, or nothing (``ID`` ends
+    skipped) when every candidate was skipped."""
+
+    def __init__(self, info: StepInfo, *, step: str, candidates: tuple[str, ...]) -> None:
+        self.info = info
+        self.step = step
+        self.candidates = candidates
+        self.__qualname__ = f"{info.qualname}.pick"
+
+    def __repr__(self) -> str:
+        return f"FirstOfPick({self.__qualname__!r})"
+
+    async def __call__(self, ctx: NodeContext) -> Choose:
+        nodes = ctx.state.nodes
+        for candidate in self.candidates:
+            # a skipped candidate and one that output null read alike as inputs: the
+            # status tells them apart
+            if nodes[NodeId(candidate)].status is NodeStatus.SUCCEEDED:
+                return Choose(self.step, value=candidate)
+        return Choose(value=None)
+
+
+class FirstOf:
+    """Node ``ID`` of a ``first_of`` step: the output of the candidate its pick chose
+    (candidates are optional inputs: the skipped ones read as ``None``)."""
+
+    def __init__(self, info: StepInfo) -> None:
+        self.info = info
+        self.__qualname__ = f"{info.qualname}.first_of"
+
+    def __repr__(self) -> str:
+        return f"FirstOf({self.__qualname__!r})"
+
+    async def __call__(self, **values: Any) -> Any:
+        return values[step_arg(str(values[PICKED]))]
 
 
 def _jsonable(value: Any) -> Any:

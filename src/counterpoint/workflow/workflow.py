@@ -1,4 +1,7 @@
-"""Loading a workflow file: :func:`load_workflow` and the :class:`Workflow` it returns."""
+"""Loading a workflow file: :func:`load_workflow` and the :class:`Workflow` it returns, and
+the hooks through which :mod:`counterpoint.loader` finds a workflow's graph again
+(:func:`workflow_module` for ``.yaml`` files, :func:`rebuild_recorded` for the recorded
+source of a run)."""
 
 from __future__ import annotations
 
@@ -8,8 +11,9 @@ import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from ..errors import SourceError
 from ..graph import Graph, GraphSource
 from ..loader import module_name_for
 from .compile import build_graph
@@ -18,6 +22,16 @@ from .inputs import bind
 from .plan import ModelChoice, SubWorkflow, plan_workflow
 from .spec import InputSpec, parse_spec
 from .yamlsource import load_yaml
+
+WORKFLOW_KIND = "workflow"
+"""The source kind a workflow's graph is recorded with (see :func:`rebuild_recorded`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowSource(GraphSource):
+    """Where a workflow's graph came from: ``file`` is the workflow file, resolved."""
+
+    kind: ClassVar[str] = WORKFLOW_KIND
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,7 +76,8 @@ def load_workflow(path: str | os.PathLike[str], *,
     and a hint. Loading imports the Python modules and files the workflow names.
     The same file always compiles to the same graph (same fingerprint), so a run
     can be resumed with ``cp.resume(run_id, graph=load_workflow(path).graph)``;
-    within the process that loaded it, ``cp.resume(run_id)`` finds the graph too.
+    ``cp.resume(run_id)`` finds the graph too: within the process that loaded it, this
+    graph (with its model overrides), in another process the file's (with its models).
     """
     loader = _Loader(dict(models or {}))
     workflow = loader.load(Path(path), ())
@@ -94,7 +109,8 @@ class _Loader:
         if problems:
             raise WorkflowError(problems, file=str(path))
         graph = build_graph(plan)
-        graph.source = GraphSource(module=module_name_for(path), file=str(key), name=plan.name)
+        graph.source = WorkflowSource(module=module_name_for(path), file=str(key),
+                                      name=plan.name)
         workflow = Workflow(name=plan.name, description=plan.description, source_path=path,
                             graph=graph, inputs=plan.inputs, input_lines=plan.input_lines)
         self.loaded[key] = workflow
@@ -125,3 +141,18 @@ def _register(workflow: Workflow) -> None:
     module.graph = workflow.graph  # type: ignore[attr-defined]
     module.workflow = workflow  # type: ignore[attr-defined]
     sys.modules[name] = module
+
+
+def rebuild_recorded(source: Mapping[str, Any], run: str) -> Graph:
+    """The graph of a recorded workflow run (:data:`WORKFLOW_KIND`): the one this process
+    loaded from the same file, if it is the same graph, else the file loaded again."""
+    module = sys.modules.get(str(source.get("module")))
+    loaded = getattr(module, "graph", None)
+    if isinstance(loaded, Graph) and loaded.fingerprint() == source.get("fingerprint"):
+        return loaded
+    file = source.get("file")
+    if not file or not Path(str(file)).is_file():
+        raise SourceError(f"run {run}: its workflow file {file or '(not recorded)'} no longer "
+                          "exists; restore it, or resume from Python with "
+                          "graph=load_workflow(PATH).graph")
+    return load_workflow(str(file)).graph

@@ -48,15 +48,20 @@ class YamlDocument:
 
 
 def load_yaml(path: Path) -> YamlDocument:
-    """Read ``path``; raises :class:`WorkflowError` if it is missing, not YAML, not a
-    mapping, or repeats a key."""
+    """Read ``path``; raises :class:`WorkflowError` if it is missing, a folder, not UTF-8
+    text, not YAML, empty, not a mapping, or repeats a key."""
+    text = _read_text(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise WorkflowError([Problem(where=str(path), message=f"cannot read the file: "
-                                     f"{exc.strerror or exc}",
-                                     hint="check the path")]) from None
-    loader = yaml.SafeLoader(text)
+        loader = yaml.SafeLoader(text)  # checks every character first
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        char = exc.character if isinstance(exc.character, str) else chr(exc.character)
+        raise WorkflowError([Problem(
+            where=f"{path}:{line}",
+            message=f"the file holds a character YAML does not allow: {char!r} "
+                    f"(U+{ord(char):04X}) at offset {exc.position}",
+            hint="remove it; of the control characters only tab and line breaks are allowed")]
+                            ) from None
     try:
         node = loader.get_single_node()
         if node is None:
@@ -72,10 +77,15 @@ def load_yaml(path: Path) -> YamlDocument:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else 1
-        raise WorkflowError([Problem(where=f"{path}:{line}",
-                                     message=f"invalid YAML: {exc.problem or exc}",
-                                     hint="fix the syntax (indentation, quotes, colons)")]
-                            ) from None
+        several = isinstance(exc, yaml.composer.ComposerError) and \
+            "another document" in (exc.problem or "")
+        raise WorkflowError([Problem(
+            where=f"{path}:{line}",
+            message="invalid YAML: a second document starts here" if several
+            else f"invalid YAML: {exc.problem or exc}",
+            hint="a workflow file is one document; remove this `---` and what follows, or "
+                 "move it to a file of its own" if several
+            else "fix the syntax (indentation, quotes, colons)")]) from None
     except yaml.YAMLError as exc:
         raise WorkflowError([Problem(where=f"{path}:1", message=f"invalid YAML: {exc}")]
                             ) from None
@@ -84,6 +94,32 @@ def load_yaml(path: Path) -> YamlDocument:
     if builder.problems:
         raise WorkflowError(builder.problems, file=str(path))
     return YamlDocument(path=path, data=data, lines=builder.lines)
+
+
+def _read_text(path: Path) -> str:
+    """The file's text; a file that cannot be read or is not UTF-8 is a
+    :class:`WorkflowError` naming the file (and the line and byte of the first bad byte)."""
+    if path.is_dir():
+        raise WorkflowError([Problem(where=str(path), message="is a folder, not a workflow "
+                                     "file", hint="name the .yaml file inside it")])
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise WorkflowError([Problem(where=str(path), message=f"cannot read the file: "
+                                     f"{exc.strerror or exc}",
+                                     hint="check the path")]) from None
+    try:
+        # a byte-order mark (some editors write one) is not part of the text
+        return data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise WorkflowError([Problem(
+            where=f"{path}:{line}",
+            message=f"the file is not UTF-8 text: byte 0x{data[exc.start]:02x} at offset "
+                    f"{exc.start} (line {line}, column {column}): {exc.reason}",
+            hint="save the file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`), or replace "
+                 "that character")]) from None
 
 
 class _Builder:
