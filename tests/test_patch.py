@@ -45,3 +45,23 @@ def test_an_unimportable_retry_on_type_is_a_clear_error() -> None:
     data["policy"]["retry_on"] = ["nowhere.at.all:Gone"]
     with pytest.raises(cp.SourceError, match=r"node 'late'.*'nowhere\.at\.all:Gone'"):
         spec_from_data(data, _resolve)  # type: ignore[arg-type]
+
+
+async def echo(x: int) -> int:
+    return x
+
+
+def test_a_live_edit_can_add_a_node_that_reads_a_graph_input() -> None:
+    """Regression: Edit.build checked added nodes against a graph with no inputs, so a
+    node reading the run's input was rejected."""
+    async def grow(ctx: cp.NodeContext) -> int:
+        edit = cp.Edit()
+        edit.add("late", echo, x=cp.InputRef("n"))
+        return ctx.apply(edit)
+
+    g = cp.Graph("with-input")
+    g.input("n", int)
+    g.add("grow", grow)
+    result = cp.run_sync(g, store="memory", inputs={"n": 7})
+    assert result.ok, result.nodes
+    assert result["late"] == 7

@@ -103,11 +103,14 @@ class Edit:
         """Cancel nodes; running ones are interrupted, their dependents end cancelled."""
         self._cancel.extend(_node_id(n) for n in nodes)
 
-    def build(self, graph_name: str, specs: Mapping[NodeId, NodeSpec]) -> Patch:
+    def build(self, graph_name: str, specs: Mapping[NodeId, NodeSpec],
+              inputs: Mapping[str, Any] | None = None) -> Patch:
         """Turn the collected operations into a :class:`Patch`, checking each new node's
-        signature and annotated types exactly as :meth:`Graph.add` does."""
+        signature and annotated types exactly as :meth:`Graph.add` does. ``inputs`` are the
+        run graph's declared inputs, which added nodes may read (``InputRef``)."""
         scratch = Graph(graph_name)
         scratch.nodes = dict(specs)
+        scratch.inputs = dict(inputs or {})
         scratch._any_owner = True
         added: list[NodeSpec] = []
         replaced: list[NodeSpec] = []

@@ -22,7 +22,7 @@ class Control(Pipeline):
 
     def apply(self, edit: Edit) -> int:
         """Validate ``edit`` against the current state and apply it as one event."""
-        patch = edit.build(self.state.graph, self.state.specs())
+        patch = edit.build(self.state.graph, self.state.specs(), self.graph.inputs)
         return self.apply_patch(patch)
 
     def apply_patch(self, patch: Patch) -> int:
