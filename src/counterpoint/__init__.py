@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from .backend import Backend, InProcessBackend
     from .context import NodeContext
     from .errors import (
+        AgentError,
         Cancelled,
         ConfigError,
         ContextTooLong,
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
         NodeTimeout,
         OutputNotSerializable,
         PatchError,
+        PlanningError,
         RateLimited,
         Retry,
         RunFailure,
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
         StoreError,
         StoreLocked,
         StoreTooNew,
+        ToolError,
         UpstreamFailed,
         UserError,
     )
@@ -68,12 +71,13 @@ _EXPORTS_BY_MODULE: dict[str, tuple[str, ...]] = {
     "api": ("resume", "run", "run_sync", "start", "start_resume"),
     "backend": ("Backend", "InProcessBackend"),
     "context": ("NodeContext",),
-    "errors": ("Cancelled", "ConfigError", "ContextTooLong", "ControlSignal", "CounterpointError",
-        "DeadlineExceeded", "FallbackFailed", "GraphError", "InvalidOutput", "MalformedResponse",
-        "ModelError", "ModelRefused", "ModelRejected", "ModelUnavailable", "NodeFailed",
-        "NodeTimeout", "OutputNotSerializable", "PatchError", "RateLimited", "Retry",
-        "RunFailure", "RunNotFound", "ScriptError", "SourceError", "StoreCorrupt", "StoreError",
-        "StoreLocked", "StoreTooNew", "UpstreamFailed", "UserError"),
+    "errors": ("AgentError", "Cancelled", "ConfigError", "ContextTooLong", "ControlSignal",
+        "CounterpointError", "DeadlineExceeded", "FallbackFailed", "GraphError", "InvalidOutput",
+        "MalformedResponse", "ModelError", "ModelRefused", "ModelRejected", "ModelUnavailable",
+        "NodeFailed", "NodeTimeout", "OutputNotSerializable", "PatchError", "PlanningError",
+        "RateLimited", "Retry", "RunFailure", "RunNotFound", "ScriptError", "SourceError",
+        "StoreCorrupt", "StoreError", "StoreLocked", "StoreTooNew", "ToolError", "UpstreamFailed",
+        "UserError"),
     "events": ("Event", "EventKind"),
     "garbage": ("tune_gc",),
     "graph": ("Choose", "Graph", "InputRef", "NodeKind", "NodeRef", "NodeSpec", "ref", "step"),
@@ -109,6 +113,7 @@ def __dir__() -> list[str]:
 __version__ = "0.1.0"
 
 __all__ = [
+    "AgentError",
     "Backend",
     "Backoff",
     "Cancelled",
@@ -152,6 +157,7 @@ __all__ = [
     "OutputNotSerializable",
     "Patch",
     "PatchError",
+    "PlanningError",
     "Policy",
     "RateLimited",
     "Retry",
@@ -173,6 +179,7 @@ __all__ = [
     "StoreLocked",
     "StoreTooNew",
     "ToolCall",
+    "ToolError",
     "ToolSpec",
     "UpstreamFailed",
     "Usage",

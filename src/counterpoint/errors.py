@@ -7,8 +7,10 @@
     │   ├── GraphError                a graph is invalid: cycle, duplicate / missing id,
     │   │                             unknown input, annotated type mismatch
     │   ├── PatchError                a live edit was rejected (cycle, finished node, stale version)
-    │   ├── SourceError               a graph file or module cannot be loaded or has no graph
     │   ├── RunNotFound               no run with that id in the store
+    │   ├── SourceError               a graph file or module cannot be loaded or has no graph
+    │   │   └── WorkflowError         a workflow file or its inputs are invalid (every problem,
+    │   │                             with file:line; in counterpoint.workflow.errors)
     │   ├── ConfigError               a model name or ``counterpoint.toml`` is invalid
     │   └── StoreError                the store cannot be used (nothing in it was modified)
     │       ├── StoreLocked           another process holds the database lock
@@ -22,6 +24,9 @@
     │   ├── OutputNotSerializable     a node returned a value that cannot be stored as JSON
     │   ├── UpstreamFailed            a node was blocked because a dependency failed
     │   ├── DeadlineExceeded          the run's deadline passed
+    │   ├── ToolError                 a tool's failure, given to the model as the tool's result
+    │   ├── AgentError                an agent stopped without an answer (turns, tokens, time)
+    │   ├── PlanningError             the planner produced no usable plan
     │   └── ModelError                a model call failed (names the model and the cause)
     │       ├── ModelUnavailable      5xx, timeout, connection error, cut-off stream (retryable)
     │       │   └── RateLimited       429 or a provider's "overloaded" (retryable, retry_after)
@@ -137,6 +142,29 @@ class UpstreamFailed(RunFailure):
 
 class DeadlineExceeded(RunFailure):
     """The run's deadline passed before this node finished."""
+
+    retryable = False
+
+
+class ToolError(RunFailure):
+    """Raise inside a tool to give the model an error message instead of failing the node.
+
+    An agent sends the message back to the model as the tool's result; raised
+    anywhere else, it is an ordinary (non-retryable) failure.
+    """
+
+    retryable = False
+
+
+class AgentError(RunFailure):
+    """An agent stopped without an answer: too many turns, over its token budget or
+    deadline. Not retryable: the same loop would stop the same way."""
+
+    retryable = False
+
+
+class PlanningError(RunFailure):
+    """The planner produced no usable plan within its attempts."""
 
     retryable = False
 

@@ -40,11 +40,18 @@ import pydantic_core
 
 from .. import codec, loop
 from ..context import NodeContext, current_context
-from ..errors import InvalidOutput, OutputNotSerializable, RunFailure, UserError
+from ..errors import (
+    AgentError,
+    InvalidOutput,
+    OutputNotSerializable,
+    RunFailure,
+    ToolError,
+    UserError,
+)
 from ..events import EventKind
 from ..ids import NodeId
 from ..models import Message, Model, Provider, Response, ToolCall, Usage
-from .tools import Tool, ToolError, arguments_schema, from_function
+from .tools import Tool, arguments_schema, from_function
 
 if TYPE_CHECKING:
     from ..graph import Graph
@@ -53,12 +60,6 @@ DEFAULT_TURN_TOKENS = 512
 
 _FINAL_ANSWER = "Now give your final answer as JSON matching the required schema."
 
-
-class AgentError(RunFailure):
-    """An agent stopped without an answer: too many turns, over its token budget or
-    deadline. Not retryable: the same loop would stop the same way."""
-
-    retryable = False
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

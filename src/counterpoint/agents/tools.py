@@ -27,22 +27,13 @@ from typing import Any, get_type_hints, overload
 import pydantic
 
 from ..context import current_context
-from ..errors import RunFailure, UserError
+from ..errors import ToolError, UserError
 from ..models.types import ToolSpec
 
 IDEMPOTENCY_PARAM = "idempotency_key"
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 """What every provider accepts as a tool name."""
 
-
-class ToolError(RunFailure):
-    """Raise inside a tool to give the model an error message instead of failing the node.
-
-    An agent sends the message back to the model as the tool's result; raised
-    anywhere else, it is an ordinary (non-retryable) failure.
-    """
-
-    retryable = False
 
 
 @dataclass(frozen=True, kw_only=True)

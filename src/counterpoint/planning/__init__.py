@@ -9,9 +9,10 @@ synthesizes a cited answer. ``Team`` holds the roles, ``Limits`` the bounds.
 
 from __future__ import annotations
 
+from ..errors import PlanningError
 from .fitting import fit
 from .plan import Gap, Plan, Redo, Replan, Subtask, Verdict, check_plan, repair_plan
-from .solve import PlanningError, goal_graph, make_plan, subtask_tree
+from .solve import goal_graph, make_plan, subtask_tree
 from .team import Limits, Team
 
 __all__ = ["Gap", "Limits", "Plan", "PlanningError", "Redo", "Replan", "Subtask", "Team",

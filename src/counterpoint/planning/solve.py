@@ -36,7 +36,7 @@ import pydantic
 
 from ..agents import Agent, Tool
 from ..context import NodeContext
-from ..errors import InvalidOutput, RunFailure
+from ..errors import InvalidOutput, PlanningError
 from ..events import EventKind
 from ..graph import Graph
 from ..ids import NodeId
@@ -64,11 +64,6 @@ def _reserved(subtask_id: str) -> bool:
     """Ids the graph's own nodes use (``plan``, ``answer``, ``verify-N``)."""
     return subtask_id in RESERVED or subtask_id.startswith("verify-")
 
-
-class PlanningError(RunFailure):
-    """The planner produced no usable plan within its attempts."""
-
-    retryable = False
 
 
 # --------------------------------------------------------------------- planning

@@ -1,0 +1,33 @@
+"""One error hierarchy (counterpoint.errors): every public error is a CounterpointError."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+import counterpoint as cp
+
+PUBLIC = ["counterpoint", "counterpoint.agents", "counterpoint.planning",
+          "counterpoint.workflow", "counterpoint.models", "counterpoint.store"]
+
+
+@pytest.mark.parametrize("module", PUBLIC)
+def test_every_public_error_is_a_counterpoint_error(module: str) -> None:
+    mod = importlib.import_module(module)
+    for name in getattr(mod, "__all__", dir(mod)):
+        value = getattr(mod, name)
+        if isinstance(value, type) and issubclass(value, BaseException):
+            assert issubclass(value, cp.CounterpointError), f"{module}.{name}"
+
+
+def test_the_layers_errors_live_in_errors_py_and_stay_importable_where_they_were() -> None:
+    from counterpoint.agents import AgentError
+    from counterpoint.agents.tools import ToolError
+    from counterpoint.planning import PlanningError
+
+    assert (AgentError, ToolError, PlanningError) == (cp.AgentError, cp.ToolError,
+                                                       cp.PlanningError)
+    assert all(e.__module__ == "counterpoint.errors"
+               for e in (AgentError, ToolError, PlanningError))
+    assert issubclass(cp.FallbackFailed, cp.NodeFailed)
