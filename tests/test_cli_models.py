@@ -104,6 +104,26 @@ def test_ask_errors_are_clear(tmp_path: Path, server: OpenAIServer) -> None:
     assert "api_key_env" in leaked.stderr and "sk-secret" not in leaked.stderr
 
 
+def test_ask_retries_as_often_as_the_library_does(tmp_path: Path, server: OpenAIServer) -> None:
+    _config(tmp_path, server)
+    server.script(Reply.status(429, headers={"retry-after": "0"}),
+                  Reply.status(503, headers={"retry-after": "0"}), Reply.text("third time"))
+    proc = _cli("ask", "fake", "hi", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "third time" in proc.stdout and server.pending == 0
+
+
+def test_ask_never_prints_a_key_the_provider_echoes(tmp_path: Path,
+                                                   server: OpenAIServer) -> None:
+    key = "sk-echoed-by-the-server-31337"
+    _config(tmp_path, server, 'api_key_env = "FAKE_KEY"\n')
+    server.script(Reply.status(401, {"error": {"message": f"Incorrect API key: {key}"}}))
+    proc = _cli("ask", "fake", "hi", cwd=tmp_path, env={"FAKE_KEY": key})
+    assert proc.returncode == 1
+    assert "Incorrect API key: ***" in proc.stdout
+    assert key not in proc.stdout + proc.stderr
+
+
 def test_ask_the_embedded_model_with_a_schema(tmp_path: Path) -> None:
     schema = tmp_path / "city.json"
     schema.write_text(json.dumps({"type": "object", "properties": {

@@ -313,8 +313,9 @@ async def test_a_re_run_is_answered_from_the_cache(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "runs.db")
     answers = {"Paris?": {"name": "Paris", "population": 2}, "Lyon?": {"name": "Lyon",
                                                                        "population": 1}}
+    # a name makes scripted models one model to the cache (unnamed, each is its own)
     scripted = ScriptedModel([lambda r: Response(text=str(answers[r.messages[-1].content])
-                                                 .replace("'", '"'))] * 2)
+                                                 .replace("'", '"'))] * 2, name="cities")
     try:
         first = await cp.run(_graph(Model(scripted)), store=store)
         scripted.verify()
@@ -328,7 +329,7 @@ async def test_a_re_run_is_answered_from_the_cache(tmp_path: Path) -> None:
         store.close()
     reopened = SQLiteStore(tmp_path / "runs.db")  # the cache is durable
     try:
-        third = await cp.run(_graph(Model(ScriptedModel())), store=reopened)
+        third = await cp.run(_graph(Model(ScriptedModel(name="cities"))), store=reopened)
         assert third.ok and third.usage.cache_hits == 2
     finally:
         reopened.close()

@@ -186,3 +186,10 @@ async def test_a_tool_result_turn_is_accepted(subject: Subject) -> None:
     result = await Model(subject.provider, cache=False).generate(
         conversation, tools=[WEATHER], tool_choice="none", max_tokens=MAX_TOKENS)
     assert result.text.strip()
+
+
+async def test_identity_is_a_stable_string_the_cache_can_key_by(subject: Subject) -> None:
+    identity = subject.provider.identity
+    assert isinstance(identity, str) and identity
+    assert subject.provider.identity == identity
+    assert subject.provider.name not in ("", identity)

@@ -9,6 +9,29 @@ from typing import Any
 
 from .errors import UserError
 
+PROGRAMMING_ERRORS: tuple[type[BaseException], ...] = (
+    TypeError, AttributeError, NameError, ImportError, SyntaxError, AssertionError,
+    NotImplementedError)
+"""Bugs in code, not bad luck: another attempt fails the same way, so none is made by
+default (``NameError`` includes ``UnboundLocalError``, ``ImportError``
+``ModuleNotFoundError``, ``SyntaxError`` ``IndentationError``)."""
+
+
+class _RetriedByDefaultType(type):
+    def __instancecheck__(cls, instance: object) -> bool:
+        return cls.__subclasscheck__(type(instance))
+
+    def __subclasscheck__(cls, subclass: type) -> bool:
+        return issubclass(subclass, Exception) and not issubclass(subclass, PROGRAMMING_ERRORS)
+
+
+class RetriedByDefault(metaclass=_RetriedByDefaultType):
+    """Matches (in ``isinstance``) every ``Exception`` except :data:`PROGRAMMING_ERRORS`.
+
+    A virtual class, never instantiated, so that ``Policy.retry_on`` stays a plain tuple
+    of types that the runtime checks with ``isinstance``.
+    """
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Backoff:
@@ -39,8 +62,11 @@ class Policy:
     """Seconds one attempt may take; exceeding it is a retryable ``NodeTimeout``."""
     backoff: Backoff = field(default_factory=Backoff)
     """Delay schedule between attempts."""
-    retry_on: tuple[type[BaseException], ...] = (Exception,)
-    """Exception types that are retried (unless they carry ``retryable = False``)."""
+    retry_on: tuple[type, ...] = (RetriedByDefault,)
+    """Exception types that are retried (unless they carry ``retryable = False``). The
+    default is every ``Exception`` but a programming error (:data:`PROGRAMMING_ERRORS`:
+    ``TypeError``, ``AttributeError``, ``NameError``...); ``(Exception,)`` retries those
+    too."""
     fallback: Callable[..., Any] | None = None
     """Called with the node's inputs after the last attempt failed; its result is the output."""
     resources: Mapping[str, int] = field(default_factory=dict)

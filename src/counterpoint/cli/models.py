@@ -24,6 +24,7 @@ from .. import loop
 from ..errors import ConfigError, ModelError
 from ..models import Model, ModelConfig, build_provider, load_registry
 from ..models.types import OutputSpec
+from ..secrets import redact
 
 MODELS_HELP = "List configured models and whether each is reachable."
 ASK_HELP = "Make one call to MODEL and print the answer, usage and cost."
@@ -91,7 +92,7 @@ async def _reachability(configs: list[ModelConfig]) -> dict[str, str | None]:
 
 def _endpoint(config: ModelConfig) -> str:
     return {"openai": "api.openai.com", "anthropic": "api.anthropic.com",
-            "local": "in process"}[config.provider]
+            "local": "in process"}.get(config.provider, "the provider's default")
 
 
 def _price(config: ModelConfig) -> str:
@@ -137,11 +138,11 @@ def ask_command(
     with reported():
         started = time.perf_counter()
         try:
-            result = loop.run(Model(model, cache=False, retries=1).generate(
+            result = loop.run(Model(model, cache=False).generate(  # the library's retries
                 prompt, system=system, output=output, max_tokens=max_tokens,
                 temperature=temperature, stream=printer or False))
         except ModelError as exc:
-            out.print(Text(f"error: {exc}", style="red"), soft_wrap=True)
+            out.print(Text(f"error: {redact(str(exc))}", style="red"), soft_wrap=True)
             raise typer.Exit(1) from None
         elapsed = time.perf_counter() - started
     usage = result.usage

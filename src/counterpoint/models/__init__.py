@@ -6,14 +6,17 @@ from ``counterpoint.toml``) gives :meth:`Model.generate`: structured output, too
 calls, streaming, usage and cost, rate limits, retries, fallbacks and a response
 cache, the same for every provider. Providers implement the small
 :class:`Provider` seam; their differences are declared in :class:`Capabilities`.
+A provider kind is found by name through one registry (built-ins, the
+``counterpoint.providers`` entry points, :func:`register_provider`).
 """
 
 from __future__ import annotations
 
 from .config import DEFAULT_MODEL, ModelConfig, ModelRegistry, load_registry
 from .limits import RateLimiter
-from .model import Generation, Model, build_provider
+from .model import Generation, Model
 from .provider import Capabilities, Provider
+from .provider_registry import ProviderFactory, build_provider, register_provider
 from .scripted import ScriptedModel
 from .types import Message, OutputSpec, Request, Response, ToolCall, ToolSpec, Usage
 
@@ -27,6 +30,7 @@ __all__ = [
     "ModelRegistry",
     "OutputSpec",
     "Provider",
+    "ProviderFactory",
     "RateLimiter",
     "Request",
     "Response",
@@ -36,4 +40,5 @@ __all__ = [
     "Usage",
     "build_provider",
     "load_registry",
+    "register_provider",
 ]

@@ -13,15 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anthropic
 import httpx2  # the SDK's HTTP client: its errors can surface while a stream is read
 
 from ..errors import MalformedResponse, ModelError, ModelRefused, ModelRejected, ModelUnavailable
+from ..secrets import register_secret
 from . import classify
 from .provider import Capabilities, Provider, TextSink
 from .types import FinishReason, Message, Request, Response, ToolCall, Usage
+
+if TYPE_CHECKING:
+    from .config import ModelConfig
 
 CAPABILITIES = Capabilities(tools=True, forced_tool=True, parallel_tool_calls=True,
                             json_schema=False, json_object_schema=False, streaming=True,
@@ -54,6 +58,8 @@ class AnthropicProvider(Provider):
         self.model = model
         self.capabilities = capabilities or CAPABILITIES
         self.timeout = timeout
+        if api_key:
+            register_secret(api_key)
         # A placeholder key keeps the SDK from searching the environment and disk for
         # credentials; a missing key then shows up as a 401 naming the key variable.
         self._client = anthropic.AsyncAnthropic(
@@ -63,6 +69,10 @@ class AnthropicProvider(Provider):
     @property
     def base_url(self) -> str:
         return str(self._client.base_url)
+
+    @property
+    def identity(self) -> str:
+        return f"anthropic:{self.base_url.rstrip('/')}:{self.model}"
 
     async def complete(self, request: Request, *, on_text: TextSink | None = None,
                        time_limit: float | None = None) -> Response:
@@ -260,6 +270,12 @@ class AnthropicProvider(Provider):
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+def from_config(config: ModelConfig) -> AnthropicProvider:
+    """The ``anthropic`` kind's factory."""
+    return AnthropicProvider(config.name, config.model, base_url=config.endpoint(),
+                             api_key=config.api_key(), timeout=config.timeout)
 
 
 class _Assembly:

@@ -3,14 +3,17 @@
 Retryable: 408, 409, 429, 5xx (and Anthropic's 529 "overloaded"), timeouts,
 connection errors, a stream cut off before its end, an answer that does not
 parse. Not retryable: other 4xx (bad request, credentials, permissions, unknown
-model), a prompt too long for the context window, a refusal.
+model), a prompt too long for the context window, a refusal. Messages built here
+never carry a registered secret (see ``counterpoint.secrets``): a provider that
+echoes the API key in its error body is redacted.
 """
 
 from __future__ import annotations
 
+import datetime
 import email.utils
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from ..errors import (
     ContextTooLong,
@@ -19,6 +22,7 @@ from ..errors import (
     ModelUnavailable,
     RateLimited,
 )
+from ..secrets import redact
 
 _CONTEXT_HINTS = ("context length", "context_length", "maximum context", "too many tokens",
                   "prompt is too long", "context window", "exceeds the context")
@@ -32,31 +36,61 @@ _WHAT_TO_DO = {
 }
 
 
-def retry_after(headers: Mapping[str, str] | None) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` / ``Retry-After`` (seconds or HTTP date)."""
+MAX_RETRY_AFTER = 300.0
+"""Longest wait taken from a provider's ``Retry-After`` (a day-long quota reset is
+better reported than slept through)."""
+
+
+def retry_after(headers: Mapping[str, str] | None, *,
+                now: Callable[[], float] = time.time) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` / ``Retry-After`` (seconds or HTTP date).
+
+    A value that is neither (``soon``), negative or not a number is ignored
+    (``None``); a date in the past is 0; anything longer than ``MAX_RETRY_AFTER`` is
+    capped. ``now`` gives the current Unix time, for HTTP dates. Never raises.
+    """
     if not headers:
         return None
     lower = {k.lower(): v for k, v in headers.items()}
-    if (ms := lower.get("retry-after-ms")) is not None:
-        try:
-            return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
+    ms = _seconds(lower.get("retry-after-ms"))
+    if ms is not None:
+        return min(ms / 1000, MAX_RETRY_AFTER)
     value = lower.get("retry-after")
     if value is None:
         return None
+    seconds = _seconds(value)
+    if seconds is None:
+        seconds = _until(value, now)
+    return None if seconds is None else min(seconds, MAX_RETRY_AFTER)
+
+
+def _seconds(value: str | None) -> float | None:
+    """A non-negative number of seconds, or ``None``."""
+    if value is None:
+        return None
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value) if value else None
-        return None if parsed is None else max(0.0, parsed.timestamp() - time.time())
+        return None
+    return seconds if seconds >= 0 else None  # also rejects NaN
+
+
+def _until(value: str, now: Callable[[], float]) -> float | None:
+    """Seconds from now until an HTTP date (RFC 9110 IMF-fixdate or an obsolete form)."""
+    try:
+        when = email.utils.parsedate_to_datetime(value.strip())
+    except (ValueError, TypeError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:  # "-0000" or no zone: HTTP dates are always GMT
+        when = when.replace(tzinfo=datetime.UTC)
+    return max(0.0, when.timestamp() - now())
 
 
 def from_status(model: str, status: int, message: str,
                 headers: Mapping[str, str] | None = None) -> ModelError:
     """The error for an HTTP error answer."""
     wait = retry_after(headers)
-    detail = " ".join(message.split())[:500]
+    detail = redact(" ".join(message.split()))[:500]
     if status == 429 or status == 529:
         return RateLimited(f"model {model}: rate limited (HTTP {status}): {detail}",
                            model=model, status=status, retry_after=wait)
@@ -78,4 +112,5 @@ def timed_out(model: str, timeout: float | None) -> ModelUnavailable:
 
 
 def unreachable(model: str, cause: BaseException | str) -> ModelUnavailable:
-    return ModelUnavailable(f"model {model}: cannot connect: {cause}", model=model)
+    return ModelUnavailable(f"model {model}: cannot connect: {redact(str(cause))}",
+                            model=model)

@@ -9,6 +9,7 @@ A model is named by one string: ``openai:gpt-4.1-mini``, ``anthropic:claude-sonn
 
     [models.fast]
     provider = "openai"            # openai (and any compatible server) | anthropic | local
+                                   # | a kind a plugin registers (see provider_registry)
     model = "Qwen/Qwen3-8B"        # the id the endpoint knows
     base_url = "http://127.0.0.1:8000/v1"
     profile = "vllm"               # capability profile of the server kind
@@ -32,16 +33,20 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import ConfigError
+from ..secrets import register_secret
+from . import provider_registry
 from .types import Usage
 
 DEFAULT_MODEL = "local:smollm2"
-ProviderKind = Literal["openai", "anthropic", "local"]
 _KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+"""The key variable a built-in kind reads when a model sets neither key option."""
+_BASE_URL_ENV = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
+"""The endpoint variable a built-in kind's SDK reads when a model sets no ``base_url``."""
 
 
 class ModelConfig(BaseModel):
@@ -51,9 +56,12 @@ class ModelConfig(BaseModel):
 
     name: str
     """The name calls are made and recorded under."""
-    provider: ProviderKind
+    provider: str
+    """The provider kind: ``openai``, ``anthropic``, ``local`` or one a plugin registers
+    (see :mod:`counterpoint.models.provider_registry`)."""
     model: str = ""
-    """The id the endpoint knows (for ``local``: a GGUF path, empty for the default)."""
+    """The id the endpoint knows (for ``local``: a GGUF path, or ``smollm2`` or empty for
+    the embedded default)."""
     base_url: str | None = None
     profile: str | None = None
     """Capability profile (``openai``, ``vllm``, ``sglang``, ``ollama``, ``llama.cpp``,
@@ -95,22 +103,37 @@ class ModelConfig(BaseModel):
         return usage.model_copy(update={"cost": dollars})
 
     def api_key(self) -> str | None:
-        """The key from ``api_key_file`` or the environment; ``None`` when none is needed."""
+        """The key from ``api_key_file`` or the environment; ``None`` when none is needed.
+
+        A key read here is registered with :mod:`counterpoint.secrets`, so no error
+        message or log entry shows it.
+        """
         if self.api_key_file:
             path = Path(self.api_key_file).expanduser()
             try:
-                return path.read_text().strip()
+                key = path.read_text().strip()
             except OSError as exc:
                 raise ConfigError(f"model {self.name} ({self.source or 'built in'}): cannot "
                                   f"read api_key_file {path}: {exc.strerror}") from exc
+            register_secret(key)
+            return key
         variable = self.api_key_env or (None if self.base_url else _KEY_ENV.get(self.provider))
         if variable is None:
             return None
-        key = os.environ.get(variable)
-        if not key:
+        value = os.environ.get(variable)
+        if not value:
             raise ConfigError(f"model {self.name}: environment variable {variable} is not set; "
                               "export it (or set api_key_file) to use this model")
-        return key
+        register_secret(value)
+        return value
+
+    def endpoint(self) -> str | None:
+        """``base_url``, else the kind's endpoint variable (``OPENAI_BASE_URL``...) if set;
+        ``None`` for the provider's default endpoint."""
+        if self.base_url:
+            return self.base_url
+        variable = _BASE_URL_ENV.get(self.provider)
+        return (os.environ.get(variable) or None) if variable else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,13 +161,8 @@ def builtin(name: str, *, known: list[str] | None = None) -> ModelConfig:
         raise ConfigError(f"unknown model {name!r}: use provider:model (openai:gpt-4.1-mini, "
                           f"anthropic:claude-sonnet-4-5, local:smollm2) or a name from "
                           f"counterpoint.toml{configured}")
-    if provider == "local":
-        return ModelConfig(name=name, provider="local",
-                           model="" if ident == "smollm2" else ident, context_window=4096)
-    if provider in ("openai", "anthropic"):
-        return ModelConfig(name=name, provider=provider, model=ident)  # type: ignore[arg-type]
-    raise ConfigError(f"unknown provider {provider!r} in model {name!r}: use openai, "
-                      "anthropic or local, or define the name in counterpoint.toml")
+    provider_registry.PROVIDERS.check(provider, model=name)
+    return ModelConfig(name=name, provider=provider, model=ident)
 
 
 def config_files() -> list[Path]:
@@ -201,13 +219,15 @@ def _model(path: Path, text: str, name: str, table: Any) -> ModelConfig:
     if "provider" not in table and ":" in name:
         table = {**builtin(name).model_dump(exclude={"name", "source"}), **table}
     try:
-        return ModelConfig(name=name, source=where, **table)
+        config = ModelConfig(name=name, source=where, **table)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
                              for e in exc.errors())
         raise ConfigError(f"{where}: model {name!r} is invalid: {problems}") from None
     except TypeError as exc:
         raise ConfigError(f"{where}: model {name!r} is invalid: {exc}") from None
+    provider_registry.PROVIDERS.check(config.provider, model=name, where=where)
+    return config
 
 
 def _line_of(text: str, key: str) -> int:

