@@ -31,3 +31,28 @@ def test_the_layers_errors_live_in_errors_py_and_stay_importable_where_they_were
     assert all(e.__module__ == "counterpoint.errors"
                for e in (AgentError, ToolError, PlanningError))
     assert issubclass(cp.FallbackFailed, cp.NodeFailed)
+
+
+def test_a_secret_in_a_failing_steps_error_never_reaches_the_log() -> None:
+    """Regression: an error echoing a configured secret was stored and shown verbatim."""
+    from counterpoint.events import EventKind
+    from counterpoint.secrets import register_secret
+
+    secret = "sk-test-0123456789abcdef"
+    register_secret(secret)
+
+    async def leaky() -> None:
+        raise RuntimeError(f"the server said: bad key {secret}")
+
+    async def records(ctx: cp.NodeContext) -> None:
+        ctx.record(EventKind.TOOL_RESULT, {"text": f"echo {secret}"})
+
+    g = cp.Graph("leaky")
+    g.add("leak", leaky)
+    g.add("note", records)
+    store = cp.MemoryStore()
+    result = cp.run_sync(g, store=store)
+    assert result.nodes["leak"].status is cp.NodeStatus.FAILED
+    logged = repr([(e.data, e.value) for e in store.events(result.run_id)])
+    assert secret not in logged
+    assert "bad key ***" in logged and "echo ***" in logged

@@ -11,6 +11,7 @@ import pydantic
 import pydantic_core
 
 from .errors import OutputNotSerializable, RunFailure
+from .secrets import redact
 
 
 def encode(value: Any) -> str:
@@ -45,14 +46,14 @@ def decode(text: str, annotation: Any = Any) -> Any:
 
 def error_info(exc: BaseException, *, final: bool, retryable: bool,
                retry_in: float | None = None) -> dict[str, Any]:
-    """A JSON-compatible description of a failure for the log."""
+    """A JSON-compatible description of a failure for the log (secrets redacted)."""
     tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
-    info: dict[str, Any] = {
+    info: dict[str, Any] = {  # what the log keeps never holds a configured secret
         "final": final,
         "type": type(exc).__name__,
-        "message": str(exc) or type(exc).__name__,
+        "message": redact(str(exc) or type(exc).__name__),
         "retryable": retryable,
-        "traceback": "".join(tb[-6:])[-4000:],
+        "traceback": redact("".join(tb[-6:])[-4000:]),
     }
     if retry_in is not None:
         info["retry_in"] = round(retry_in, 4)

@@ -21,6 +21,7 @@ from .errors import Cancelled, PatchError, UserError
 from .events import Event, EventKind
 from .ids import NodeId, RunId
 from .patch import Edit
+from .secrets import redact_data
 from .state import ModelTally, NodeStatus, RunState
 
 if TYPE_CHECKING:
@@ -129,9 +130,10 @@ class NodeContext:
         """Add an informational event (a model call, a streamed delta) to this node's run.
 
         Persisted events go to the log; ``persist=False`` only reaches subscribers.
-        Informational events never change which nodes run.
+        Informational events never change which nodes run. Configured secrets are
+        redacted from ``data`` first (:mod:`counterpoint.secrets`).
         """
-        event = Event(kind, time.time(), self.node, self.attempt, data=data)
+        event = Event(kind, time.time(), self.node, self.attempt, data=redact_data(data))
         target = self._execution.emit if persist else self._execution.publish
         loop = self._loop_from_thread(UserError, "recorded")
         if loop is None:

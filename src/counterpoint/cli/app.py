@@ -91,7 +91,9 @@ def reported() -> Iterator[None]:
     try:
         yield
     except UserError as exc:
-        fail(str(exc))
+        from ..secrets import redact
+
+        fail(redact(str(exc)))
 
 
 def parse_limits(values: list[str]) -> dict[str, int]:
