@@ -51,3 +51,23 @@ def test_metrics_come_back_from_the_log_alone() -> None:
     replayed = compute(project(result.run_id, store.events(result.run_id)).state, 0.0)
     assert replayed.waited == result.metrics.waited
     assert replayed.waited.get("thread", 0.0) > 0
+
+
+def test_waiting_for_a_models_concurrency_slot_shows_as_waiting() -> None:
+    """Regression: nodes calling a model that serves one call at a time "ran in parallel"
+    in the metrics while they queued for it."""
+    model = cp.Model(cp.ScriptedModel(["one", "two", "three"], delay=0.05), max_concurrency=1,
+                     cache=False)
+
+    async def ask(i: int) -> str:
+        answer = await model.generate(f"question {i}")
+        return answer.text
+
+    g = cp.Graph("one-slot")
+    for i in range(3):
+        g.add(f"q{i}", ask, i=i)
+    result = cp.run_sync(g, store="memory")
+    assert result.ok, result.nodes
+    waits = sorted(n.waited.get("model", 0.0) for n in result.metrics.nodes.values())
+    assert waits[0] == 0.0 and waits[1] > 0 and waits[2] > waits[1]
+    assert result.metrics.mean_parallel_width < 1.5  # one call at a time did the work

@@ -33,6 +33,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+from ..context import record_wait
 from ..errors import RateLimited
 
 SPACING_MARGIN = 1.25
@@ -91,12 +92,18 @@ class RateLimiter:
         """
         semaphore = self._semaphore()
         if semaphore is not None:
-            await semaphore.acquire()
+            if semaphore.locked():  # every slot is taken: the wait is the node's, not work
+                asked = time.perf_counter()
+                await semaphore.acquire()
+                record_wait("model", time.perf_counter() - asked)
+            else:
+                await semaphore.acquire()
         try:
             while True:
                 reservation = self._reserve(tokens)
                 if reservation.delay > 0:
                     self.waited += reservation.delay
+                    record_wait("model", reservation.delay)
                     await asyncio.sleep(reservation.delay)
                 if not self._paused():
                     break  # a pause that began while we slept takes a new slot after it

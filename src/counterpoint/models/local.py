@@ -15,9 +15,11 @@ import atexit
 import importlib.metadata
 import os
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..context import record_wait
 from ..errors import ConfigError, ContextTooLong, ModelError
 from .provider import Capabilities, Provider, TextSink
 from .types import FinishReason, Message, Request, Response, Usage
@@ -136,8 +138,9 @@ class LocalProvider(Provider):
             if on_text is not None:
                 loop.call_soon_threadsafe(on_text, piece)
 
+        waited: list[float] = []  # how long the call waited for the model (one at a time)
         work = asyncio.to_thread(self._generate, loaded, kwargs, stop,
-                                 emit if on_text is not None else None)
+                                 emit if on_text is not None else None, waited)
         try:
             async with asyncio.timeout(time_limit):
                 return await work
@@ -146,6 +149,8 @@ class LocalProvider(Provider):
             raise timed_out(self.name, time_limit) from None
         finally:
             stop.set()  # a cancelled or timed-out call stops decoding at the next token
+            if waited:
+                record_wait("model", waited[0])
 
     def _body(self, request: Request) -> dict[str, Any]:
         body: dict[str, Any] = {"messages": [_message_json(m) for m in request.messages],
@@ -161,8 +166,10 @@ class LocalProvider(Provider):
         return body
 
     def _generate(self, loaded: _Loaded, kwargs: dict[str, Any], stop: threading.Event,
-                  emit: Any) -> Response:
+                  emit: Any, waited: list[float]) -> Response:
+        asked = time.perf_counter()
         with loaded.lock:
+            waited.append(time.perf_counter() - asked)
             if stop.is_set():
                 raise asyncio.CancelledError
             llm = loaded.llm
