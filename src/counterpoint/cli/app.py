@@ -16,27 +16,30 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
-from rich.text import Text
 
-from .. import __version__, api, loop
+from .. import __version__
 from ..errors import RunNotFound, StoreError, UserError
-from ..events import EventKind
-from ..graph import Graph
+from ..garbage import tune_gc
 from ..ids import RunId
-from ..loader import load_target, split_target
-from ..options import RunOptions
-from ..results import RunResult
-from ..scheduler.owners import owner_alive
-from ..state import RunStatus
-from ..store import RunStore, default_location, open_store
 from . import goals
-from .live import Display, LineDisplay, LiveView, follow
-from .recorded import log_report, mark_cancelled, shown_status
-from .render import Report, calls_table, dumps, payload, runs_table, summary
+from .models import ASK_HELP, MODELS_HELP, ask_command, models_command
+
+# Only what the commands' signatures name is imported here: `counterpoint --help` builds
+# every command from its signature, so the library (scheduler, models, store, rich
+# renderables) is imported inside the commands that use it. tests/cli/test_startup.py
+# pins that.
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ..graph import Graph
+    from ..options import RunOptions
+    from ..results import RunResult
+    from ..store import RunStore
+    from .live import Display
+    from .render import Report
 
 app = typer.Typer(
     name="counterpoint",
@@ -57,9 +60,6 @@ Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No live view or prog
 AsJson = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")]
 
 
-from ..garbage import tune_gc  # noqa: E402
-from .models import ASK_HELP, MODELS_HELP, ask_command, models_command  # noqa: E402
-
 app.command("models", help=MODELS_HELP)(models_command)
 app.command("ask", help=ASK_HELP)(ask_command)
 app.command("plan")(goals.plan_command)
@@ -73,6 +73,7 @@ def main() -> None:
 
 # ------------------------------------------------------------------ plumbing
 def make_console(*, stderr: bool = False) -> Console:
+    from rich.console import Console
     console = Console(stderr=stderr, highlight=False, markup=False)
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console.width = PIPE_WIDTH
@@ -81,6 +82,7 @@ def make_console(*, stderr: bool = False) -> Console:
 
 def fail(message: str) -> NoReturn:
     """Print ``error: message`` on stderr and exit with code 2."""
+    from rich.text import Text
     make_console(stderr=True).print(Text(f"error: {message}", style="red"), soft_wrap=True)
     raise typer.Exit(2)
 
@@ -131,11 +133,13 @@ def _key(key: str, sep: str, value: str, option: str, form: str) -> str:
 
 def graph_attr(target: str) -> str | None:
     """The ``:GRAPH`` part of a target, as :func:`~counterpoint.loader.load_target` reads it."""
+    from ..loader import split_target
     return split_target(target)[1]
 
 
 def open_existing(db: str | None, run_id: str | None = None) -> RunStore:
     """The store at ``db``, which must exist already (reading never creates one)."""
+    from ..store import default_location, open_store
     location = db or default_location()
     if location not in ("memory", ":memory:") and not Path(location).exists():
         if run_id is not None:
@@ -151,6 +155,7 @@ def show_hint(run_id: str, db: str | None) -> str:
 
 
 def exit_code(status: str) -> int:
+    from ..state import RunStatus
     return 0 if status == RunStatus.SUCCEEDED else 1
 
 
@@ -163,12 +168,14 @@ def _importable_cwd() -> None:
 
 
 def _display(console: Console, *, quiet: bool) -> Display:
+    from .live import Display, LineDisplay, LiveView
     if quiet:
         return Display()
     return LiveView(console) if console.is_terminal else LineDisplay(console)
 
 
 def _finish(report: Report, *, db: str | None, as_json: bool, out: Console) -> int:
+    from .render import dumps, payload, summary
     if as_json:
         typer.echo(dumps(payload(report)))
     else:
@@ -177,6 +184,7 @@ def _finish(report: Report, *, db: str | None, as_json: bool, out: Console) -> i
 
 
 def _result_report(result: RunResult, note: str | None = None) -> Report:
+    from .render import Report
     reason = result.state.stop_reason
     if note is None and reason is not None:
         note = {"deadline": "stopped: the run's deadline passed; finished nodes kept "
@@ -238,6 +246,9 @@ def run(
     (--rounds, --budget-tokens, --budget-usd, --deadline bound it); the model
     options choose each role's model. --model also sets a workflow's default model.
     """
+    from ..loader import load_target
+    from ..options import RunOptions
+    from ..store import default_location, open_store
     limits = parse_limits(limit or [])
     out = make_console()
     kind = goals.target_kind(target)
@@ -271,6 +282,8 @@ def run(
 def _run(graph: Graph, options: RunOptions, inputs: dict[str, Any], store: RunStore,
          attr: str | None, *, db: str | None, quiet: bool, as_json: bool, out: Console,
          goal: bool = False) -> int:
+    from .. import api, loop
+    from .live import follow
     display = _display(make_console(stderr=True) if as_json else out, quiet=quiet)
     started: list[RunId] = []
 
@@ -291,6 +304,7 @@ def _run(graph: Graph, options: RunOptions, inputs: dict[str, Any], store: RunSt
 
 
 def _interrupted(run_id: str | None, db: str | None) -> int:
+    from rich.text import Text
     message = "interrupted"
     if run_id is not None:
         where = f" --db {shlex.quote(db)}" if db else ""
@@ -309,6 +323,8 @@ def resume(
     as_json: AsJson = False,
 ) -> None:
     """Continue a run whose process died; nodes that finished do not run again."""
+    from ..state import RunStatus
+    from .recorded import log_report
     out = make_console()
     progress = make_console(stderr=True) if as_json else out
     with reported():
@@ -332,6 +348,8 @@ def resume(
 
 def _resume(run_id: str, store: RunStore, *, db: str | None, quiet: bool, as_json: bool,
             out: Console, progress: Console) -> int:
+    from .. import api, loop
+    from .live import follow
     display = _display(progress, quiet=quiet)
 
     async def resume_and_follow() -> RunResult:
@@ -360,6 +378,9 @@ def show(
         "--calls", help="Also list every model call: node, model, tokens, cost, latency.")] = False,
 ) -> None:
     """Show a run from its log (nothing runs; the graph's code is not imported)."""
+    from ..events import EventKind
+    from .recorded import log_report
+    from .render import calls_table, dumps, payload, summary
     with reported():
         store = open_existing(db, run_id)
         try:
@@ -390,6 +411,9 @@ def runs(
                                        help="Most runs to list.")] = 20,
 ) -> None:
     """List runs, newest first."""
+    from ..store import default_location, open_store
+    from .recorded import shown_status
+    from .render import runs_table
     out = make_console()
     location = db or default_location()
     with reported():
@@ -428,6 +452,9 @@ def cancel(
 
 
 def _cancel(store: RunStore, run_id: RunId, wait: float, out: Console) -> int:
+    from ..scheduler.owners import owner_alive
+    from ..state import RunStatus
+    from .recorded import mark_cancelled
     record = store.run(run_id)
     if record.status != RunStatus.RUNNING:
         out.print(f"run {run_id} already finished: {record.status}", soft_wrap=True)

@@ -10,19 +10,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.text import Text
 
-from .. import loop
-from ..agents import Agent
 from ..errors import RunFailure
-from ..graph import Graph
-from ..loader import built_by
-from ..models import Model
-from ..planning import Limits, Team, goal_graph, make_plan
-from .render import plan_tree
+
+# The options below are all `counterpoint --help` needs from this module; planning,
+# models and agents are imported by the functions that use them (see cli/app.py).
+if TYPE_CHECKING:
+    from ..graph import Graph
+    from ..planning import Team
 
 ModelOption = Annotated[str | None, typer.Option(
     "--model", metavar="MODEL",
@@ -64,6 +62,9 @@ def target_kind(target: str) -> str:
 
 def team(model: str | None, planner: str | None, worker: str | None,
          verifier: str | None, synthesizer: str | None) -> Team:
+    from ..models import Model
+    from ..planning import Team
+
     def pick(name: str | None) -> Model | None:
         return Model(name) if name else None
     return Team.default(pick(model), planner=pick(planner), worker=pick(worker),
@@ -79,6 +80,8 @@ def goal_run_graph(goal: str, the_team: Team, *, rounds: int, budget_tokens: int
     the limits, see :func:`rebuild_goal_graph`), so ``counterpoint resume RUN_ID``
     continues the run in a new process.
     """
+    from ..loader import built_by
+    from ..planning import Limits, goal_graph
     limits = Limits(max_rounds=rounds, max_tokens=budget_tokens, max_cost=budget_usd,
                     deadline=deadline, max_subtasks=max_subtasks, check=tuple(check or ()))
     graph = goal_graph(goal, the_team, limits)
@@ -94,6 +97,8 @@ def rebuild_goal_graph(goal: str, models: dict[str, str], **limits: Any) -> Grap
     """:func:`goal_run_graph` again, from what a goal run's log recorded: the same goal,
     roles on the same models (by name, so a configured name must still be configured),
     the same limits."""
+    from ..models import Model
+    from ..planning import Team
     roles = Team.default(planner=Model(models["planner"]), worker=Model(models["worker"]),
                          verifier=Model(models["verifier"]),
                          synthesizer=Model(models["synthesizer"]))
@@ -107,6 +112,7 @@ GOAL_BUILDER = f"{__name__}:{rebuild_goal_graph.__name__}"
 def role_models(the_team: Team) -> dict[str, str] | None:
     """The model name of each role of a team :func:`team` built (``None`` for another
     team, whose roles cannot be rebuilt from names)."""
+    from ..agents import Agent
     writer = the_team.workers.get("writer")
     if len(the_team.workers) != 1 or not isinstance(writer, Agent):
         return None
@@ -132,6 +138,7 @@ def workflow_graph(target: str, raw_inputs: list[str],
 
 def print_answer(output: Any, out: Any) -> None:
     """A goal run's answer (the ``answer`` node's text), after its summary."""
+    from rich.text import Text
     node = output.get("answer") if isinstance(output, dict) else None
     text = node.get("answer") if isinstance(node, dict) else None
     if not isinstance(text, str):
@@ -152,7 +159,12 @@ def plan_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
 ) -> None:
     """Plan GOAL and print the plan (subtasks, workers, dependencies) without running it."""
+    from rich.text import Text
+
+    from .. import loop
+    from ..planning import Limits, make_plan
     from .app import make_console, reported
+    from .render import plan_tree
     out = make_console()
     with reported():
         the_team = team(model, planner_model, None, None, None)

@@ -8,23 +8,19 @@ against a JSON schema file.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import jsonschema
-import pydantic
 import typer
-from rich.table import Table
-from rich.text import Text
 
-from .. import loop
 from ..errors import ConfigError, ModelError
-from ..models import Model, ModelConfig, build_provider, load_registry
-from ..models.types import OutputSpec
-from ..secrets import redact
+
+# The commands' signatures are all `counterpoint --help` needs from this module; the
+# providers, pydantic and jsonschema are imported when a command runs (see cli/app.py).
+if TYPE_CHECKING:
+    from ..models import ModelConfig
 
 MODELS_HELP = "List configured models and whether each is reachable."
 ASK_HELP = "Make one call to MODEL and print the answer, usage and cost."
@@ -35,6 +31,11 @@ def models_command(
         "--check/--no-check", help="Try to reach each model (default: yes).")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the list as JSON.")] = False,
 ) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    from .. import loop
+    from ..models import load_registry
     from .app import make_console, reported
     out = make_console()
     with reported():
@@ -76,6 +77,10 @@ def models_command(
 
 
 async def _reachability(configs: list[ModelConfig]) -> dict[str, str | None]:
+    import asyncio
+
+    from ..models import build_provider
+
     async def one(config: ModelConfig) -> str | None:
         try:
             provider = build_provider(config)
@@ -120,6 +125,12 @@ def ask_command(
                                          help="Print the answer as it arrives.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
+    import pydantic
+    from rich.text import Text
+
+    from .. import loop
+    from ..models import Model
+    from ..secrets import redact
     from .app import fail, make_console, reported
     out = make_console()
     output: Any = None
@@ -167,6 +178,10 @@ def ask_command(
 
 def _schema_type(path: Path, document: dict[str, Any]) -> Any:
     """A type whose JSON schema is ``document`` and that accepts only matching JSON."""
+    import jsonschema
+    import pydantic
+
+    from ..models.types import OutputSpec
     from .app import fail
     spec = OutputSpec(name=path.stem, schema=document)
 
