@@ -22,9 +22,9 @@ def _is_type_checking(node: ast.If) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _imports_at_import_time(path: Path, modules: set[str]) -> set[str]:
-    """Package modules that importing ``path`` imports (module level, outside
-    ``if TYPE_CHECKING:``; imports inside functions run later and are left out)."""
+def _imports(path: Path, modules: set[str], *, deferred: bool) -> set[str]:
+    """Package modules that ``path`` imports outside ``if TYPE_CHECKING:``: at module level,
+    and with ``deferred`` also inside functions (they run later, but still depend)."""
     name = _module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
@@ -39,6 +39,9 @@ def _imports_at_import_time(path: Path, modules: set[str]) -> set[str]:
                 visit(node.body)
                 for handler in node.handlers:
                     visit(handler.body)
+            elif deferred and isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef
+                                         | ast.ClassDef | ast.With | ast.For | ast.While):
+                visit(node.body)
             elif isinstance(node, ast.Import):
                 found.update(a.name for a in node.names if a.name in modules)
             elif isinstance(node, ast.ImportFrom):
@@ -62,26 +65,37 @@ def _imports_at_import_time(path: Path, modules: set[str]) -> set[str]:
                     for i in range(1, m.count(".") + 1)} - {name}
 
 
-def _graph() -> dict[str, set[str]]:
+def _graph(*, deferred: bool = False) -> dict[str, set[str]]:
     files = sorted(PACKAGE.rglob("*.py"))
     modules = {_module_name(p) for p in files}
-    return {_module_name(p): _imports_at_import_time(p, modules) for p in files}
+    graph = {_module_name(p): _imports(p, modules, deferred=deferred) for p in files}
+    # a package's __init__ importing its own submodules is how packages work, not a cycle
+    return {m: {d for d in deps if not d.startswith(m + ".")} for m, deps in graph.items()}
+
+
+def _cycle(graph: dict[str, set[str]]) -> str | None:
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as exc:
+        return " -> ".join(exc.args[1])
+    return None
 
 
 def test_the_package_has_no_import_cycles() -> None:
-    graph = _graph()
-    # a package's __init__ importing its own submodules is how packages work, not a cycle
-    edges = {m: {d for d in deps if not d.startswith(m + ".")} for m, deps in graph.items()}
-    try:
-        graphlib.TopologicalSorter(edges).prepare()
-    except graphlib.CycleError as exc:
-        raise AssertionError(f"import cycle: {' -> '.join(exc.args[1])}") from None
+    cycle = _cycle(_graph())
+    assert cycle is None, f"import cycle: {cycle}"
+
+
+def test_no_module_depends_on_one_that_depends_on_it_even_through_deferred_imports() -> None:
+    """A function-level import still is a dependency: one pointing back up is a cycle."""
+    cycle = _cycle(_graph(deferred=True))
+    assert cycle is None, f"dependency cycle: {cycle}"
 
 
 def test_the_scheduler_never_imports_the_layers_above_it() -> None:
     above = ("counterpoint.api", "counterpoint.cli", "counterpoint.workflow",
              "counterpoint.agents", "counterpoint.models", "counterpoint.planning")
-    graph = _graph()
+    graph = _graph(deferred=True)
     for module, deps in graph.items():
         if module.startswith(("counterpoint.scheduler", "counterpoint.state",
                               "counterpoint.context", "counterpoint.store")):

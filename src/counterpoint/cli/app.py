@@ -8,23 +8,22 @@ loaded, an unknown run, an unusable store. Misuse is reported as one
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shlex
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from .. import __version__
-from ..errors import RunNotFound, StoreError, UserError
+from ..errors import RunNotFound, StoreError
 from ..garbage import tune_gc
 from ..ids import RunId
 from . import goals
+from .console import make_console, reported
 from .models import ASK_HELP, MODELS_HELP, ask_command, models_command
 
 # Only what the commands' signatures name is imported here: `counterpoint --help` builds
@@ -49,8 +48,6 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 
-PIPE_WIDTH = 120
-"""Console width when the output is not a terminal (and ``COLUMNS`` is not set)."""
 CANCEL_POLL_SECONDS = 0.1
 
 Db = Annotated[str | None, typer.Option(
@@ -72,32 +69,6 @@ def main() -> None:
 
 
 # ------------------------------------------------------------------ plumbing
-def make_console(*, stderr: bool = False) -> Console:
-    from rich.console import Console
-    console = Console(stderr=stderr, highlight=False, markup=False)
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console.width = PIPE_WIDTH
-    return console
-
-
-def fail(message: str) -> NoReturn:
-    """Print ``error: message`` on stderr and exit with code 2."""
-    from rich.text import Text
-    make_console(stderr=True).print(Text(f"error: {message}", style="red"), soft_wrap=True)
-    raise typer.Exit(2)
-
-
-@contextlib.contextmanager
-def reported() -> Iterator[None]:
-    """Turn a :class:`UserError` into one ``error:`` line and exit code 2."""
-    try:
-        yield
-    except UserError as exc:
-        from ..secrets import redact
-
-        fail(redact(str(exc)))
-
-
 def parse_limits(values: list[str]) -> dict[str, int]:
     """``NAME=N`` options as a dict; a malformed one is a usage error."""
     limits: dict[str, int] = {}

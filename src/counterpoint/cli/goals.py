@@ -163,7 +163,7 @@ def plan_command(
 
     from .. import loop
     from ..planning import Limits, make_plan
-    from .app import make_console, reported
+    from .console import make_console, reported
     from .render import plan_tree
     out = make_console()
     with reported():

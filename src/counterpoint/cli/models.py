@@ -36,7 +36,7 @@ def models_command(
 
     from .. import loop
     from ..models import load_registry
-    from .app import make_console, reported
+    from .console import make_console, reported
     out = make_console()
     with reported():
         registry = load_registry()
@@ -131,7 +131,7 @@ def ask_command(
     from .. import loop
     from ..models import Model
     from ..secrets import redact
-    from .app import fail, make_console, reported
+    from .console import fail, make_console, reported
     out = make_console()
     output: Any = None
     if schema is not None:
@@ -182,7 +182,7 @@ def _schema_type(path: Path, document: dict[str, Any]) -> Any:
     import pydantic
 
     from ..models.types import OutputSpec
-    from .app import fail
+    from .console import fail
     spec = OutputSpec(name=path.stem, schema=document)
 
     try:
