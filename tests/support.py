@@ -53,3 +53,15 @@ def wait_until(check: Callable[[], Any], what: str, timeout: float = 60.0) -> An
             return value
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+async def stop_executing(handle: Any) -> None:
+    """Stop executing a run the way a process shutting down does, through the public API:
+    cancel a task awaiting its result (which cancels the run's task). Nothing ends; the run
+    stays resumable from its log."""
+    import asyncio
+
+    waiter = asyncio.create_task(handle.result())
+    await asyncio.sleep(0)  # the waiter now awaits the run
+    waiter.cancel()
+    await asyncio.wait([waiter])

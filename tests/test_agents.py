@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from support import stop_executing
 
 import counterpoint as cp
 from counterpoint.agents import Agent, AgentError, Tool, ToolError, graph_tool, tool
@@ -487,8 +488,7 @@ def _worker(model: ScriptedModel, *tools: Tool, output: type[Any] | None = None)
 async def _crash(handle: cp.RunHandle, entered: asyncio.Event) -> None:
     """Stop executing the run the way a dying process would: nothing ends, it stays resumable."""
     await asyncio.wait_for(entered.wait(), WAIT)
-    handle._task.cancel()
-    await asyncio.wait([handle._task])
+    await stop_executing(handle)
     assert handle.state.status is cp.RunStatus.RUNNING
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import stop_executing
 
 import counterpoint as cp
 import counterpoint.planning as planning
@@ -559,8 +560,7 @@ async def test_a_planned_run_resumes_after_a_crash() -> None:
     handle = await cp.start(goal_graph("goal", Team.default(crew.model(), worker=hang),
                                        Limits(max_rounds=0)), store=store)
     await asyncio.wait_for(hang.entered.wait(), WAIT)
-    handle._task.cancel()  # stop executing as a dying process would: the run stays open
-    await asyncio.wait([handle._task])
+    await stop_executing(handle)  # as a dying process would: the run stays open
     result = await asyncio.wait_for(cp.resume(
         handle.run_id, store=store,
         graph=goal_graph("goal", Team.default(crew.model()), Limits(max_rounds=0))), WAIT)

@@ -426,12 +426,16 @@ def test_live_edit_from_a_running_node() -> None:
 
 def test_live_edit_from_outside_cancels_in_flight_and_replaces_pending() -> None:
     async def scenario() -> cp.RunResult:
+        opened = asyncio.Event()
+
+        async def gate() -> None:
+            await opened.wait()
+
         g = cp.Graph("outside")
-        gate = g.add("gate", sleep_then, seconds=0.1)
+        gate_ref = g.add("gate", gate)
         g.add("long", sleep_then, seconds=10)
-        g.add("later", const, value="old", after=[gate])
-        handle = await cp.start(g, store="memory")
-        await asyncio.sleep(0.02)
+        g.add("later", const, value="old", after=[gate_ref])
+        handle = await cp.start(g, store="memory")  # both roots run from its first burst
         edit = cp.Edit("operator change")
         edit.cancel("long")
         edit.replace("later", const, value="new", after=["gate"])
@@ -440,6 +444,7 @@ def test_live_edit_from_outside_cancels_in_flight_and_replaces_pending() -> None
             bad = cp.Edit()
             bad.edge("later", "gate")
             handle.apply(bad)
+        opened.set()
         return await handle.result()
 
     result = asyncio.run(scenario())
@@ -563,15 +568,20 @@ def test_a_subscriber_right_after_start_gets_every_event_from_the_first() -> Non
 
 
 def test_cancelling_a_subgraph_node_cancels_its_sub_run(tmp_path: Path) -> None:
-    inner = cp.Graph("inner-slow")
-    inner.add("wait", sleep_then, seconds=10)
-    outer = cp.Graph("outer-cancel")
-    outer.add("sub", inner)
-
     async def scenario() -> cp.RunResult:
+        inside = asyncio.Event()
+
+        async def wait() -> None:
+            inside.set()
+            await asyncio.sleep(10)
+
+        inner = cp.Graph("inner-slow")
+        inner.add("wait", wait)
+        outer = cp.Graph("outer-cancel")
+        outer.add("sub", inner)
         store = cp.SQLiteStore(tmp_path / "runs.db")
         handle = await cp.start(outer, store=store)
-        await asyncio.sleep(0.1)
+        await inside.wait()  # the sub-run is running its node
         handle.cancel()
         result = await handle.result()
         assert store.run(cp.RunId(f"{result.run_id}/sub")).status == "cancelled"
@@ -735,9 +745,13 @@ def test_resume_continues_a_sub_run_instead_of_starting_another(tmp_path: Path) 
         calls.append("first")
         return x + 1
 
+    in_work = asyncio.Event()
+
     async def work(x: int) -> int:
         calls.append("work")
-        await asyncio.sleep(0.5 if calls.count("work") == 1 else 0.0)
+        if calls.count("work") == 1:
+            in_work.set()
+            await asyncio.sleep(10)  # the first attempt is still going when the run stops
         return 2 * x
 
     inner = cp.Graph("inner-resume")
@@ -747,11 +761,11 @@ def test_resume_continues_a_sub_run_instead_of_starting_another(tmp_path: Path) 
     store = cp.SQLiteStore(tmp_path / "runs.db")
 
     async def scenario() -> cp.RunResult:
-        handle = await cp.start(outer, store=store, run_id="R")
-        await asyncio.sleep(0.2)
-        handle._task.cancel()  # the process going away in the middle of the sub-run
+        running = asyncio.create_task(cp.run(outer, store=store, run_id="R"))
+        await in_work.wait()
+        running.cancel()  # the process shutting down in the middle of the sub-run
         with pytest.raises(asyncio.CancelledError):
-            await handle._task
+            await running
         await store.flush()
         assert store.run(cp.RunId("R/sub")).status == "running"
         return await cp.resume("R", store=store, graph=outer)
@@ -853,6 +867,7 @@ def test_a_long_chain_of_steps_that_never_wait_still_lets_other_tasks_run() -> N
 def test_cancelling_a_node_running_in_a_handed_over_task_cancels_only_that_node() -> None:
     tasks: dict[str, asyncio.Task[Any] | None] = {}
     hold = asyncio.Event()
+    parked = asyncio.Event()
 
     async def first() -> int:
         tasks["first"] = asyncio.current_task()
@@ -860,6 +875,7 @@ def test_cancelling_a_node_running_in_a_handed_over_task_cancels_only_that_node(
 
     async def waits(x: int) -> int:
         tasks["waits"] = asyncio.current_task()
+        parked.set()
         await hold.wait()
         return x
 
@@ -870,10 +886,7 @@ def test_cancelling_a_node_running_in_a_handed_over_task_cancels_only_that_node(
         g.add("after", const, value=3, after=[w])
         g.add("other", sleep_then, seconds=0.05, value="kept")
         handle = await cp.start(g, store="memory")
-        async for event in handle.events():
-            if event.kind is EventKind.NODE_STARTED and event.node == "waits":
-                break
-        await asyncio.sleep(0.01)  # "waits" is parked on the event
+        await parked.wait()  # "waits" is parked on the event
         edit = cp.Edit("not needed")
         edit.cancel("waits")
         handle.apply(edit)

@@ -453,10 +453,11 @@ def test_a_workflow_run_resumes_without_redoing_finished_steps(tmp_path: Path) -
         async for event in handle.events():
             if event.kind is cp.EventKind.NODE_STARTED and event.node == "slow":
                 break
-        await asyncio.sleep(0.2)  # well into its first, slow attempt
-        handle._task.cancel()  # the process going away mid-run
+        waiter = asyncio.create_task(handle.result())
+        await asyncio.sleep(0)  # the waiter now awaits the run
+        waiter.cancel()  # the process going away mid-run: the run stops, resumable
         with pytest.raises(asyncio.CancelledError):
-            await handle._task
+            await waiter
         await store.flush()
         load_workflow(path)  # a fresh load: resume finds the graph by the recorded source
         return await cp.resume("R", store=store)
