@@ -9,6 +9,7 @@
     │   ├── PatchError                a live edit was rejected (cycle, finished node, stale version)
     │   ├── SourceError               a graph file or module cannot be loaded or has no graph
     │   ├── RunNotFound               no run with that id in the store
+    │   ├── RunClaimed                another live process runs the run or is resuming it
     │   ├── ConfigError               a model name or ``counterpoint.toml`` is invalid
     │   └── StoreError                the store cannot be used (nothing in it was modified)
     │       ├── StoreLocked           another process holds the database lock
@@ -65,6 +66,11 @@ class SourceError(UserError):
 
 class RunNotFound(UserError):
     """No run with the given id exists in the store."""
+
+
+class RunClaimed(UserError):
+    """A live process owns the run: it still runs it, or it is resuming it. The message
+    names the run, the process and its host, and what to do (wait, or cancel the run)."""
 
 
 class ConfigError(UserError):
