@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from counterpoint.store import owners
+from counterpoint.ids import RunId
+from counterpoint.store import RunRecord, owners
 from counterpoint.store.owners import Owner, refusal
 
 from .helpers import HOST
@@ -80,3 +81,16 @@ def test_the_claim_rule(dead_pid: int) -> None:
     assert refusal("r", status="running", owner=remote, claimed=False, by=me) == (
         f"run r is still running in process {dead_pid} on elsewhere, which cannot be "
         f"checked from {HOST}; resume it there, or cancel it with `counterpoint cancel r`")
+
+
+def test_a_recorded_owner_is_alive_while_its_process_runs(dead_pid: int) -> None:
+    def record(pid: int | None, token: str | None = None) -> RunRecord:
+        return RunRecord(run_id=RunId("r"), graph="g", status="running", created_at=0.0,
+                         updated_at=0.0, owner_pid=pid, owner_host=HOST, owner_token=token)
+
+    me = owners.this_process()
+    assert owners.run_owner_alive(record(me.pid, me.token))
+    assert not owners.run_owner_alive(record(dead_pid))
+    assert not owners.run_owner_alive(record(None))
+    assert owners.owner_of(record(None)) is None
+    assert owners.owner_of(record(7, "t")) == Owner(pid=7, host=HOST, token="t")

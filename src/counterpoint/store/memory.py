@@ -105,10 +105,7 @@ class MemoryStore(RunStore):
             record = self._records.get(run_id)
             if record is None:
                 raise RunNotFound(f"run {run_id} not found in the memory store")
-            owner = None if record.owner_pid is None else owners.Owner(
-                pid=record.owner_pid, host=record.owner_host or by.host,
-                token=record.owner_token)
-            refused = owners.refusal(run_id, status=record.status, owner=owner,
+            refused = owners.refusal(run_id, status=record.status, owner=owners.owner_of(record),
                                      claimed=record.claimed_at is not None, by=by)
             if refused is not None:
                 raise RunClaimed(refused)

@@ -16,6 +16,8 @@ import os
 import socket
 from dataclasses import dataclass
 
+from .index import RunRecord
+
 _BOOT_ID = "/proc/sys/kernel/random/boot_id"
 _STARTTIME = 19
 """Index of ``starttime`` (field 22 of ``/proc/PID/stat``) among the fields after the
@@ -80,6 +82,21 @@ def owner_alive(owner: Owner) -> bool:
         return True
     now = process_token(owner.pid)
     return now is None or now == owner.token  # another token: the pid was given again
+
+
+def owner_of(record: RunRecord) -> Owner | None:
+    """The owner the run index records for a run (``None`` if it records none)."""
+    if record.owner_pid is None:
+        return None
+    return Owner(pid=record.owner_pid, host=record.owner_host or socket.gethostname(),
+                 token=record.owner_token)
+
+
+def run_owner_alive(record: RunRecord) -> bool:
+    """Whether the process that owns (or last ran) ``record`` still runs: what
+    ``runtime.owner_alive`` answers, with the owner's token checked too."""
+    owner = owner_of(record)
+    return owner is not None and owner_alive(owner)
 
 
 def claimant(pid: int, host: str) -> Owner:
