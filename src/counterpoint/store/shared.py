@@ -270,7 +270,8 @@ class _Closed(RunStore):
         raise self._closed()
 
     def settle_when_flushed(self, fut: asyncio.Future[None]) -> None:
-        fut.set_exception(self._closed())
+        if not fut.done():
+            fut.set_exception(self._closed())
 
     def events(self, run_id: RunId) -> list[Event]:
         raise self._closed()
