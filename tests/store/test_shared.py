@@ -67,6 +67,22 @@ def test_handles_on_one_file_share_one_store_and_its_writer(tmp_path: Path) -> N
     fourth.close()
 
 
+def test_each_thread_gets_a_store_of_its_own(tmp_path: Path) -> None:
+    """A store takes appends from one thread at a time: runs in two threads must not
+    append to one store at the same moment."""
+    mine = _handle(tmp_path / "runs.db")
+    theirs: list[SharedStore] = []
+    thread = threading.Thread(target=lambda: theirs.append(_handle(tmp_path / "runs.db")))
+    thread.start()
+    thread.join(timeout=60)
+    try:
+        assert theirs and theirs[0].store is not mine.store
+    finally:
+        mine.close()
+        for handle in theirs:
+            handle.close()
+
+
 def test_closing_a_handle_makes_its_appends_durable(tmp_path: Path) -> None:
     path = tmp_path / "runs.db"
     store = _handle(path)

@@ -1,10 +1,16 @@
-"""One open SQLite store per file and process, shared by every ``open_store`` of it.
+"""One open SQLite store per file, process and thread, shared by every ``open_store`` of it.
 
 Opening a :class:`~.sqlite.SQLiteStore` and starting its writer process costs tens of
 milliseconds, more than a small run takes. :func:`open_shared` (what
 :func:`~counterpoint.store.open_store` calls for a path) keeps one open store per
 resolved path and hands out :class:`SharedStore` handles on it: a run that opens its
 store by path reuses the writer process the previous run started.
+
+Per thread as well: a store takes appends from one thread at a time (its append path
+takes no lock, to cost nothing per event), and runs in two threads (``run_sync`` in a
+thread pool) append at the same moment. Each thread that opens the file gets a store of
+its own, as each run did before; the runs of one thread, and the tasks of its event
+loop, share one.
 
 Lifecycle. Each handle counts as one reference; :meth:`SharedStore.close` makes what
 the handle appended durable, then drops its reference. A store nobody references stays
@@ -45,21 +51,22 @@ _log = logging.getLogger(__name__)
 
 @dataclass(slots=True)
 class _Entry:
-    key: str
+    key: tuple[str, int]
+    """(resolved path, thread id)."""
     store: SQLiteStore
     refs: int = 0
     idle: threading.Timer | None = None
 
 
 _lock = threading.Lock()
-_open: dict[str, _Entry] = {}
+_open: dict[tuple[str, int], _Entry] = {}
 
 
 def open_shared(path: str | os.PathLike[str]) -> SharedStore:
-    """A handle on this process's open store of the file at ``path`` (opened now if
+    """A handle on this thread's open store of the file at ``path`` (opened now if
     there is none, or if the one open cannot be used any more). Safe to call from any
     thread; blocks as opening a :class:`~.sqlite.SQLiteStore` does."""
-    key = os.path.realpath(path)
+    key = (os.path.realpath(path), threading.get_ident())
     stale: _Entry | None = None
     with _lock:
         entry = _open.get(key)
