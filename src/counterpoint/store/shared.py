@@ -7,10 +7,10 @@ resolved path and hands out :class:`SharedStore` handles on it: a run that opens
 store by path reuses the writer process the previous run started.
 
 Per thread as well: a store takes appends from one thread at a time (its append path
-takes no lock, to cost nothing per event), and runs in two threads (``run_sync`` in a
-thread pool) append at the same moment. Each thread that opens the file gets a store of
-its own, as each run did before; the runs of one thread, and the tasks of its event
-loop, share one.
+takes no lock, to cost nothing per event), while runs in two threads (``run_sync`` in a
+thread pool) may append at the same moment. So each thread that opens the file gets a
+store of its own, as each run did before; the runs of one thread, and the tasks of its
+event loop, share one.
 
 Lifecycle. Each handle counts as one reference; :meth:`SharedStore.close` makes what
 the handle appended durable, then drops its reference. A store nobody references stays
