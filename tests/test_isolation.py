@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent / "fixtures"))  # the child imports
 import isolated_steps
 
 import counterpoint as cp
-from counterpoint.scheduler.owners import process_alive
+from counterpoint.store.owners import process_alive
 
 ISOLATED = cp.Policy(isolation="process")
 

@@ -83,7 +83,7 @@ def test_trip_example_runs(tmp_path: Path) -> None:
 
 def test_public_api_is_pinned() -> None:
     assert sorted(cp.__all__) == sorted([
-        "AgentError", "PlanningError", "ToolError",
+        "AgentError", "PlanningError", "ToolError", "RunClaimed",
         "Backend", "Backoff", "Cancelled", "Choose", "ControlSignal", "CounterpointError",
         "DeadlineExceeded", "Edit", "FallbackFailed", "Event", "EventKind", "Graph", "GraphError",
         "InProcessBackend", "InputRef", "MemoryStore", "Metrics", "NodeContext", "NodeFailed",

@@ -598,6 +598,7 @@ def test_a_failing_store_ends_the_run_with_its_error(tmp_path: Path) -> None:
     import sqlite3
 
     store = cp.SQLiteStore(tmp_path / "runs.db")
+    store.migrate()  # the file and its schema (otherwise made by the first write)
     conn = sqlite3.connect(store.path)
     conn.execute("DROP TABLE segments")  # every commit from now on fails
     conn.commit()

@@ -8,6 +8,7 @@
     │   │                             unknown input, annotated type mismatch
     │   ├── PatchError                a live edit was rejected (cycle, finished node, stale version)
     │   ├── RunNotFound               no run with that id in the store
+    │   ├── RunClaimed                another live process runs the run or is resuming it
     │   ├── SourceError               a graph file or module cannot be loaded or has no graph
     │   │   └── WorkflowError         a workflow file or its inputs are invalid (every problem,
     │   │                             with file:line; in counterpoint.workflow.errors)
@@ -72,6 +73,11 @@ class SourceError(UserError):
 
 class RunNotFound(UserError):
     """No run with the given id exists in the store."""
+
+
+class RunClaimed(UserError):
+    """A live process owns the run: it still runs it, or it is resuming it. The message
+    names the run, the process and its host, and what to do (wait, or cancel the run)."""
 
 
 class ConfigError(UserError):

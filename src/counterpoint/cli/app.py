@@ -423,8 +423,8 @@ def cancel(
 
 
 def _cancel(store: RunStore, run_id: RunId, wait: float, out: Console) -> int:
-    from ..scheduler.owners import owner_alive
     from ..state import RunStatus
+    from ..store.owners import run_owner_alive as owner_alive
     from .recorded import mark_cancelled
     record = store.run(run_id)
     if record.status != RunStatus.RUNNING:

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from ..events import Event, EventKind
 from ..ids import RunId
 from ..metrics import compute
-from ..scheduler.owners import owner_alive
 from ..state import RunStatus
 from ..store import RunRecord, RunStore
+from ..store.owners import run_owner_alive as owner_alive
 from .projection import project
 from .render import Report
 

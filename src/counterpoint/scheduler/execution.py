@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
 import threading
 import time
 from collections.abc import Mapping
@@ -25,13 +26,12 @@ from ..ids import RunId, new_run_id
 from ..loader import load_recorded, source_record
 from ..options import RunOptions
 from ..results import RunResult
-from ..state import RunState, RunStatus
+from ..state import RunState
 from ..store import RunStore, open_store
 from .attempts import Attempts
 from .capacity import Capacity
 from .handle import RunHandle
 from .limits import over_limit
-from .owners import owner_alive
 from .pipeline import _SENDS, _Sends
 from .replay import journal_of, replay
 
@@ -111,7 +111,7 @@ class Execution(Attempts):
                      resumed: bool) -> RunHandle:
         if resumed:  # this process crashed while the sub-run was going
             execution = prepare_resume(child, self.store, sub, None, self.backend,
-                                       capacity=self._capacity)
+                                       capacity=self._capacity, claim=False)
             first = resumed_event(execution)
         else:
             execution, first = prepare_run(
@@ -215,13 +215,16 @@ def prepare_run(graph: Graph, inputs: Mapping[str, Any], options: RunOptions,
 
 def prepare_resume(rid: RunId, store: RunStore, graph: Graph | None,
                    options: RunOptions | None, backend: Backend | None, *,
-                   capacity: Capacity | None = None) -> Execution:
-    """An interrupted run rebuilt from its log, ready to execute."""
+                   capacity: Capacity | None = None, claim: bool = True) -> Execution:
+    """An interrupted run rebuilt from its log, ready to execute.
+
+    The run is claimed first, in one transaction of the store: if another live process
+    runs it or is resuming it, :class:`~counterpoint.errors.RunClaimed` says which, and
+    nothing runs. A sub-run is resumed by its parent's process, which holds the claim.
+    """
+    if claim:  # a sub-run's parent holds the claim for the whole tree
+        store.claim(rid, pid=os.getpid(), host=socket.gethostname())
     record = store.run(rid)
-    if record.status == RunStatus.RUNNING and record.owner_pid != os.getpid() \
-            and owner_alive(record):
-        raise UserError(f"run {rid} is still running in process {record.owner_pid} on "
-                        f"{record.owner_host}; cancel it first or wait for it")
     the_graph = graph or load_recorded(record.source, rid)
     events = store.events(rid)
     opts = options or RunOptions.from_data(record.options)

@@ -1,19 +1,38 @@
-"""Run stores: where the event log lives. ``open_store`` picks one from a path or option."""
+"""Run stores: where the event log lives. ``open_store`` picks one from a path or option.
+
+The store's roles (:mod:`.base`) are :class:`EventLog`, :class:`RunIndex`,
+:class:`BlobStore`, :class:`ResponseCache`, :class:`StepEstimates` and
+:class:`CommandBus`; :class:`RunStore` is all of them. :class:`MemoryStore` keeps
+everything in memory, :class:`SQLiteStore` in one SQLite file, and a
+:class:`SharedStore` is a handle on the one :class:`SQLiteStore` of a file that
+``open_store`` shares within a process (:mod:`.shared`).
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from .base import RunRecord, RunStore
+from .base import (
+    BlobStore,
+    CommandBus,
+    EventLog,
+    ResponseCache,
+    RunIndex,
+    RunRecord,
+    RunStore,
+    StepEstimates,
+)
 from .memory import MemoryStore
+from .shared import SharedStore, close_idle_stores, open_shared
 from .sqlite import SQLiteStore
 
 DEFAULT_PATH = Path(".counterpoint") / "runs.db"
 ENV_VAR = "COUNTERPOINT_DB"
 
-__all__ = ["DEFAULT_PATH", "ENV_VAR", "MemoryStore", "RunRecord", "RunStore", "SQLiteStore",
-           "default_location", "open_store"]
+__all__ = ["DEFAULT_PATH", "ENV_VAR", "BlobStore", "CommandBus", "EventLog", "MemoryStore",
+           "ResponseCache", "RunIndex", "RunRecord", "RunStore", "SQLiteStore", "SharedStore",
+           "StepEstimates", "close_idle_stores", "default_location", "open_store"]
 
 
 def default_location() -> str:
@@ -22,8 +41,13 @@ def default_location() -> str:
 
 
 def open_store(location: str | os.PathLike[str] | None = None) -> RunStore:
-    """Open the store at ``location`` (a path, or ``memory`` / ``:memory:``)."""
+    """Open the store at ``location`` (a path, or ``memory`` / ``:memory:``).
+
+    A path gives a handle on the process's shared store of that file (see
+    :mod:`.shared`): close it when done. Opening reads only; the file and its
+    directories are created by the first write.
+    """
     where = str(location) if location is not None else default_location()
     if where in ("memory", ":memory:"):
         return MemoryStore()
-    return SQLiteStore(where)
+    return open_shared(where)

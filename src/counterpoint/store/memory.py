@@ -3,29 +3,35 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
-import os
-import socket
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 
-from ..errors import RunNotFound
+from ..errors import RunClaimed, RunNotFound
 from ..events import Event, EventKind
 from ..ids import RunId
-from .base import RunRecord, RunStore, StepEstimates
+from . import owners
+from .base import RunningMeans, RunRecord, RunStore
 
 _INDEXED = frozenset({EventKind.RUN_CREATED, EventKind.RUN_FINISHED, EventKind.RUN_RESUMED})
 
 
 class MemoryStore(RunStore):
-    """Keeps every run in process memory. Appends are immediately "durable"."""
+    """Keeps every run in process memory. Appends are immediately "durable".
+
+    Claims follow the same rule as in any store (:func:`.owners.refusal`), under the
+    store's lock: an owner is whichever process last claimed or wrote the run, so a
+    claim made for another process's pid is refused while that process lives.
+    """
 
     location = "memory"
 
     def __init__(self) -> None:
         self._events: dict[RunId, list[Event]] = {}
         self._records: dict[RunId, RunRecord] = {}
-        self._steps = StepEstimates()
+        self._steps = RunningMeans()
         self._cancel: set[RunId] = set()
         self._lock = threading.Lock()
         self._watch: dict[RunId, tuple[asyncio.AbstractEventLoop, Callable[[], None]]] = {}
@@ -43,13 +49,14 @@ class MemoryStore(RunStore):
                 self._index(run_id, event)
 
     def _index(self, run_id: RunId, event: Event) -> None:
+        me = owners.this_process()
         if event.kind is EventKind.RUN_CREATED:
             data = event.data or {}
             self._records[run_id] = RunRecord(
                 run_id=run_id, graph=data.get("graph", "?"), status="running",
                 created_at=event.at, updated_at=event.at, parent=data.get("parent"),
                 source=data.get("source", {}), options=data.get("options", {}),
-                owner_pid=os.getpid(), owner_host=socket.gethostname())
+                owner_pid=me.pid, owner_host=me.host, owner_token=me.token)
             return
         record = self._records.get(run_id)
         if record is None:
@@ -60,10 +67,9 @@ class MemoryStore(RunStore):
             self._cancel.discard(run_id)
         elif event.kind is EventKind.RUN_RESUMED:
             status = "running"
-        self._records[run_id] = RunRecord(
-            run_id=run_id, graph=record.graph, status=status, created_at=record.created_at,
-            updated_at=event.at, parent=record.parent, source=record.source,
-            options=record.options, owner_pid=os.getpid(), owner_host=record.owner_host)
+        self._records[run_id] = dataclasses.replace(
+            record, status=status, updated_at=event.at, owner_pid=me.pid, owner_host=me.host,
+            owner_token=me.token)
 
     async def flush(self) -> None:
         return None
@@ -92,6 +98,21 @@ class MemoryStore(RunStore):
         with self._lock:
             ordered = sorted(self._records.values(), key=lambda r: r.created_at, reverse=True)
         return ordered[:limit]
+
+    def claim(self, run_id: RunId, *, pid: int, host: str) -> None:
+        by = owners.claimant(pid, host)
+        with self._lock:
+            record = self._records.get(run_id)
+            if record is None:
+                raise RunNotFound(f"run {run_id} not found in the memory store")
+            refused = owners.refusal(run_id, status=record.status, owner=owners.owner_of(record),
+                                     claimed=record.claimed_at is not None, by=by)
+            if refused is not None:
+                raise RunClaimed(refused)
+            if record.status == "running":
+                self._records[run_id] = dataclasses.replace(
+                    record, owner_pid=by.pid, owner_host=by.host, owner_token=by.token,
+                    claimed_at=time.time())
 
     def estimates(self) -> Mapping[str, float]:
         return self._steps.published()

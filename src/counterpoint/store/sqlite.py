@@ -10,6 +10,13 @@ commit that a finishing run waits for took three times its CPU time in waiting f
 the GIL. The thread and the process start with the store's first write, so a store
 opened only to read (``counterpoint runs``, ``show``) starts neither.
 
+Opening reads, and never waits for a writer: it checks the schema with a read (WAL
+readers do not block) and creates nothing. The file and its directories are created,
+and the schema migrated, at the first write (:meth:`SQLiteStore.migrate`); a file
+holding an older schema is migrated when it is opened. Reads of a store whose file does
+not exist yet find nothing. :meth:`SQLiteStore.claim` is the one synchronous write: a
+transaction on a connection of the calling process, not a batch for the writer.
+
 Batches commit in the order they were queued, so a crash (even SIGKILL) leaves a
 prefix of every run's events; on Linux the writer dies with the process that started
 it, so nothing commits after a crash. With ``synchronous=NORMAL`` in WAL mode a
@@ -32,6 +39,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -39,56 +47,18 @@ from typing import Any
 
 import orjson
 
-from ..errors import RunNotFound, StoreCorrupt, StoreError, StoreLocked, StoreTooNew
+from ..errors import RunClaimed, RunNotFound, StoreCorrupt, StoreError
 from ..events import Event, EventKind
 from ..ids import NodeId, RunId
+from . import owners, paths, schema
 from . import writer as _writer
-from .base import RunRecord, RunStore, StepEstimates
+from .base import RunningMeans, RunRecord, RunStore
+from .schema import MIGRATIONS, RUN_COLUMNS
+
+__all__ = ["BLOB_THRESHOLD", "GATHER_SECONDS", "MIGRATIONS", "SQLiteStore"]
 
 BLOB_THRESHOLD = 1024
 """Outputs whose JSON is longer than this many characters are stored by content hash."""
-
-MIGRATIONS: tuple[tuple[str, str], ...] = (
-    ("0001_initial", """
-        CREATE TABLE runs (
-            run_id TEXT PRIMARY KEY, graph TEXT NOT NULL, status TEXT NOT NULL,
-            created_at REAL NOT NULL, updated_at REAL NOT NULL, parent TEXT,
-            source TEXT, options TEXT, owner_pid INTEGER, owner_host TEXT);
-        CREATE INDEX runs_by_created ON runs (created_at DESC);
-        CREATE TABLE segments (
-            run_id TEXT NOT NULL, first INTEGER NOT NULL, last INTEGER NOT NULL,
-            events TEXT NOT NULL, PRIMARY KEY (run_id, first)) WITHOUT ROWID;
-        CREATE TABLE blobs (hash TEXT PRIMARY KEY, data TEXT NOT NULL) WITHOUT ROWID;
-        CREATE TABLE step_stats (step TEXT PRIMARY KEY, count INTEGER NOT NULL,
-                                 mean REAL NOT NULL);
-    """),
-    ("0002_commands", """
-        CREATE TABLE commands (
-            id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, kind TEXT NOT NULL,
-            created_at REAL NOT NULL, done INTEGER NOT NULL DEFAULT 0);
-        CREATE INDEX commands_open ON commands (done, run_id);
-    """),
-    ("0003_model_cache", """
-        CREATE TABLE model_cache (
-            key TEXT PRIMARY KEY, response TEXT NOT NULL, created_at REAL NOT NULL
-        ) WITHOUT ROWID;
-    """),
-    # Segments in insertion order, found through a small index: the rows of concurrent
-    # runs go to the end of the table instead of into pages all over a tree clustered by
-    # run (a WITHOUT ROWID table keeps whole rows in its key's order, and SQLite advises
-    # it only for rows far smaller than a page).
-    ("0004_segments_in_insertion_order", """
-        CREATE TABLE segments_new (
-            run_id TEXT NOT NULL, first INTEGER NOT NULL, last INTEGER NOT NULL,
-            events TEXT NOT NULL);
-        INSERT INTO segments_new (run_id, first, last, events)
-            SELECT run_id, first, last, events FROM segments ORDER BY run_id, first;
-        DROP TABLE segments;
-        ALTER TABLE segments_new RENAME TO segments;
-        CREATE UNIQUE INDEX segments_by_run ON segments (run_id, first);
-    """),
-)
-"""Ordered, named schema migrations. Append only; never edit a released one."""
 
 _POLL_SECONDS = 0.25
 _dumps = orjson.dumps
@@ -112,13 +82,14 @@ class SQLiteStore(RunStore):
         self.location = str(self.path)
         self._busy_timeout = busy_timeout
         self._migrations = tuple(migrations)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._check_and_migrate()
         self._read_lock = threading.RLock()
-        self._reader = self._connect()
-        self._steps = StepEstimates({
-            row[0]: (row[1], row[2])
-            for row in self._reader.execute("SELECT step, count, mean FROM step_stats")})
+        self._reader: sqlite3.Connection | None = None
+        """The connection reads use, opened with the file (``None`` while there is none)."""
+        self._identity: tuple[int, int] | None = None
+        """(device, inode) of the file :attr:`_reader` opened."""
+        self._ready = False
+        """Whether the file exists and holds every migration (a write needs no more)."""
+        self._steps = RunningMeans()
         self._known_blobs: set[str] = set()
         self._cache_pending: dict[str, str] = {}
         self._blob_pending: dict[str, str] = {}
@@ -156,6 +127,12 @@ class SQLiteStore(RunStore):
         """The shipping thread, started with the writer process by the first write (see
         :meth:`_start_writer`): a store opened only to read starts neither."""
         self._start_lock = threading.Lock()
+        with self._read_lock:
+            reader = self._open_reader()
+            if reader is not None:  # the estimates of earlier runs, read once
+                self._steps = RunningMeans({
+                    row[0]: (row[1], row[2])
+                    for row in reader.execute("SELECT step, count, mean FROM step_stats")})
 
     def _start_writer(self) -> None:
         """Start the shipping thread, which starts the writer process, unless it runs
@@ -166,6 +143,7 @@ class SQLiteStore(RunStore):
         with self._start_lock:
             if self._writer is not None or self._closing:
                 return
+            self._prepare_to_write()  # raises before anything starts; the next write retries
             started = threading.Event()
             self._writer = threading.Thread(target=self._ship_loop, args=(started,),
                                             name="counterpoint-store", daemon=True)
@@ -186,60 +164,89 @@ class SQLiteStore(RunStore):
     def _connect(self) -> sqlite3.Connection:
         return _writer.connect(str(self.path), self._busy_timeout)
 
-    def _check_and_migrate(self) -> None:
-        existed = self.path.exists() and self.path.stat().st_size > 0
+    def _open_reader(self) -> sqlite3.Connection | None:
+        """The reading connection, opened if the file exists (``None`` if it does not
+        yet). Checks the schema with a read; migrates only a file that lacks migrations.
+        Called under :attr:`_read_lock`."""
+        if self._reader is not None:
+            return self._reader
+        if self._closing:
+            raise StoreError(f"store {self.path} is closed")
+        try:
+            info = os.stat(self.path)
+        except (FileNotFoundError, NotADirectoryError):
+            problem = paths.creation_problem(self.path)
+            if problem is not None:
+                raise paths.error(self.path, problem) from None
+            return None
+        except OSError as exc:
+            raise paths.os_error(self.path, exc, writing=False) from exc
+        problem = paths.existing_problem(self.path, writing=False)
+        if problem is not None:
+            raise paths.error(self.path, problem)
+        if info.st_size == 0:
+            return None  # created by something else, or by an older counterpoint: empty
+        uri = "file:" + urllib.parse.quote(str(self.path.absolute())) + "?mode=rw"
         where = f"store {self.path}"
-        try:
-            conn = sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None)
+        try:  # "rw" never creates the file; SQLite reads only a file that is read-only
+            conn = sqlite3.connect(uri, uri=True, timeout=self._busy_timeout,
+                                   isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:
-            raise StoreError(f"{where}: cannot open ({exc}); check the path and permissions") \
-                from exc
+            raise schema.explain(self.path, exc, self._busy_timeout, writing=False) from exc
         try:
-            applied: list[str] = []
-            if existed:
-                tables = {r[0] for r in conn.execute(
-                    "SELECT name FROM sqlite_master WHERE type='table'")}
-                if tables and "migrations" not in tables:
-                    raise StoreCorrupt(
-                        f"{where}: this SQLite file is not a counterpoint database (tables: "
-                        f"{', '.join(sorted(tables))}); point --db / COUNTERPOINT_DB elsewhere")
-                if tables:
-                    applied = [r[0] for r in conn.execute(
-                        "SELECT name FROM migrations ORDER BY rowid")]
-            known = [name for name, _ in self._migrations]
-            _check_applied(applied, known, where)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                conn.execute("CREATE TABLE IF NOT EXISTS migrations "
-                             "(name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
-                # read again under the write lock: another process opening the same new
-                # file may have migrated it while this one waited ("table runs already
-                # exists" otherwise)
-                applied = [r[0] for r in conn.execute("SELECT name FROM migrations ORDER BY rowid")]
-                _check_applied(applied, known, where)
-                for name, sql in self._migrations[len(applied):]:
-                    for statement in sql.split(";"):
-                        if statement.strip():
-                            conn.execute(statement)
-                    conn.execute("INSERT INTO migrations VALUES (?, ?)", (name, time.time()))
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-        except sqlite3.OperationalError as exc:
-            if "locked" in str(exc) or "busy" in str(exc):
-                raise StoreLocked(
-                    f"{where}: the database is locked by another process (waited "
-                    f"{self._busy_timeout:g}s); wait for it to finish or use another --db") \
-                    from exc
-            raise StoreCorrupt(f"{where}: cannot be read as a counterpoint database ({exc})") \
-                from exc
-        except sqlite3.DatabaseError as exc:
-            raise StoreCorrupt(f"{where}: not a readable SQLite database ({exc}); the file was "
-                               "not modified; move it away or use another --db") from exc
-        finally:
+            names = schema.applied(conn, where)
+            if names is None:
+                conn.close()
+                return None  # no tables yet: as if there were no file
+            if not schema.check_applied(names, self._migrations, where):
+                schema.migrate(self.path, self._migrations, self._busy_timeout)
+        except sqlite3.Error as exc:
             conn.close()
+            raise schema.explain(self.path, exc, self._busy_timeout, writing=False) from exc
+        except BaseException:
+            conn.close()
+            raise
+        self._reader, self._identity, self._ready = conn, (info.st_dev, info.st_ino), True
+        return conn
+
+    def migrate(self) -> None:
+        """Create the file (and its directories) if it does not exist, and apply the
+        migrations it lacks, now. The first write does this itself; idempotent; blocks
+        while another process holds the write lock (up to the busy timeout, then
+        :class:`~counterpoint.errors.StoreLocked`)."""
+        if self._ready:
+            return
+        with self._read_lock:
+            if self._open_reader() is not None:  # the file exists; any migration is done
+                return
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise paths.os_error(self.path, exc) from exc
+            schema.migrate(self.path, self._migrations, self._busy_timeout)
+            self._open_reader()
+
+    def _prepare_to_write(self) -> None:
+        """Before the first write: the file exists with its schema and can be written."""
+        self.migrate()
+        problem = paths.existing_problem(self.path, writing=True)
+        if problem is not None:
+            raise paths.error(self.path, problem)
+
+    def reusable(self) -> bool:
+        """Whether this store can serve another user (:mod:`.shared`): it is not closed,
+        writing has not failed, and the file it has open is still the one at
+        :attr:`path` (not deleted or replaced since). Reads the file's status only."""
+        if self._closing or self._failure is not None:
+            return False
+        identity = self._identity
+        if identity is None:
+            return True
+        try:
+            info = os.stat(self.path)
+        except OSError:
+            return False
+        return (info.st_dev, info.st_ino) == identity
 
     # ------------------------------------------------------------------ writing
     def append(self, run_id: RunId, event: Event) -> None:
@@ -313,8 +320,10 @@ class SQLiteStore(RunStore):
         if pending is not None:
             return pending
         with self._read_lock:
-            row = self._reader.execute("SELECT data FROM blobs WHERE hash = ?",
-                                       (digest,)).fetchone()
+            reader = self._open_reader()
+            if reader is None:
+                return None
+            row = reader.execute("SELECT data FROM blobs WHERE hash = ?", (digest,)).fetchone()
         return None if row is None else str(row[0])
 
     def cache_get(self, key: str) -> str | None:
@@ -322,8 +331,11 @@ class SQLiteStore(RunStore):
         if pending is not None:
             return pending
         with self._read_lock:
-            row = self._reader.execute("SELECT response FROM model_cache WHERE key = ?",
-                                       (key,)).fetchone()
+            reader = self._open_reader()
+            if reader is None:
+                return None
+            row = reader.execute("SELECT response FROM model_cache WHERE key = ?",
+                                 (key,)).fetchone()
         return None if row is None else str(row[0])
 
     def cache_put(self, key: str, response: str) -> None:
@@ -400,9 +412,10 @@ class SQLiteStore(RunStore):
         """Start the writer process (:mod:`.writer`), from the shipping thread: on Linux it
         is killed when that thread ends, which is when the store closes or the process dies.
         """
+        me = owners.this_process()
         return subprocess.Popen(
-            [sys.executable, "-P", _WRITER_SCRIPT, str(self.path), str(os.getpid()),
-             repr(self._busy_timeout)],
+            [sys.executable, "-P", _WRITER_SCRIPT, str(self.path), str(me.pid),
+             repr(self._busy_timeout), me.token or "-"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
             start_new_session=True)  # a terminal's Ctrl-C is for the store's process only
 
@@ -555,12 +568,17 @@ class SQLiteStore(RunStore):
         try:
             conn.execute("INSERT INTO commands (run_id, kind, created_at) VALUES (?, ?, ?)",
                          (run_id, "cancel", time.time()))
+        except sqlite3.Error as exc:
+            raise schema.explain(self.path, exc, self._busy_timeout, writing=True) from exc
         finally:
             conn.close()
 
     def cancel_requests(self) -> set[RunId]:
         with self._read_lock:
-            rows = self._reader.execute(
+            reader = self._open_reader()
+            if reader is None:
+                return set()
+            rows = reader.execute(
                 "SELECT DISTINCT c.run_id FROM commands c JOIN runs r ON r.run_id = c.run_id "
                 "WHERE c.done=0 AND c.kind='cancel' AND r.status='running'")
             return {RunId(r[0]) for r in rows}
@@ -589,10 +607,78 @@ class SQLiteStore(RunStore):
                 self._seen_unsent.append(run_id)  # its finish answers the request
                 watcher[0].call_soon_threadsafe(watcher[1])
 
+    # ------------------------------------------------------------------ run index
+    def claim(self, run_id: RunId, *, pid: int, host: str) -> None:
+        """See :meth:`.RunIndex.claim`. One ``BEGIN IMMEDIATE`` transaction on a connection
+        of this process: claims made at the same moment by several processes are taken
+        one after the other, and each sees the owner the one before it recorded."""
+        if self._committed < self._appended:
+            self.flush_sync()  # the claim sees this store's own events
+        by = owners.claimant(pid, host)
+        with self._read_lock:
+            if self._open_reader() is None:
+                raise self._not_found(run_id)
+        conn = self._connect()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute("SELECT status, owner_pid, owner_host, owner_token, "
+                                   "claimed_at FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+                if row is None:
+                    raise self._not_found(run_id)
+                status, owner_pid, owner_host, owner_token, claimed_at = row
+                owner = None if owner_pid is None else owners.Owner(
+                    pid=owner_pid, host=owner_host or by.host, token=owner_token)
+                refused = owners.refusal(run_id, status=status, owner=owner,
+                                         claimed=claimed_at is not None, by=by)
+                if refused is not None:
+                    raise RunClaimed(refused)
+                if status == "running":
+                    conn.execute("UPDATE runs SET owner_pid = ?, owner_host = ?, owner_token = ?,"
+                                 " claimed_at = ? WHERE run_id = ?",
+                                 (by.pid, by.host, by.token, time.time(), run_id))
+                conn.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):  # the error above is the one to report
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise schema.explain(self.path, exc, self._busy_timeout, writing=True) from exc
+        finally:
+            conn.close()
+
+    def run(self, run_id: RunId) -> RunRecord:
+        with self._read_lock:
+            reader = self._open_reader()
+            row = None if reader is None else reader.execute(
+                f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise self._not_found(run_id)
+        return _record(row)
+
+    def runs(self, limit: int = 50) -> list[RunRecord]:
+        with self._read_lock:
+            reader = self._open_reader()
+            if reader is None:
+                return []
+            rows = reader.execute(f"SELECT {RUN_COLUMNS} FROM runs ORDER BY created_at DESC "
+                                  "LIMIT ?", (limit,)).fetchall()
+        return [_record(r) for r in rows]
+
+    def _not_found(self, run_id: RunId) -> RunNotFound:
+        if self._reader is None:
+            return RunNotFound(f"run {run_id} not found in store {self.path} (it holds no "
+                               "runs yet); pass --db PATH or set COUNTERPOINT_DB")
+        return RunNotFound(f"run {run_id} not found in store {self.path}; list runs with "
+                           "`counterpoint runs`")
+
     # ------------------------------------------------------------------ reading
     def events(self, run_id: RunId) -> list[Event]:
         with self._read_lock:
-            segments = self._reader.execute(
+            reader = self._open_reader()
+            if reader is None:
+                raise self._not_found(run_id)
+            segments = reader.execute(
                 "SELECT events FROM segments WHERE run_id = ? ORDER BY first",
                 (run_id,)).fetchall()
             if not segments:
@@ -601,8 +687,8 @@ class SQLiteStore(RunStore):
             for (payload,) in segments:
                 for seq, kind, node, attempt, at, data, value, blob in orjson.loads(payload):
                     if blob is not None:
-                        row = self._reader.execute("SELECT data FROM blobs WHERE hash = ?",
-                                                   (blob,)).fetchone()
+                        row = reader.execute("SELECT data FROM blobs WHERE hash = ?",
+                                             (blob,)).fetchone()
                         if row is None:
                             raise StoreCorrupt(f"store {self.path}: run {run_id} event {seq} "
                                                f"refers to missing blob {blob}")
@@ -611,21 +697,6 @@ class SQLiteStore(RunStore):
                                      NodeId(node) if node is not None else None, attempt,
                                      data, value, None, seq))
         return out
-
-    def run(self, run_id: RunId) -> RunRecord:
-        with self._read_lock:
-            row = self._reader.execute("SELECT * FROM runs WHERE run_id = ?",
-                                       (run_id,)).fetchone()
-        if row is None:
-            raise RunNotFound(f"run {run_id} not found in store {self.path}; list runs with "
-                              "`counterpoint runs`")
-        return _record(row)
-
-    def runs(self, limit: int = 50) -> list[RunRecord]:
-        with self._read_lock:
-            rows = self._reader.execute(
-                "SELECT * FROM runs ORDER BY created_at DESC LIMIT ?", (limit,)).fetchall()
-        return [_record(r) for r in rows]
 
     def estimates(self) -> Mapping[str, float]:
         return self._steps.published()
@@ -639,7 +710,9 @@ class SQLiteStore(RunStore):
         if self._writer is not None:
             self._writer.join()
         with self._read_lock:
-            self._reader.close()
+            if self._reader is not None:
+                self._reader.close()
+                self._reader = None
         self._raise_failure()
 
 
@@ -647,21 +720,12 @@ class _WriterFailed(RuntimeError):
     """What the writer process reported, or how it ended."""
 
 
-def _check_applied(applied: list[str], known: list[str], where: str) -> None:
-    """Refuse a file whose applied migrations this version does not know, or out of order."""
-    unknown = [name for name in applied if name not in known]
-    if unknown:
-        raise StoreTooNew(
-            f"{where}: written by a newer counterpoint (unknown migrations: "
-            f"{', '.join(unknown)}); upgrade counterpoint to use it. The file was not modified")
-    if applied != known[:len(applied)]:
-        raise StoreCorrupt(f"{where}: migrations applied out of order: {applied}")
-
-
 def _record(row: tuple[Any, ...]) -> RunRecord:
+    """A run index row (:data:`~.schema.RUN_COLUMNS`) as a record."""
     return RunRecord(run_id=RunId(row[0]), graph=row[1], status=row[2], created_at=row[3],
                      updated_at=row[4], parent=row[5], source=json.loads(row[6] or "{}"),
-                     options=json.loads(row[7] or "{}"), owner_pid=row[8], owner_host=row[9])
+                     options=json.loads(row[7] or "{}"), owner_pid=row[8], owner_host=row[9],
+                     owner_token=row[10], claimed_at=row[11])
 
 
 def _resolve_all(futures: list[asyncio.Future[None]]) -> None:

@@ -2,7 +2,8 @@
 
 SQLite's own work (binding rows, stepping statements, writing the WAL) runs here, in a
 process of its own, so it takes no turns at the GIL of the process running the event
-loop. The store starts one at its first write with ``python -P writer.py DB OWNER_PID``:
+loop. The store starts one at its first write with
+``python -P writer.py DB OWNER_PID BUSY_TIMEOUT OWNER_TOKEN``:
 run by path, this module imports only the standard library and orjson. On Linux the
 writer is killed when the thread that started it ends (the store's shipping thread,
 which lives until the store closes, or the whole process when it dies), so a crashed
@@ -52,10 +53,15 @@ _NO_PIPE_SELECT = sys.platform == "win32"
 _RUN_CREATED = "run_created"
 _RUN_FINISHED = "run_finished"
 _RUN_RESUMED = "run_resumed"
-_STATUS_UPSERT = "INSERT INTO runs (run_id, status, updated_at, graph, created_at, owner_pid)"
+_CREATE = ("INSERT OR REPLACE INTO runs (run_id, graph, status, created_at, updated_at, parent, "
+           "source, options, owner_pid, owner_host, owner_token)")
+_STATUS_UPSERT = ("INSERT INTO runs (run_id, status, updated_at, graph, created_at, owner_pid, "
+                  "owner_host, owner_token)")
 _STATUS_UPDATE = (" ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, "
-                  "updated_at = excluded.updated_at, owner_pid = excluded.owner_pid")
-"""The run index's status changes: one statement for many runs (an upsert; SQLite 3.24+)."""
+                  "updated_at = excluded.updated_at, owner_pid = excluded.owner_pid, "
+                  "owner_host = excluded.owner_host, owner_token = excluded.owner_token")
+"""The run index's status changes: one statement for many runs (an upsert; SQLite 3.24+).
+The process that writes a run's status becomes its owner (it runs it)."""
 Batch = dict[str, Any]
 
 
@@ -72,10 +78,13 @@ class Writer:
     """Commits batches to one connection (the writer process's loop, or a test)."""
 
     def __init__(self, conn: sqlite3.Connection, *, owner_pid: int,
-                 owner_host: str | None = None, max_params: int = MAX_PARAMS) -> None:
+                 owner_host: str | None = None, owner_token: str | None = None,
+                 max_params: int = MAX_PARAMS) -> None:
         self.conn = conn
         self.owner_pid = owner_pid
         self.owner_host = owner_host or socket.gethostname()
+        self.owner_token = owner_token
+        """Tells the owner from a later process with its pid (see ``owners.py``)."""
         self.limit = min(max_params, conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER))
         self.cancel_seen: set[str] = set()
         """Runs whose cancel request the store saw: their finish answers the request."""
@@ -88,7 +97,7 @@ class Writer:
         blobs: list[tuple[str, str]] = []
         stats: dict[str, tuple[Any, ...]] = {}
         cache: list[tuple[str, str, float]] = []
-        pid, host = self.owner_pid, self.owner_host
+        pid, host, token = self.owner_pid, self.owner_host, self.owner_token
         for batch in batches:
             self.cancel_seen.update(batch.get("seen", ()))
             blobs.extend(map(tuple, batch.get("blobs", ())))
@@ -111,7 +120,7 @@ class Writer:
                                             d.get("parent"),
                                             orjson.dumps(d.get("source", {})).decode(),
                                             orjson.dumps(d.get("options", {})).decode(),
-                                            pid, host))
+                                            pid, host, token))
                         elif kind == _RUN_FINISHED:
                             status[run_id] = (run_id, (data or {}).get("status", "failed"), at)
                         elif kind == _RUN_RESUMED:
@@ -129,15 +138,16 @@ class Writer:
             if blobs:
                 _insert(conn, "INSERT OR IGNORE INTO blobs", blobs, limit)
             if created:
-                _insert(conn, "INSERT OR REPLACE INTO runs", created, limit)
+                _insert(conn, _CREATE, created, limit)
             if segments:
                 _insert(conn, "INSERT INTO segments", [
                     (s[0], s[1], s[2], "[" + ",".join(s[3]) + "]") for s in segments.values()],
                     limit)
             if status:  # one statement for them all; a run's row exists before its status
                 # changes (created above or earlier), so the insert half never applies
-                _insert(conn, _STATUS_UPSERT, [(*s, "?", s[2], pid) for s in status.values()],
-                        limit, _STATUS_UPDATE)
+                _insert(conn, _STATUS_UPSERT,
+                        [(*s, "?", s[2], pid, host, token) for s in status.values()], limit,
+                        _STATUS_UPDATE)
                 answered = [(s[0],) for s in status.values() if s[1] != "running" and s[0] in
                             self.cancel_seen]
                 if answered:  # cancel requests the store saw are answered by the finish
@@ -246,14 +256,16 @@ def _die_with_parent(owner_pid: int) -> None:
 
 
 def main(argv: Sequence[str]) -> int:
-    """``writer.py DB OWNER_PID [BUSY_TIMEOUT]``: commit batches from stdin until its end."""
+    """``writer.py DB OWNER_PID [BUSY_TIMEOUT [OWNER_TOKEN]]``: commit batches from stdin
+    until its end (``-`` for an unknown token)."""
     path, owner_pid = argv[1], int(argv[2])
     busy_timeout = float(argv[3]) if len(argv) > 3 else 5.0
+    owner_token = argv[4] if len(argv) > 4 and argv[4] != "-" else None
     _die_with_parent(owner_pid)
     conn: sqlite3.Connection | None = None
     try:
         conn = connect(path, busy_timeout)
-        writer = Writer(conn, owner_pid=owner_pid)
+        writer = Writer(conn, owner_pid=owner_pid, owner_token=owner_token)
         frames = Frames(sys.stdin.fileno())
         while (batches := frames.take()) is not None:
             closing = {} in batches

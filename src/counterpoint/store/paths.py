@@ -1,0 +1,96 @@
+"""What is wrong with a store's location, said in words a user can act on.
+
+The SQLite store asks these before it touches the file system, and again when SQLite
+or the OS refuses, so an unusable ``--db`` is a :class:`~counterpoint.errors.StoreError`
+naming the path, the problem and the fix, never an ``OSError`` from deep inside.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+from ..errors import StoreError
+
+ELSEWHERE = "or point --db / COUNTERPOINT_DB elsewhere"
+
+
+def creation_problem(path: Path) -> str | None:
+    """Why the store file ``path`` (which does not exist) could not be created, or
+    ``None`` if it could (as far as permissions tell). Reads only."""
+    parent = path.parent
+    while True:
+        try:
+            info = os.stat(parent)
+        except (FileNotFoundError, NotADirectoryError):
+            if parent == parent.parent:
+                return f"no directory on the way to {path} exists"
+            parent = parent.parent
+            continue
+        except PermissionError:
+            return (f"no permission to look into {parent.parent}; fix its permissions "
+                    f"{ELSEWHERE}")
+        break
+    if not stat.S_ISDIR(info.st_mode):
+        return (f"{parent} is a file, not a directory, so nothing can be created under it; "
+                f"choose a path in a directory (e.g. {parent.parent / 'runs.db'}), "
+                f"{ELSEWHERE}")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        what = "the store file" if parent == path.parent else "its directories"
+        return (f"no permission to create {what} in {parent}; make {parent} writable "
+                f"{ELSEWHERE}")
+    return None
+
+
+def existing_problem(path: Path, *, writing: bool) -> str | None:
+    """Why the existing store file ``path`` cannot be read (or, with ``writing``, also
+    written), or ``None`` if nothing the OS reports stands in the way."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except PermissionError:
+        return f"no permission to look into {path.parent}; fix its permissions {ELSEWHERE}"
+    if stat.S_ISDIR(info.st_mode):
+        return (f"{path} is a directory; pass the path of a file in it (e.g. "
+                f"{path / 'runs.db'})")
+    if not os.access(path, os.R_OK):
+        return f"no permission to read {path}; fix its permissions (chmod u+rw) {ELSEWHERE}"
+    directory = path.parent
+    if not os.access(directory, os.W_OK | os.X_OK) and not _wal_files_usable(path):
+        return (f"its directory {directory} is not writable, and SQLite must create "
+                f"{path.name}-wal and {path.name}-shm next to the file (WAL mode); make "
+                f"{directory} writable, or copy the store to a writable directory")
+    if writing and not os.access(path, os.W_OK):
+        return (f"{path} is read-only; make it writable (chmod u+w) {ELSEWHERE}")
+    return None
+
+
+def error(path: Path, problem: str) -> StoreError:
+    """The error for ``problem`` with the store at ``path``."""
+    return StoreError(f"store {path}: {problem}")
+
+
+def os_error(path: Path, exc: OSError, *, writing: bool = True) -> StoreError:
+    """An ``OSError`` met while creating the store at ``path``, as a :class:`StoreError`."""
+    problem = existing_problem(path, writing=writing) if path.exists() else \
+        creation_problem(path)
+    if problem is None:
+        reason = os.strerror(exc.errno) if exc.errno is not None else str(exc)
+        where = f" ({exc.filename})" if exc.filename else ""
+        hint = "free some disk space" if exc.errno == errno.ENOSPC else \
+            "check the path and its permissions"
+        problem = f"cannot be created: {reason}{where}; {hint} {ELSEWHERE}"
+    return error(path, problem)
+
+
+def _wal_files_usable(path: Path) -> bool:
+    """Whether the WAL files exist already and can be written (another process has the
+    store open): then a store in a read-only directory can still be opened."""
+    for suffix in ("-wal", "-shm"):
+        side = path.with_name(path.name + suffix)
+        if not (side.exists() and os.access(side, os.R_OK | os.W_OK)):
+            return False
+    return True

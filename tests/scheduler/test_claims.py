@@ -1,0 +1,116 @@
+"""A run is executed by one process at a time: resumes claim it atomically in the store.
+
+Real processes throughout: a run is interrupted by a real SIGKILL, then resumed by two
+``counterpoint resume`` processes started together, or by one while the original runs.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+GRAPH = """
+import os, time
+from pathlib import Path
+from counterpoint import Graph
+
+HERE = Path(__file__).parent
+
+def first() -> int:
+    with open(HERE / "first.txt", "a") as f:
+        f.write(f"{os.getpid()}\\n")
+    return 1
+
+def second(x: int) -> int:
+    with open(HERE / "second.txt", "a") as f:
+        f.write(f"{os.getpid()}\\n")
+    if (HERE / "crash").exists():
+        (HERE / "crash").unlink()
+        os.kill(os.getpid(), signal.SIGKILL)  # the process dies in the middle of the run
+    while not (HERE / "release").exists():  # the step holds the run until the test says
+        time.sleep(0.01)
+    return x + 1
+
+graph = Graph("claimed")
+graph.add("second", second, x=graph.add("first", first))
+"""
+
+
+def _cli(folder: Path, *args: str) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if k != "COUNTERPOINT_DB"}
+    env["NO_COLOR"] = "1"
+    return subprocess.Popen([sys.executable, "-m", "counterpoint.cli", *args,
+                             "--db", str(folder / "runs.db")], cwd=folder, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _running(folder: Path) -> tuple[subprocess.Popen[str], str]:
+    """``counterpoint run`` of the graph, once its node ``second`` holds the run (its id
+    is printed once the run is durable, and ``first`` has ended)."""
+    (folder / "claimed.py").write_text(textwrap.dedent(GRAPH))
+    proc = _cli(folder, "run", "claimed.py")
+    assert proc.stdout is not None
+    run_id = None
+    for line in proc.stdout:  # a blocking read of the progress lines, not a poll
+        if line.startswith("run ") and run_id is None:
+            run_id = line.split()[1].rstrip(":")
+        if "first succeeded" in line:
+            break
+    else:
+        raise AssertionError(proc.communicate())
+    assert run_id is not None
+    return proc, run_id
+
+
+def _interrupted_run(folder: Path) -> str:
+    proc, run_id = _running(folder)
+    proc.kill()  # SIGKILL while "second" runs
+    proc.communicate(timeout=60)
+    return run_id
+
+
+def test_two_resumes_at_once_run_the_interrupted_nodes_once(tmp_path: Path) -> None:
+    """Regression: both resumes ran the interrupted node (side effects twice); the loser
+    failed only at its first write, with a UNIQUE constraint error."""
+    run_id = _interrupted_run(tmp_path)
+    before = (tmp_path / "second.txt").read_text().split()
+    a, b = _cli(tmp_path, "resume", run_id), _cli(tmp_path, "resume", run_id)
+    # the loser ends on its own, while the winner's step still holds the run
+    losers = []
+    for proc in (a, b):
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            continue  # the winner: it waits for the release
+        losers.append((proc, out, err))
+    assert len(losers) == 1, "exactly one resume must lose the claim"
+    loser, _, err = losers[0]
+    assert loser.returncode == 2, err
+    assert f"run {run_id} is being resumed by process" in err
+    assert "Traceback" not in err
+    winner = b if loser is a else a
+    (tmp_path / "release").touch()
+    out, err = winner.communicate(timeout=120)
+    assert winner.returncode == 0, err
+    after = (tmp_path / "second.txt").read_text().split()
+    assert len(after) == len(before) + 1  # the interrupted node ran again once, not twice
+    assert after[-1] == str(winner.pid)
+    assert len((tmp_path / "first.txt").read_text().split()) == 1  # its success was logged
+
+
+def test_a_resume_while_the_original_still_runs_is_refused(tmp_path: Path) -> None:
+    original, run_id = _running(tmp_path)
+    try:
+        late = _cli(tmp_path, "resume", run_id)
+        out, err = late.communicate(timeout=60)
+        assert late.returncode == 2, (out, err)
+        assert f"run {run_id} is still running in process {original.pid}" in err
+        assert "Traceback" not in err
+    finally:
+        (tmp_path / "release").touch()
+        out, err = original.communicate(timeout=120)
+    assert original.returncode == 0, err
+    assert len((tmp_path / "second.txt").read_text().split()) == 1

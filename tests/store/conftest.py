@@ -1,0 +1,32 @@
+"""Every store implementation, for the role conformance suites; no shared store is left
+open from one test to the next."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from counterpoint.store import MemoryStore, RunStore, SQLiteStore, close_idle_stores, open_store
+
+
+@pytest.fixture(params=["memory", "sqlite", "shared"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunStore]:
+    """Each store implementation in turn: the memory store, a SQLite store, and a handle
+    on a shared SQLite store (what ``open_store(path)`` gives)."""
+    the_store: RunStore
+    if request.param == "memory":
+        the_store = MemoryStore()
+    elif request.param == "sqlite":
+        the_store = SQLiteStore(tmp_path / "runs.db")
+    else:
+        the_store = open_store(tmp_path / "shared.db")
+    yield the_store
+    the_store.close()
+
+
+@pytest.fixture(autouse=True)
+def _no_shared_store_outlives_its_test() -> Iterator[None]:
+    yield
+    close_idle_stores()

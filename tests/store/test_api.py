@@ -1,0 +1,44 @@
+"""The store package's public names, and each store filling every role."""
+
+from __future__ import annotations
+
+import counterpoint.store as store_package
+from counterpoint.store import (
+    BlobStore,
+    CommandBus,
+    EventLog,
+    MemoryStore,
+    ResponseCache,
+    RunIndex,
+    RunStore,
+    SharedStore,
+    SQLiteStore,
+    StepEstimates,
+)
+
+ROLES = (EventLog, RunIndex, BlobStore, ResponseCache, StepEstimates, CommandBus)
+
+
+def test_public_names_are_pinned() -> None:
+    assert sorted(store_package.__all__) == sorted([
+        "DEFAULT_PATH", "ENV_VAR", "BlobStore", "CommandBus", "EventLog", "MemoryStore",
+        "ResponseCache", "RunIndex", "RunRecord", "RunStore", "SQLiteStore", "SharedStore",
+        "StepEstimates", "close_idle_stores", "default_location", "open_store"])
+    for name in store_package.__all__:
+        assert hasattr(store_package, name), name
+
+
+def test_every_store_fills_every_role() -> None:
+    for implementation in (MemoryStore, SQLiteStore, SharedStore):
+        assert issubclass(implementation, RunStore)
+        for role in ROLES:
+            assert issubclass(implementation, role), (implementation, role)
+
+
+def test_each_role_is_small() -> None:
+    """A fake of one role implements a handful of methods, not the whole store."""
+    sizes = {role.__name__: len(role.__abstractmethods__) for role in ROLES}
+    assert sizes == {"EventLog": 4, "RunIndex": 3, "BlobStore": 2, "ResponseCache": 2,
+                     "StepEstimates": 2, "CommandBus": 4}
+    assert RunStore.__abstractmethods__ == frozenset().union(
+        *(role.__abstractmethods__ for role in ROLES), {"close"})
