@@ -43,7 +43,7 @@ from counterpoint.planning import (
     repair_plan,
     subtask_tree,
 )
-from counterpoint.planning import solve as solve_module
+from counterpoint.planning import verify as verify_module
 from counterpoint.planning.fitting import MARK
 from counterpoint.planning.team import PLANNER, REPLANNER, SYNTHESIZER, VERIFIER, WORKER
 from counterpoint.store import MemoryStore
@@ -630,13 +630,13 @@ async def test_stops_when_the_money_budget_is_used() -> None:
 
 
 async def test_stops_when_the_plans_deadline_is_near(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(solve_module, "time", Clock(ahead=45))
+    monkeypatch.setattr(verify_module, "time", Clock(ahead=45))
     stop, _ = await _stopped(_unfinished(), Limits(max_rounds=3, deadline=60))
     assert stop == "deadline near (60s)"
 
 
 async def test_stops_when_the_runs_own_deadline_is_near(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(solve_module, "time", Clock(ahead=45))
+    monkeypatch.setattr(verify_module, "time", Clock(ahead=45))
     stop, result = await _stopped(_unfinished(), Limits(max_rounds=3),
                                   cp.RunOptions(deadline=60))
     assert stop == "deadline near (60s)"
@@ -644,7 +644,7 @@ async def test_stops_when_the_runs_own_deadline_is_near(monkeypatch: pytest.Monk
 
 
 async def test_a_far_deadline_does_not_stop_replanning(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(solve_module, "time", Clock(ahead=30))
+    monkeypatch.setattr(verify_module, "time", Clock(ahead=30))
     stop, _ = await _stopped(_unfinished(), Limits(max_rounds=2, deadline=60),
                              cp.RunOptions(deadline=600), rounds=2)
     assert stop == "max rounds (2) reached"

@@ -12,9 +12,10 @@ A provider kind is found by name through one registry (built-ins, the
 
 from __future__ import annotations
 
+from .call import Generation
 from .config import DEFAULT_MODEL, ModelConfig, ModelRegistry, load_registry
 from .limits import RateLimiter
-from .model import Generation, Model
+from .model import Model
 from .provider import Capabilities, Provider
 from .provider_registry import ProviderFactory, build_provider, register_provider
 from .scripted import ScriptedModel

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from ..errors import PlanningError
 from .fitting import fit
-from .plan import Gap, Plan, Redo, Replan, Subtask, Verdict, check_plan, repair_plan
-from .solve import goal_graph, make_plan, subtask_tree
+from .goal import goal_graph
+from .plan import Gap, Plan, Redo, Replan, Subtask, Verdict, check_plan, repair_plan, subtask_tree
+from .planner import make_plan
 from .team import Limits, Team
 
 __all__ = ["Gap", "Limits", "Plan", "PlanningError", "Redo", "Replan", "Subtask", "Team",

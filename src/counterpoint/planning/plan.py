@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model
@@ -273,3 +273,22 @@ def repair_plan(subtasks: list[Subtask], workers: Iterable[str],
         repaired.append(s.model_copy(update={"needs": needs}))
         placed.add(s.id)
     return repaired, fixes
+
+
+def subtask_tree(plan: Plan) -> list[tuple[int, Subtask]]:
+    """The subtasks in dependency order with their depth, for printing a plan."""
+    depth: dict[str, int] = {}
+    ordered: list[tuple[int, Subtask]] = []
+    remaining: Sequence[Subtask] = list(plan.subtasks)
+    while remaining:
+        progressed = []
+        for s in remaining:
+            if all(d in depth for d in s.needs):
+                depth[s.id] = 1 + max((depth[d] for d in s.needs), default=-1)
+                ordered.append((depth[s.id], s))
+                progressed.append(s.id)
+        if not progressed:
+            ordered.extend((0, s) for s in remaining if s.id not in depth)
+            break
+        remaining = [s for s in remaining if s.id not in depth]
+    return ordered

@@ -19,7 +19,8 @@ from ..loader import module_name_for
 from .compile import build_graph
 from .errors import Problem, WorkflowError
 from .inputs import bind
-from .plan import ModelChoice, SubWorkflow, plan_workflow
+from .plan import plan_workflow
+from .resolver import ModelChoice, SubWorkflow
 from .spec import InputSpec, parse_spec
 from .yamlsource import load_yaml
 
