@@ -55,8 +55,9 @@ replaced without editing the file: ``load_workflow(path, models={"NAME": model,
 Modules: :mod:`.yamlsource` (YAML with line marks), :mod:`.spec` (the file's
 shape), :mod:`.templates`, :mod:`.conditions`, :mod:`.schemas` (agent output
 specs), :mod:`.imports` (Python references), :mod:`.plan` (the spec read into a
-plan), :mod:`.resolver` (what the file names), :mod:`.checks` (what steps refer to), :mod:`.compile` (plan -> graph), :mod:`.steps` (what the nodes
-run), :mod:`.inputs` (binding input values), :mod:`.workflow` (loading).
+plan), :mod:`.resolver` (what the file names), :mod:`.checks` (what steps refer
+to), :mod:`.compile` (plan -> graph), :mod:`.steps` (what the nodes run),
+:mod:`.inputs` (binding input values), :mod:`.workflow` (loading).
 Importing the package registers ``.yaml``/``.yml`` files and recorded workflow sources
 with :mod:`counterpoint.loader`.
 """
