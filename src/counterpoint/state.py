@@ -39,7 +39,7 @@ from .events import (
     RUN_STOPPING,
     Event,
 )
-from .graph import NodeKind, NodeRef, NodeSpec, Topology, find_cycle
+from .graph import Graph, NodeKind, NodeRef, NodeSpec, Topology, find_cycle
 from .ids import NodeId, RunId
 from .patch import Patch
 
@@ -484,14 +484,16 @@ def _expand_map(state: RunState, event: Event) -> None:
     spec = ns.spec
     count = int((event.data or {})["count"])
     assert spec.map_over is not None and spec.map_param is not None
+    subgraph = isinstance(spec.fn, Graph)  # each item runs the sub-graph as a nested run
+    kind = NodeKind.GRAPH if subgraph else NodeKind.TASK
     children: list[NodeSpec] = []
     for i in range(count):
         item = NodeRef(spec.map_over.node, (*spec.map_over.path, i))
         children.append(NodeSpec(
             id=NodeId(f"{map_id}[{i}]"), fn=spec.fn,
             inputs={**spec.inputs, spec.map_param: item}, after=spec.after,
-            policy=spec.policy, kind=NodeKind.TASK, context_param=spec.context_param,
-            is_async=spec.is_async, step_key=spec.step_key, where=spec.where,
+            policy=spec.policy, kind=kind, context_param=spec.context_param,
+            is_async=subgraph or spec.is_async, step_key=spec.step_key, where=spec.where,
             estimate=spec.estimate, spawned_by=map_id))
     _add_specs(state, children)
     for dep in spec.deps:  # the join depends on the spawned nodes only
