@@ -318,6 +318,9 @@ def compute_ranks(state: RunState) -> None:
 
 
 def _topological(state: RunState) -> list[NodeId]:
+    # Hand-written rather than graphlib.TopologicalSorter: on the run state of the
+    # 100,000-node L1 graph this took 0.28 s and graphlib's static_order 1.56 s (best of
+    # five, 2026-12-01), and it runs again whenever a map expands or an edit lands.
     nodes = state.nodes
     indegree = {k: len(v.spec.deps) for k, v in nodes.items()}
     stack = [k for k, d in indegree.items() if d == 0]
