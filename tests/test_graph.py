@@ -437,3 +437,18 @@ def test_topology_follows_insertion_order_or_sorts_forward_references() -> None:
                        cp.NodeId("c"): [cp.NodeId("b")]}) in (
         ["a", "b", "c", "a"], ["b", "c", "a", "b"], ["c", "a", "b", "c"])
     assert find_cycle({cp.NodeId("a"): [], cp.NodeId("b"): [cp.NodeId("a")]}) == []
+
+
+def test_fingerprint_is_the_hash_it_always_was() -> None:
+    import hashlib
+
+    g = cp.Graph("g")
+    a = g.add("a", fetch, city="x")
+    g.add("b", count, text=a, after=[a])
+    g.map("m", double, over=g.add("n", numbers))
+    g.add("s", _scaler(), x=1, k=2)
+    digest = hashlib.sha256()  # how fingerprints of recorded runs were computed
+    for spec in g.nodes.values():
+        qualname = spec.step_key.partition(":")[2]
+        digest.update(f"{spec.id}|{qualname}|{','.join(spec.deps)}|{spec.kind}\n".encode())
+    assert g.fingerprint() == digest.hexdigest()[:16]

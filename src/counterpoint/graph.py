@@ -51,6 +51,7 @@ _TASK = NodeKind.TASK
 _MAP = NodeKind.MAP
 _JOIN = NodeKind.JOIN
 _GRAPH = NodeKind.GRAPH
+_KIND_TEXT = {kind: str(kind.value) for kind in NodeKind}
 
 
 @dataclass(frozen=True, slots=True)
@@ -806,12 +807,16 @@ class Graph:
         """A hash of the graph's structure (ids, steps, dependencies) to detect changes."""
         if self._fingerprint is not None and self._fingerprint[0] == self._version:
             return self._fingerprint[1]
-        digest = hashlib.sha256()
+        lines: list[str] = []
+        qualnames: dict[str, str] = {}  # step key -> its qualname
         for spec in self.nodes.values():
             # qualname only: the same file loaded as __main__ or by path must match
-            qualname = spec.step_key.partition(":")[2]
-            digest.update(f"{spec.id}|{qualname}|{','.join(spec.deps)}|{spec.kind}\n"
-                          .encode())
+            key = spec.step_key
+            qualname = qualnames.get(key)
+            if qualname is None:
+                qualname = qualnames[key] = key.partition(":")[2]
+            lines.append(f"{spec.id}|{qualname}|{','.join(spec.deps)}|{_KIND_TEXT[spec.kind]}\n")
+        digest = hashlib.sha256("".join(lines).encode())  # one update: same bytes, same hash
         self._fingerprint = (self._version, digest.hexdigest()[:16])
         return self._fingerprint[1]
 

@@ -308,7 +308,15 @@ def _ranks(rows: list[tuple[NodeSpec, tuple[NodeId, ...]]],
 def compute_ranks(state: RunState) -> None:
     """Upward rank of every node over estimated durations (HEFT), then rebuild the ready heap."""
     nodes = state.nodes
-    order = [nodes[node_id] for node_id in _topological(state)]
+    listed = list(nodes.values())
+    seen: set[NodeId] = set()
+    for ns in listed:  # a new run lists its nodes in topological order: one pass tells
+        if not seen.issuperset(ns.spec.deps):
+            order = [nodes[node_id] for node_id in _topological(state)]
+            break
+        seen.add(ns.spec.id)
+    else:
+        order = listed
     ranks = _ranks([(ns.spec, ns.dependents) for ns in order], state.estimates)
     for ns, rank in zip(order, ranks, strict=True):
         ns.rank = rank
