@@ -16,10 +16,13 @@ a user writes it, with ``g.add(...)``. It measures:
 - **peak RSS** of a fresh child process that builds the graph and runs it once (its
   VmHWM, plus the SQLite writer process's).
 
-The build runs under the process's collector settings (Python's defaults unless
-``--gc tuned``), as a user's script builds its graph before it calls ``cp.run_sync``;
-``cp.run_sync`` then tunes the collector (``cp.tune_gc()``), so the asyncio baseline runs
-under the same thresholds as the run it is compared with. Every run is verified: each
+The build is timed under the process's collector settings (Python's defaults unless
+``--gc tuned``), as a user's script builds its graph before it calls ``cp.run_sync``; this
+is the one judged. It is timed again under ``cp.tune_gc()``'s, as ``counterpoint run``
+builds a graph file's graph: on a large graph the collector's full collections, which
+walk every node built so far, are a large part of the cost. ``cp.run_sync`` tunes the
+collector first, so the asyncio baseline runs under the same thresholds as the run it is
+compared with. Every run is verified: each
 node ran once and produced the value the plain-Python reference (`expected_values`)
 computes.
 
@@ -261,6 +264,9 @@ class L1Result:
     width: int
     layers: int
     build_seconds: list[float] = field(default_factory=list)
+    """Under the collector settings the benchmark was started with."""
+    tuned_build_seconds: list[float] = field(default_factory=list)
+    """Under ``cp.tune_gc()``'s (as ``counterpoint run`` builds a graph file's graph)."""
     cp_runs: list[CounterpointRun] = field(default_factory=list)
     asyncio_seconds: list[float] = field(default_factory=list)
     rss: L1Rss | None = None
@@ -272,6 +278,10 @@ class L1Result:
     @property
     def build_us_per_node(self) -> float:
         return statistics.median(self.build_seconds) / self.nodes * 1e6
+
+    @property
+    def tuned_build_us_per_node(self) -> float:
+        return statistics.median(self.tuned_build_seconds) / self.nodes * 1e6
 
     @property
     def cp_seconds(self) -> float:
@@ -302,7 +312,9 @@ class L1Result:
         return {
             "workload": f"L1-layered-{self.width}x{self.layers}", "nodes": self.nodes,
             "trials": len(self.build_seconds),
-            "build": {"samples_s": self.build_seconds, "us_per_node": self.build_us_per_node},
+            "build": {"samples_s": self.build_seconds, "us_per_node": self.build_us_per_node,
+                      "tuned_gc_samples_s": self.tuned_build_seconds,
+                      "tuned_gc_us_per_node": self.tuned_build_us_per_node},
             "counterpoint": {"samples_s": [r.seconds for r in self.cp_runs],
                              "median_s": self.cp_seconds,
                              "makespan_samples_s": [r.makespan for r in self.cp_runs],
@@ -325,8 +337,9 @@ def measure_l1(tmp: Path, trials: int = L1_TRIALS, width: int = L1_WIDTH,
                layers: int = L1_LAYERS, rss: bool = True,
                log: Callable[[str], None] = lambda _: None) -> L1Result:
     """Run the L1 benchmark: `trials` builds, runs and baselines, interleaved, then the RSS
-    child. Each build runs under the collector settings this was called with, the runs
-    under ``cp.tune_gc()``'s; the settings are restored at the end."""
+    child. Each trial builds the graph under the collector settings this was called with,
+    then under ``cp.tune_gc()``'s, and runs the second graph and the baseline under the
+    latter; the settings are restored at the end."""
     thresholds = gc.get_threshold()
     out = L1Result(width=width, layers=layers)
     graph: cp.Graph | None = None
@@ -338,7 +351,11 @@ def measure_l1(tmp: Path, trials: int = L1_TRIALS, width: int = L1_WIDTH,
             gc.collect()
             seconds, graph = _timed_build(width, layers)
             out.build_seconds.append(seconds)
+            graph = None
             cp.tune_gc()  # what cp.run_sync does first: the baseline gets the same
+            gc.collect()
+            seconds, graph = _timed_build(width, layers)
+            out.tuned_build_seconds.append(seconds)
             gc.collect()
             out.cp_runs.append(run_l1_counterpoint(graph, store, width, layers))
             gc.collect()
@@ -346,7 +363,8 @@ def measure_l1(tmp: Path, trials: int = L1_TRIALS, width: int = L1_WIDTH,
             if values != expected_values(width, layers):
                 raise AssertionError("L1: the asyncio baseline computed wrong outputs")
             out.asyncio_seconds.append(seconds)
-            log(f"L1 trial {trial + 1}/{trials}: build {out.build_seconds[-1]:.2f} s, "
+            log(f"L1 trial {trial + 1}/{trials}: build {out.build_seconds[-1]:.2f} s "
+                f"({out.tuned_build_seconds[-1]:.2f} s under cp.tune_gc()), "
                 f"counterpoint {out.cp_runs[-1].seconds:.2f} s, asyncio {seconds:.2f} s")
     finally:
         store.close()
@@ -373,6 +391,9 @@ def print_l1(result: L1Result, console: Any) -> None:
                   f"{result.build_us_per_node:.2f} µs/node "
                   f"({statistics.median(result.build_seconds):.2f} s)",
                   f"≤ {L1_TARGET_BUILD_US:g} µs/node", verdict(result.pass_build))
+    table.add_row("build under cp.tune_gc() (as `counterpoint run` builds it)",
+                  f"{result.tuned_build_us_per_node:.2f} µs/node "
+                  f"({statistics.median(result.tuned_build_seconds):.2f} s)", "", "")
     table.add_row("counterpoint: cp.run_sync, call to result (SQLite log)",
                   f"{result.cp_seconds:.2f} s", "", "")
     table.add_row("asyncio (hand-written, same graph)", f"{result.aio_seconds:.2f} s", "", "")
