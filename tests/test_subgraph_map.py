@@ -38,11 +38,10 @@ def scaler(step: object = multiply) -> cp.Graph:
     return sub
 
 
-def test_each_item_runs_the_subgraph_and_the_outputs_join_in_order() -> None:
+def test_each_item_runs_the_subgraph_and_the_outputs_join_in_order(store: cp.RunStore) -> None:
     g = cp.Graph("outer")
     m = g.map("m", scaler(), over=g.add("items", items), k=10)
     g.add("total", total, values=m)
-    store = cp.MemoryStore()
     result = cp.run_sync(g, store=store)
     assert result.ok
     assert result["m"] == [10, 20, 30]
@@ -52,7 +51,6 @@ def test_each_item_runs_the_subgraph_and_the_outputs_join_in_order() -> None:
         child = store.run(cp.RunId(f"{result.run_id}/m[{i}]"))
         assert child.status == "succeeded" and child.parent == result.run_id
         assert child.graph == "scale"
-    store.close()
 
 
 def test_an_empty_list_joins_to_an_empty_list() -> None:
