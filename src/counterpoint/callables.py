@@ -1,4 +1,4 @@
-"""What the graph builder knows about a step callable, worked out once per callable.
+"""What the graph builder works out once and remembers: step callables' facts, call sites.
 
 :func:`step_facts` returns a callable's parameters, the parameter that receives the
 node context, whether it is async, its step key and its resolved type hints. Working
@@ -12,6 +12,9 @@ method is a new object at every attribute access, so its facts are cached under 
 function (every method bound to that function has the same signature, hints and key).
 Callables that cannot be weakly referenced are not cached. The facts are taken when a
 callable is first added: changing its ``__signature__`` or annotations later is not seen.
+
+:func:`call_site` gives the ``file:line`` a node was added at, remembered per call site
+the same way (weakly, per code object).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import types
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import CodeType, FrameType
 from typing import Any
 
 from .annotations import resolved_hints
@@ -139,3 +143,33 @@ def _work_out(fn: Callable[..., Any]) -> StepFacts:
         context_param=context,
         is_async=is_async, key=f"{module}:{qualname}", hints=hints,
         returns=hints.get("return", Any))
+
+
+# --------------------------------------------------------------------------- call sites
+_CALL_SITES: dict[int, tuple[weakref.ref[CodeType], dict[int, str]]] = {}
+"""``id(code)`` -> (weak reference to the code, its instruction offset -> ``file:line``)."""
+
+
+def call_site(frame: FrameType) -> str:
+    """``file:line`` of the instruction ``frame`` is at.
+
+    Remembered per call site: a frame's line number is worked out by reading its code's
+    line table from the start, which made up a tenth of the cost of ``Graph.add``, and a
+    graph is usually built by a few lines called many times.
+    """
+    code = frame.f_code
+    known = _CALL_SITES.get(id(code))
+    if known is None or known[0]() is not code:
+        known = (weakref.ref(code, functools.partial(_forget_code, id(code))), {})
+        _CALL_SITES[id(code)] = known
+    sites = known[1]
+    where = sites.get(frame.f_lasti)
+    if where is None:
+        where = sites[frame.f_lasti] = f"{code.co_filename}:{frame.f_lineno}"
+    return where
+
+
+def _forget_code(key: int, dead: weakref.ref[CodeType]) -> None:
+    known = _CALL_SITES.get(key)
+    if known is not None and known[0] is dead:
+        del _CALL_SITES[key]

@@ -9,22 +9,20 @@ that names the graph, the node and the line where it was added.
 from __future__ import annotations
 
 import enum
-import functools
-import graphlib
 import hashlib
 import sys
-import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from types import CodeType, FrameType
 from typing import Any, TypeVar, overload
 
 from .annotations import is_assignable, item_type, type_name
 from .callables import NO_FACTS as _NO_FACTS
-from .callables import StepFacts, step_facts
+from .callables import StepFacts, call_site, step_facts
 from .errors import GraphError
 from .ids import NodeId
 from .policy import DEFAULT_POLICY, Backoff, Policy
+from .topology import Topology as Topology
+from .topology import find_cycle as find_cycle
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -296,36 +294,7 @@ def step(
 
 def _caller_location(depth: int) -> str:
     """``file:line`` of the call ``depth`` frames up from the caller."""
-    return _call_site(sys._getframe(depth + 1))
-
-
-_CALL_SITES: dict[int, tuple[weakref.ref[CodeType], dict[int, str]]] = {}
-"""``id(code)`` -> (weak reference to the code, its instruction offset -> ``file:line``)."""
-
-
-def _call_site(frame: FrameType) -> str:
-    """``file:line`` of the instruction ``frame`` is at.
-
-    Remembered per call site: a frame's line number is worked out by reading its code's
-    line table from the start, which made up a tenth of the cost of ``Graph.add``, and a
-    graph is usually built by a few lines called many times.
-    """
-    code = frame.f_code
-    known = _CALL_SITES.get(id(code))
-    if known is None or known[0]() is not code:
-        known = (weakref.ref(code, functools.partial(_forget_code, id(code))), {})
-        _CALL_SITES[id(code)] = known
-    sites = known[1]
-    where = sites.get(frame.f_lasti)
-    if where is None:
-        where = sites[frame.f_lasti] = f"{code.co_filename}:{frame.f_lineno}"
-    return where
-
-
-def _forget_code(key: int, dead: weakref.ref[CodeType]) -> None:
-    known = _CALL_SITES.get(key)
-    if known is not None and known[0] is dead:
-        del _CALL_SITES[key]
+    return call_site(sys._getframe(depth + 1))
 
 
 @dataclass(frozen=True, slots=True)
@@ -406,7 +375,7 @@ class Graph:
         duration learned for its step would be wrong. Returns a reference to
         the node's output.
         """
-        where = _call_site(sys._getframe(1))
+        where = call_site(sys._getframe(1))
         merged = {**inputs, **kwargs} if inputs else kwargs
         options = NO_OPTIONS if retries is None and timeout is None and fallback is None \
             and resources is None else NodeOptions(retries=retries, timeout=timeout,
@@ -819,80 +788,6 @@ class Graph:
         digest = hashlib.sha256("".join(lines).encode())  # one update: same bytes, same hash
         self._fingerprint = (self._version, digest.hexdigest()[:16])
         return self._fingerprint[1]
-
-
-@dataclass(frozen=True, slots=True)
-class Topology:
-    """The validated structure of a graph: topological order and successor lists."""
-
-    order: tuple[NodeId, ...]
-    specs: tuple[NodeSpec, ...] = field(compare=False, repr=False)
-    """The specs it was built from, in ``order``."""
-    cache: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
-    """Derived data reused by every run of the graph (initial run states)."""
-
-    @property
-    def dependents(self) -> Mapping[NodeId, tuple[NodeId, ...]]:
-        """Node -> the nodes that depend on it, in order (worked out on first use: runs
-        do not need it, and building it for a large graph costs more than sorting it)."""
-        known: Mapping[NodeId, tuple[NodeId, ...]] | None = self.cache.get("dependents")
-        if known is None:
-            lists: dict[NodeId, list[NodeId]] = {n: [] for n in self.order}
-            for spec in self.specs:
-                for dep in spec.deps:
-                    lists[dep].append(spec.id)
-            known = self.cache["dependents"] = {k: tuple(v) for k, v in lists.items()}
-        return known
-
-    @staticmethod
-    def build(specs: Iterable[NodeSpec], graph: str) -> Topology:
-        """The topology of ``specs``, whose dependencies must all be among them; raises
-        :class:`GraphError` naming a cycle if there is one."""
-        specs = list(specs)
-        return Topology.in_order(specs) or Topology._sorted(specs, graph)
-
-    @staticmethod
-    def in_order(specs: Iterable[NodeSpec]) -> Topology | None:
-        """The topology of ``specs`` in their own order if each comes after its
-        dependencies, else ``None``.
-
-        That is the case when every node is added after the nodes it reads (as the
-        references ``Graph.add`` returns make it), and one pass checks it. On the
-        100,000-node L1 graph that pass took 0.08 s, the hand-written Kahn sort it
-        replaces 0.45 s and graphlib's static_order 1.53 s (best of five, 2026-12-01), so
-        graphlib sorts only the other graphs (and finds their cycles).
-        """
-        specs = tuple(specs)
-        seen: set[NodeId] = set()
-        for spec in specs:
-            for dep in spec.deps:
-                if dep not in seen:  # added later, unknown, or the node itself
-                    return None
-            seen.add(spec.id)
-        return Topology(order=tuple([s.id for s in specs]), specs=specs)
-
-    @staticmethod
-    def _sorted(specs: list[NodeSpec], graph: str) -> Topology:
-        try:
-            order: tuple[NodeId, ...] = tuple(
-                graphlib.TopologicalSorter({s.id: s.deps for s in specs}).static_order())
-        except graphlib.CycleError as exc:
-            cycle: list[NodeId] = list(exc.args[1])
-            where = next(s.where for s in specs if s.id == cycle[0])
-            raise GraphError(f"{where}: graph {graph!r} has a cycle: "
-                             f"{' -> '.join(cycle)}; remove one of these edges") from None
-        by_id = {s.id: s for s in specs}
-        return Topology(order=order, specs=tuple([by_id[n] for n in order]))
-
-
-def find_cycle(deps: Mapping[NodeId, Iterable[NodeId]]) -> list[NodeId]:
-    """One cycle in a dependency mapping, as ``[a, b, ..., a]`` in execution order (each
-    node a dependency of the next); ``[]`` if there is none."""
-    try:
-        graphlib.TopologicalSorter(deps).prepare()
-    except graphlib.CycleError as exc:
-        return list(exc.args[1])
-    return []
 
 
 def _check_estimate(estimate: float, where: str, graph: str, node: str) -> float:
