@@ -1,6 +1,6 @@
 """Benchmark driver: counterpoint against asyncio and LangGraph, same process, same session.
 
-    python benchmarks/run.py [--quick] [--json FILE] [--only W1,W2,...] [--trials N]
+    python benchmarks/run.py [--quick] [--json FILE] [--only W1,L1,...] [--trials N]
                              [--gc default|tuned] [--loop asyncio|precise]
 
 For each workload it runs counterpoint (SQLite log on: a fresh database file per workload
@@ -57,6 +57,7 @@ from benchmarks.counterpoint_runner import (  # noqa: E402
     run_counterpoint_many,
     run_counterpoint_trial,
 )
+from benchmarks.large import bench_l1  # noqa: E402
 from benchmarks.models import bench_overhead, bench_rate  # noqa: E402
 from benchmarks.workloads import (  # noqa: E402
     Workload,
@@ -539,6 +540,8 @@ def bench_w5(cfg: Config) -> dict[str, Any]:
 
 BENCHES: dict[str, Callable[[Config], dict[str, Any]]] = {
     "W1": bench_w1, "W2": bench_w2, "W3": bench_w3, "W4": bench_w4, "W5": bench_w5,
+    # a 100,000-node graph: build cost, run time against asyncio, peak RSS (large.py)
+    "L1": lambda cfg: bench_l1(cfg.n_trials(slow=True), cfg.tmp, console),
     # the model layer (benchmarks/models.py): rate limits, per-call overhead
     "M1": lambda cfg: bench_rate(cfg.quick), "M2": lambda cfg: bench_overhead(cfg.quick),
 }
@@ -583,8 +586,9 @@ def warm_up(tmp: Path) -> None:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python benchmarks/run.py",
-        description="Benchmark counterpoint against asyncio and LangGraph (W1-W5) and its "
-                    "model layer against the bare openai SDK (M1, M2).")
+        description="Benchmark counterpoint against asyncio and LangGraph (W1-W5), a "
+                    "100,000-node graph against asyncio (L1) and its model layer against "
+                    "the bare openai SDK (M1, M2).")
     parser.add_argument("--quick", action="store_true",
                         help=f"W3 at {W3_QUICK_COUNT:,} workflows for every runner, "
                              f"{W5_QUICK_TRACES} W5 traces, {QUICK_TRIALS} trials")

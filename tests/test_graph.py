@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import counterpoint as cp
@@ -183,3 +185,270 @@ def test_fingerprint_tracks_structure() -> None:
     first = g.fingerprint()
     g.add("b", count, text=cp.ref("a"))
     assert g.fingerprint() != first
+
+
+# --------------------------------------------------------------------------- where
+def _line_below() -> int:
+    import sys
+    return sys._getframe(1).f_lineno + 1
+
+
+def test_where_is_the_file_and_line_of_the_add_call() -> None:
+    g = cp.Graph("g")
+    line = _line_below()
+    g.add("a", fetch, city="x")
+    assert g.nodes["a"].where == f"{__file__}:{line}"
+    line = _line_below()
+    g.map("m", double, over=g.add("n", numbers))
+    assert g.nodes["m"].where == f"{__file__}:{line}"
+
+
+# --------------------------------------------------------------------------- step facts
+def test_step_facts_are_worked_out_once_per_callable() -> None:
+    from counterpoint.callables import step_facts
+
+    async def local(a: int, ctx: cp.NodeContext) -> int:
+        return a
+
+    first = step_facts(local)
+    assert step_facts(local) is first
+    assert first.context_param == "ctx" and first.is_async and first.required == ("a",)
+    assert first.key.endswith(":test_step_facts_are_worked_out_once_per_callable.<locals>.local")
+    assert first.returns is int
+
+
+def test_step_facts_of_methods_unhashable_and_unweakrefable_callables() -> None:
+    from counterpoint.callables import step_facts
+
+    class Steps:
+        async def scale(self, n: int, factor: int = 2) -> int:
+            return n * factor
+
+    class Unhashable:
+        __hash__ = None  # type: ignore[assignment]
+
+        def __call__(self, text: str) -> int:
+            return len(text)
+
+    class Slotted:
+        __slots__ = ()
+
+        async def __call__(self, text: str) -> str:
+            return text
+
+    a, b = Steps(), Steps()
+    assert step_facts(a.scale) is step_facts(b.scale)  # a new bound method each time
+    assert step_facts(a.scale).names == ("n", "factor")  # self is bound
+    assert step_facts(a.scale).required == ("n",)
+    assert step_facts(Unhashable()).required == ("text",)
+    assert not step_facts(Unhashable()).is_async
+    slotted = step_facts(Slotted())  # cannot be weakly referenced: worked out, not cached
+    assert slotted.is_async and slotted.returns is str
+    g = cp.Graph("g")
+    t = g.add("t", fetch, city="x")
+    g.add("scaled", a.scale, n=g.add("len", Unhashable(), text=t))
+    g.add("slotted", Slotted(), text=t)
+    with pytest.raises(cp.GraphError, match="requires input 'text'"):
+        g.add("bad", Unhashable())
+
+
+def test_step_facts_are_dropped_with_their_callable() -> None:
+    import gc
+
+    from counterpoint import callables
+
+    def make() -> object:
+        async def temporary(x: int) -> int:
+            return x
+        return temporary
+
+    fn = make()
+    callables.step_facts(fn)  # type: ignore[arg-type]
+    key = id(fn)
+    assert key in callables._FACTS
+    del fn
+    gc.collect()
+    assert key not in callables._FACTS
+
+
+def test_specs_the_builder_makes_are_the_ones_the_constructor_makes() -> None:
+    import dataclasses
+
+    from counterpoint.graph import _new_ref
+
+    async def join(a: str, n: int | None, k: int, lit: int = 0) -> int:
+        return 0
+
+    g = cp.Graph("g")
+    k = g.input("k")
+    a = g.add("a", fetch, city="x")
+    n = g.add("n", numbers)
+    g.add("j", join, a=a, n=g.add("d", double, n=3).or_none(), k=k, lit=4, after=["n", a])
+    g.map("m", double, over=n, after=[a], estimate=0.5)
+    g.add("s", _scaler(), x=n[0], k=k)
+    g.map("sm", _scaler(), over=n, k=k)
+    for spec in g.nodes.values():
+        assert type(spec) is cp.NodeSpec
+        made = cp.NodeSpec(**{f.name: getattr(spec, f.name)
+                              for f in dataclasses.fields(spec) if f.init})
+        for field in cp.NodeSpec.__slots__:  # type: ignore[attr-defined]
+            assert getattr(spec, field) == getattr(made, field), (spec.id, field)
+    assert g.nodes["j"].deps == ("a", "d", "n") and g.nodes["m"].deps == ("n", "a")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        g.nodes["a"].id = cp.NodeId("other")  # type: ignore[misc]
+    assert dataclasses.replace(g.nodes["a"], estimate=1.0).estimate == 1.0
+    ref = _new_ref(cp.NodeId("n"), 7)
+    assert type(ref) is cp.NodeRef and ref == cp.NodeRef(cp.NodeId("n"), owner=7)
+    assert ref["k"].path == ("k",) and ref.owner == 7
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ref.node = cp.NodeId("other")  # type: ignore[misc]
+
+
+# --------------------------------------------------------------------------- options
+def test_node_options_override_only_what_they_set() -> None:
+    from counterpoint.graph import NO_OPTIONS, NodeOptions
+
+    base = cp.Policy(retries=1, timeout=5.0, resources={"gpu": 1})
+    assert NO_OPTIONS.apply(base) is base
+    changed = NodeOptions(retries=3, resources={"api": 2}).apply(base)
+    assert (changed.retries, changed.timeout, dict(changed.resources)) == (3, 5.0, {"api": 2})
+    g = cp.Graph("g")
+    g.add("a", fetch, city="x", policy=base, timeout=1.0)
+    assert (g.nodes["a"].policy.retries, g.nodes["a"].policy.timeout) == (1, 1.0)
+
+
+# --------------------------------------------------------------------------- fallbacks
+async def fallback_for_city(city: str) -> str:
+    return "?"
+
+
+async def fallback_without_params() -> str:
+    return "?"
+
+
+async def fallback_with_context(city: str, ctx: cp.NodeContext) -> str:
+    return "?"
+
+
+async def fallback_taking_anything(**inputs: object) -> str:
+    return "?"
+
+
+def test_fallback_must_accept_the_nodes_inputs() -> None:
+    g = cp.Graph("g")
+    g.add("ok", fetch, city="x", fallback=fallback_for_city)
+    g.add("kw", fetch, city="x", fallback=fallback_taking_anything)
+    line = _line_below()
+    with pytest.raises(cp.GraphError) as info:
+        g.add("bad", fetch, city="x", fallback=fallback_without_params)
+    assert re.fullmatch(
+        rf"{re.escape(__file__)}:{line + 1}: graph 'g', node 'bad': fallback "
+        r"\S+:fallback_without_params has no parameter 'city'; its parameters are \[\]",
+        str(info.value))
+    with pytest.raises(cp.GraphError, match=r"node 'short': fallback \S+:fallback_for_city "
+                                            r"requires input 'city'"):
+        g.add("short", fallback_taking_anything, fallback=fallback_for_city)
+    with pytest.raises(cp.GraphError, match=r"takes the node context in parameter 'ctx', but "
+                                            r"a fallback is called with the node's inputs"):
+        g.add("ctx", fetch, city="x", fallback=fallback_with_context)
+    assert "bad" not in g.nodes and "short" not in g.nodes
+
+
+def test_fallback_from_step_decorator_policy_and_sub_graphs_is_checked() -> None:
+    @cp.step(fallback=fallback_without_params)
+    async def decorated(city: str) -> str:
+        return city
+
+    g = cp.Graph("g")
+    with pytest.raises(cp.GraphError, match=r"node 'd': fallback .* has no parameter 'city'"):
+        g.add("d", decorated, city="x")
+    with pytest.raises(cp.GraphError, match=r"node 'p': fallback .* has no parameter 'city'"):
+        g.add("p", fetch, city="x", policy=cp.Policy(fallback=fallback_without_params))
+    with pytest.raises(cp.GraphError, match=r"node 'm': fallback .* has no parameter 'n'"):
+        g.map("m", double, over=g.add("n", numbers), fallback=fallback_for_city)
+    with pytest.raises(cp.GraphError, match=r"node 's': fallback .* has no parameter 'x'"):
+        g.add("s", _scaler(), x=1, k=2, fallback=fallback_for_city)
+
+
+def test_fallback_of_a_mapped_step_receives_the_item() -> None:
+    async def fallback_for_n(n: int) -> int:
+        return 0
+
+    g = cp.Graph("g")
+    g.map("m", double, over=g.add("n", numbers), fallback=fallback_for_n)
+
+
+# --------------------------------------------------------------------------- map over a sub-graph
+def _scaler() -> cp.Graph:
+    sub = cp.Graph("scale")
+    x = sub.input("x", int)
+    k = sub.input("k", int)
+    sub.output(sub.add("scaled", lambda a, b: a * b, a=x, b=k))
+    return sub
+
+
+def test_map_over_a_subgraph_fans_out_from_the_list() -> None:
+    g = cp.Graph("g")
+    n = g.add("n", numbers)
+    g.map("m", _scaler(), over=n, k=10)
+    spec = g.nodes["m"]
+    assert spec.kind is cp.NodeKind.MAP and spec.map_param == "x"
+    assert spec.deps == ("n",) and spec.map_over == n
+    g.validate()
+    g.map("m2", _scaler(), over=n, item="k", x=2)
+    assert g.nodes["m2"].map_param == "k"
+
+
+def test_map_over_a_subgraph_needs_the_mapped_input() -> None:
+    g = cp.Graph("g")
+    n = g.add("n", numbers)
+    with pytest.raises(cp.GraphError, match=r"node 'm': sub-graph 'scale' has no input 'y' to "
+                                            r"receive the mapped item; declared inputs: "
+                                            r"\['k', 'x'\]"):
+        g.map("m", _scaler(), over=n, item="y", x=1, k=2)
+    with pytest.raises(cp.GraphError, match=r"node 'm': sub-graph 'scale' has no input left "
+                                            r"to receive the mapped item"):
+        g.map("m", _scaler(), over=n, x=1, k=2)
+    with pytest.raises(cp.GraphError, match=r"sub-graph 'scale' needs input\(s\) \['k'\]"):
+        g.map("m", _scaler(), over=n)
+    with pytest.raises(cp.GraphError, match=r"input 'x' receives the mapped item"):
+        g.map("m", _scaler(), over=n, item="x", x=1, k=2)
+
+
+# --------------------------------------------------------------------------- topology
+def test_topology_follows_insertion_order_or_sorts_forward_references() -> None:
+    from counterpoint.graph import find_cycle
+
+    g = cp.Graph("g")
+    a = g.add("a", fetch, city="x")
+    g.add("c", count, text=a)
+    g.add("b", count, text=a)
+    topo = g.validate()
+    assert topo.order == ("a", "c", "b")  # the order they were added in: it is topological
+    assert topo.dependents == {"a": ("c", "b"), "c": (), "b": ()}
+    forward = cp.Graph("forward")
+    forward.add("late", double, n=cp.ref("early"))
+    forward.add("early", count, text="abc")
+    forward.add("after", fetch, city="x", after=["late"])
+    topo = forward.validate()
+    assert topo.order.index("early") < topo.order.index("late") < topo.order.index("after")
+    assert topo.dependents["early"] == ("late",)
+    assert find_cycle({cp.NodeId("a"): [cp.NodeId("c")], cp.NodeId("b"): [cp.NodeId("a")],
+                       cp.NodeId("c"): [cp.NodeId("b")]}) in (
+        ["a", "b", "c", "a"], ["b", "c", "a", "b"], ["c", "a", "b", "c"])
+    assert find_cycle({cp.NodeId("a"): [], cp.NodeId("b"): [cp.NodeId("a")]}) == []
+
+
+def test_fingerprint_is_the_hash_it_always_was() -> None:
+    import hashlib
+
+    g = cp.Graph("g")
+    a = g.add("a", fetch, city="x")
+    g.add("b", count, text=a, after=[a])
+    g.map("m", double, over=g.add("n", numbers))
+    g.add("s", _scaler(), x=1, k=2)
+    digest = hashlib.sha256()  # how fingerprints of recorded runs were computed
+    for spec in g.nodes.values():
+        qualname = spec.step_key.partition(":")[2]
+        digest.update(f"{spec.id}|{qualname}|{','.join(spec.deps)}|{spec.kind}\n".encode())
+    assert g.fingerprint() == digest.hexdigest()[:16]

@@ -2,7 +2,9 @@
 
 The check is deliberately conservative: it reports a mismatch only when both
 ends are annotated with types it understands and they cannot match. Anything it
-cannot judge (TypeVars, protocols, forward references) passes.
+cannot judge (TypeVars, protocols, forward references to names that are not defined
+at run time) passes; an annotation that cannot be evaluated for any other reason is
+reported (see :func:`resolved_hints`).
 """
 
 from __future__ import annotations
@@ -10,26 +12,63 @@ from __future__ import annotations
 import inspect
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
+
+from .errors import GraphError
 
 _UNION_TYPES = (typing.Union, types.UnionType)
 _NUMERIC_WIDENING = {float: (int,), complex: (int, float)}
 
 
 def return_type(fn: Callable[..., Any]) -> Any:
-    """The resolved return annotation of ``fn``, or ``Any`` when absent or unresolvable."""
+    """The resolved return annotation of ``fn``, or ``Any`` when absent or naming something
+    undefined (see :func:`resolved_hints`)."""
     hints = resolved_hints(fn)
     return hints.get("return", Any)
 
 
 def resolved_hints(fn: Callable[..., Any]) -> dict[str, Any]:
-    """Type hints of ``fn`` with forward references resolved; ``{}`` if they cannot be."""
+    """Type hints of ``fn`` (of ``__call__`` for a callable object), forward references resolved.
+
+    Each annotation is evaluated on its own. One that names something undefined at run
+    time (a ``NameError``: a name imported only under ``TYPE_CHECKING``, a class local to
+    another function) cannot be resolved and is left out, so only the check of that
+    parameter is skipped; the others are still checked. Any other failure (an annotation
+    string that is not an expression, an attribute a module does not have, a generic that
+    rejects its arguments) is a mistake in the annotation and raises :class:`GraphError`
+    naming it. A callable without annotations (a builtin, a ``functools.partial``) has
+    no hints.
+    """
     target: Any = fn if inspect.isroutine(fn) else getattr(fn, "__call__", fn)  # noqa: B004
-    try:
-        return typing.get_type_hints(target)
-    except Exception:
+    annotations = getattr(target, "__annotations__", None)
+    if not isinstance(annotations, Mapping) or not annotations:
         return {}
+    namespace: Any = target
+    while hasattr(namespace, "__wrapped__"):  # where typing.get_type_hints looks, too
+        namespace = namespace.__wrapped__
+    globalns = getattr(namespace, "__globals__", {})
+    hints: dict[str, Any] = {}
+    for name, annotation in annotations.items():
+        holder = types.SimpleNamespace(__annotations__={name: annotation})
+        try:
+            hints[name] = typing.get_type_hints(holder, globalns=globalns)[name]
+        except NameError:
+            continue  # names something undefined at run time: this hint cannot be checked
+        except Exception as exc:
+            raise GraphError(
+                f"the annotation of {_describe(name)} of {_qualname(fn)} ({annotation!r}) "
+                f"cannot be evaluated: {type(exc).__name__}: {exc}; fix the annotation") from exc
+    return hints
+
+
+def _describe(name: str) -> str:
+    return "the return value" if name == "return" else f"parameter {name!r}"
+
+
+def _qualname(fn: Any) -> str:
+    module = getattr(fn, "__module__", None) or type(fn).__module__
+    return f"{module}:{getattr(fn, '__qualname__', None) or type(fn).__qualname__}"
 
 
 def is_assignable(produced: Any, expected: Any) -> bool:

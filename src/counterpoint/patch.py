@@ -16,7 +16,7 @@ from typing import Any
 import pydantic_core
 
 from .errors import GraphError, PatchError, SourceError
-from .graph import Graph, InputRef, NodeRef, NodeSpec, _caller_location, step_key
+from .graph import NO_OPTIONS, Graph, InputRef, NodeRef, NodeSpec, _caller_location, step_key
 from .ids import NodeId
 from .policy import Backoff, Policy
 
@@ -205,7 +205,7 @@ def spec_from_data(data: Mapping[str, Any], resolve: Resolver) -> NodeSpec:
     spec = scratch._build_spec(node, fn, {k: _input_from_data(v)
                                           for k, v in data.get("inputs", {}).items()},
                                [NodeId(a) for a in data.get("after", ())], policy,
-                               (None, None, None, None), str(data.get("where", "")),
+                               NO_OPTIONS, str(data.get("where", "")),
                                map_over=map_over if isinstance(map_over, NodeRef) else None,
                                map_param=data.get("map_param"), estimate=data.get("estimate"))
     return spec
