@@ -230,8 +230,8 @@ def prepare_resume(rid: RunId, store: RunStore, graph: Graph | None,
     opts = options or RunOptions.from_data(record.options)
     created = events[0].data or {}
     inputs = {k: codec.decode(v) for k, v in (created.get("inputs") or {}).items()}
-    topology = the_graph.validate()
-    state = RunState.new(rid, the_graph.name, [the_graph.nodes[n] for n in topology.order],
+    the_graph.validate()  # a graph that changed since the run was recorded fails here
+    state = RunState.new(rid, the_graph.name, the_graph.nodes.values(),  # as added
                          estimates=store.estimates(), limits=opts.limits)
     replay(state, events, the_graph)
     execution = Execution(the_graph, state, store, opts, backend=backend or DEFAULT_BACKEND,
