@@ -11,15 +11,9 @@ from counterpoint.events import Event, EventKind
 from counterpoint.graph import Graph
 from counterpoint.ids import NodeId, RunId
 from counterpoint.patch import Edit
-from counterpoint.state import (
-    NodeStatus,
-    RunState,
-    RunStatus,
-    check_patch,
-    evolve,
-    pick,
-    react,
-)
+from counterpoint.rules import check_patch, pick, react
+from counterpoint.state import NodeStatus, RunState, RunStatus
+from counterpoint.transitions import evolve
 
 
 async def step(x: int = 0) -> int:

@@ -1,16 +1,21 @@
-"""The pure scheduling core: run state as data, and plain functions over it.
+"""The pure scheduling core's data: a run's state, and the nodes in it.
 
-* :func:`evolve` applies one event to the state (the projection of the log).
-* :func:`react` returns the events that follow from an event by the graph's
-  rules alone: successors becoming ready, skipped, blocked or cancelled, a map
-  node expanding, the run finishing.
-* :func:`pick` chooses which ready nodes to start, longest remaining path
-  first, within the concurrency and resource limits.
-* :func:`check_patch` validates a live edit against the state.
+The state is the projection of the run's log. Three modules of plain functions work
+on it, none of which awaits, sleeps, reads a clock or does I/O (time comes in as an
+argument):
 
-None of them awaits, sleeps, reads a clock or does I/O: time comes in as an
-argument. The async executor only launches, awaits, applies and persists.
-They mutate the state in place for speed; the state is owned by one run loop.
+* :mod:`counterpoint.transitions`: :func:`~counterpoint.transitions.evolve` applies one
+  event to the state;
+* :mod:`counterpoint.rules`: :func:`~counterpoint.rules.react` returns the events that
+  follow from an event by the graph's rules alone (successors becoming ready, skipped,
+  blocked or cancelled, a map node expanding, the run finishing),
+  :func:`~counterpoint.rules.pick` chooses which ready nodes start, longest remaining
+  path first, within the concurrency and resource limits, and
+  :func:`~counterpoint.rules.check_patch` validates a live edit against the state.
+
+This module builds states (:meth:`RunState.new`, :meth:`RunState.fresh`) and ranks
+their nodes (upward rank, HEFT). The functions mutate the state in place for speed;
+the state is owned by one run loop.
 """
 
 from __future__ import annotations
@@ -18,30 +23,11 @@ from __future__ import annotations
 import enum
 import heapq
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import PatchError
-from .events import (
-    MAP_EXPANDED,
-    MODEL_CALL,
-    NODE_BLOCKED,
-    NODE_CANCELLED,
-    NODE_FAILED,
-    NODE_READY,
-    NODE_SKIPPED,
-    NODE_STARTED,
-    NODE_SUCCEEDED,
-    PATCH_APPLIED,
-    RUN_CREATED,
-    RUN_FINISHED,
-    RUN_RESUMED,
-    RUN_STOPPING,
-    Event,
-)
-from .graph import Graph, NodeKind, NodeRef, NodeSpec, Topology, find_cycle
+from .graph import NodeKind, NodeSpec, Topology
 from .ids import NodeId, RunId
-from .patch import Patch
 
 DEFAULT_ESTIMATE = 1.0
 """Estimated duration of a step never seen before (the unit of upward rank)."""
@@ -70,7 +56,7 @@ class NodeStatus(enum.StrEnum):
 
 TERMINAL = frozenset({NodeStatus.SUCCEEDED, NodeStatus.FAILED, NodeStatus.CANCELLED,
                        NodeStatus.SKIPPED, NodeStatus.BLOCKED})
-_UNSTARTED = frozenset({NodeStatus.PENDING, NodeStatus.READY})
+UNSTARTED = frozenset({NodeStatus.PENDING, NodeStatus.READY})
 
 # Module-level aliases for the hot paths (Enum class attribute access is slow).
 PENDING = NodeStatus.PENDING
@@ -228,7 +214,7 @@ class RunState:
         """A fresh state holding ``specs`` (all PENDING), with ranks computed."""
         state = cls(run_id=run_id, graph=graph, nodes={}, estimates=estimates or {},
                     limits=limits or {})
-        _add_specs(state, specs)
+        add_specs(state, specs)
         compute_ranks(state)
         return state
 
@@ -280,7 +266,7 @@ class RunState:
         return {k: v.spec for k, v in self.nodes.items()}
 
 
-def _add_specs(state: RunState, specs: Iterable[NodeSpec]) -> list[NodeId]:
+def add_specs(state: RunState, specs: Iterable[NodeSpec]) -> list[NodeId]:
     added: list[NodeId] = []
     nodes = state.nodes
     for spec in specs:
@@ -354,476 +340,3 @@ def _topological(state: RunState) -> list[NodeId]:
             if indegree[nxt] == 0:
                 stack.append(nxt)
     return order
-
-
-# --------------------------------------------------------------------------- evolve
-def evolve(state: RunState, event: Event) -> None:
-    """Apply one event to the state. Deterministic; the only way the state changes."""
-    kind = event.kind
-    if kind is NODE_STARTED:
-        start_node(state, state.nodes[event.node], event.at, event.attempt)  # type: ignore[index]
-    elif kind is NODE_READY:
-        ns = state.nodes[event.node]  # type: ignore[index]
-        ns.status = READY
-        ns.ready_at = event.at
-        if ns.first_ready_at is None:
-            ns.first_ready_at = event.at
-        heapq.heappush(state.ready, (-ns.rank, ns.order, ns.spec.id))
-    elif kind is NODE_SUCCEEDED:
-        ns = state.nodes[event.node]  # type: ignore[index]
-        if ns.status is RUNNING:
-            _stop_running(state, ns, event.at)
-        ns.output = event.output
-        ns.value = event.value
-        ns.error = None  # earlier attempts' failures stay in the log
-        data = event.data
-        if data:
-            if "chosen" in data:
-                ns.chosen = frozenset(data["chosen"])
-            if "waited" in data:
-                _add_waits(ns, data["waited"])
-        _finish(state, ns, SUCCEEDED, event.at)
-    elif kind is NODE_FAILED:
-        ns = state.nodes[event.node]  # type: ignore[index]
-        if ns.status is RUNNING:
-            _stop_running(state, ns, event.at)
-        ns.failures += 1
-        ns.error = event.data
-        if event.data:
-            if event.data.get("fallback"):
-                ns.fell_back = True
-            if "waited" in event.data:
-                _add_waits(ns, event.data["waited"])
-        if event.data and event.data.get("final"):
-            _finish(state, ns, FAILED, event.at)
-        else:
-            ns.status = RETRYING
-    elif kind in _FINISHING:
-        ns = state.nodes[event.node]  # type: ignore[index]
-        if ns.status is RUNNING:
-            _stop_running(state, ns, event.at)
-        ns.error = event.data
-        _finish(state, ns, _FINISHING[kind], event.at)
-    elif kind is MAP_EXPANDED:
-        _expand_map(state, event)
-    elif kind is PATCH_APPLIED:
-        _apply_patch(state, event.output)
-    elif kind is RUN_CREATED:
-        state.created_at = event.at
-        state.status = RunStatus.RUNNING
-    elif kind is RUN_RESUMED:
-        _interrupt(state)
-    elif kind is RUN_STOPPING:
-        state.stop_reason = str((event.data or {}).get("reason", "cancelled"))
-    elif kind is RUN_FINISHED:
-        state.status = RunStatus((event.data or {}).get("status", RunStatus.FAILED))
-        state.finished_at = event.at
-    elif kind is MODEL_CALL and event.data is not None:
-        if state.model_tally is None:
-            state.model_tally = ModelTally()
-        state.model_tally.add(event.data)
-        if event.node is not None:
-            tally = state.node_models.get(event.node)
-            if tally is None:
-                tally = state.node_models[event.node] = ModelTally()
-            tally.add(event.data)
-
-
-def _add_waits(ns: NodeState, waited: Mapping[str, float]) -> None:
-    totals = ns.waited
-    if totals is None:
-        totals = ns.waited = {}
-    for cause, seconds in waited.items():
-        totals[cause] = totals.get(cause, 0.0) + float(seconds)
-
-
-def start_node(state: RunState, ns: NodeState, at: float, attempt: int) -> None:
-    """Apply a ``node_started`` event of ``ns`` (at ``at``, attempt ``attempt``) without
-    the event: what :func:`evolve` does with one, for a dispatch that makes the event only
-    when it logs it."""
-    if ns.status is not READY:  # its node_ready was not logged: ready as it started
-        ns.ready_at = at
-        if ns.first_ready_at is None:
-            ns.first_ready_at = at
-    ns.status = RUNNING
-    ns.attempt = attempt
-    if ns.stopped_at is not None:
-        _keep_attempt(ns)
-    ns.started_at = at
-    if ns.first_started_at is None:
-        ns.first_started_at = at
-    state.running += 1
-    if ns.spec.policy.resources:
-        _acquire(state, ns.spec)
-
-
-_FINISHING = {
-    NODE_CANCELLED: CANCELLED,
-    NODE_SKIPPED: SKIPPED,
-    NODE_BLOCKED: BLOCKED,
-}
-
-
-def _stop_running(state: RunState, ns: NodeState, at: float) -> None:
-    state.running -= 1
-    if ns.started_at is not None:
-        ns.run_time += at - ns.started_at
-        ns.stopped_at = at
-    resources = ns.spec.policy.resources
-    if resources:
-        for name, units in resources.items():
-            state.in_use[name] -= units
-
-
-def _acquire(state: RunState, spec: NodeSpec) -> None:
-    resources = spec.policy.resources
-    if resources:
-        for name, units in resources.items():
-            state.in_use[name] = state.in_use.get(name, 0) + units
-
-
-def _finish(state: RunState, ns: NodeState, status: NodeStatus, at: float) -> None:
-    if ns.status in TERMINAL:
-        return
-    ns.status = status
-    ns.finished_at = at
-    state.open -= 1
-    nodes = state.nodes
-    for dep in ns.dependents:
-        nodes[dep].unmet -= 1
-
-
-def _keep_attempt(ns: NodeState) -> None:
-    """Move the ended attempt ``(started_at, stopped_at)`` into ``earlier``."""
-    interval = (ns.started_at, ns.stopped_at)
-    if ns.earlier is None:
-        ns.earlier = [interval]  # type: ignore[list-item]
-    else:
-        ns.earlier.append(interval)  # type: ignore[arg-type]
-    ns.stopped_at = None
-
-
-def _interrupt(state: RunState) -> None:
-    """A resumed run: whatever was in flight or queued starts over from PENDING."""
-    in_use = state.in_use  # shared with the other runs of a run tree: release only ours
-    for ns in state.nodes.values():
-        if ns.status in (RUNNING, READY, RETRYING):
-            if ns.status is RUNNING:
-                for name, units in ns.spec.policy.resources.items():
-                    in_use[name] -= units
-            ns.status = PENDING
-            if ns.stopped_at is not None:
-                _keep_attempt(ns)
-            ns.started_at = None
-    state.running = 0
-    state.ready.clear()
-    state.status = RunStatus.RUNNING
-    state.finished_at = None
-    # a stop that was under way when the process died is finished by the resume
-
-
-def _expand_map(state: RunState, event: Event) -> None:
-    map_id: NodeId = event.node  # type: ignore[assignment]
-    ns = state.nodes[map_id]
-    spec = ns.spec
-    count = int((event.data or {})["count"])
-    assert spec.map_over is not None and spec.map_param is not None
-    subgraph = isinstance(spec.fn, Graph)  # each item runs the sub-graph as a nested run
-    kind = NodeKind.GRAPH if subgraph else NodeKind.TASK
-    children: list[NodeSpec] = []
-    for i in range(count):
-        item = NodeRef(spec.map_over.node, (*spec.map_over.path, i))
-        children.append(NodeSpec(
-            id=NodeId(f"{map_id}[{i}]"), fn=spec.fn,
-            inputs={**spec.inputs, spec.map_param: item}, after=spec.after,
-            policy=spec.policy, kind=kind, context_param=spec.context_param,
-            is_async=subgraph or spec.is_async, step_key=spec.step_key, where=spec.where,
-            estimate=spec.estimate, spawned_by=map_id))
-    _add_specs(state, children)
-    for dep in spec.deps:  # the join depends on the spawned nodes only
-        _unlink(state.nodes[dep], map_id)
-    join = NodeSpec(id=map_id, fn=spec.fn, inputs={}, after=tuple(c.id for c in children),
-                    kind=NodeKind.JOIN, step_key="counterpoint:join", where=spec.where)
-    ns.spec = join
-    for child in children:
-        state.nodes[child.id].dependents += (map_id,)
-    ns.unmet = count
-    compute_ranks(state)
-
-
-def _unlink(ns: NodeState, dependent: NodeId) -> None:
-    """``dependent`` no longer depends on ``ns`` (its first listing removed)."""
-    deps = list(ns.dependents)
-    deps.remove(dependent)
-    ns.dependents = tuple(deps)
-
-
-def _apply_patch(state: RunState, patch: Patch) -> None:
-    nodes = state.nodes
-    for node in patch.cancel:
-        state.cancel_requested[node] = patch.reason or "cancelled by an edit"
-    _add_specs(state, patch.add)  # first: a replaced node may depend on a node added here
-    for spec in patch.replace:
-        ns = nodes[spec.id]
-        for dep in ns.spec.deps:
-            _unlink(nodes[dep], spec.id)
-        ns.spec = spec
-        ns.unmet = 0
-        for dep in spec.deps:
-            nodes[dep].dependents += (spec.id,)
-            if nodes[dep].status not in TERMINAL:
-                ns.unmet += 1
-        if ns.status is READY:  # re-judged by react: its new dependencies may have failed
-            ns.status = PENDING
-    for before, after in patch.edges:
-        target = nodes[after]
-        target.spec = replace(target.spec, after=(*target.spec.after, before))
-        if after not in nodes[before].dependents:
-            nodes[before].dependents += (after,)
-            if nodes[before].status not in TERMINAL:
-                target.unmet += 1
-        if target.status is READY:  # re-judged by react: ``before`` may have failed
-            target.status = PENDING
-    state.version += 1
-    compute_ranks(state)
-
-
-# --------------------------------------------------------------------------- react
-def react(state: RunState, event: Event, now: float) -> list[Event]:
-    """Events implied by ``event`` (already applied) under the graph's rules."""
-    kind = event.kind
-    out: list[Event] = []
-    if kind is NODE_SUCCEEDED:
-        ns = state.nodes[event.node]  # type: ignore[index]
-        if ns.chosen is None:
-            _settle(state, ns.dependents, now, out)
-        else:
-            for dep in ns.dependents:
-                if dep not in ns.chosen and state.nodes[dep].status in _UNSTARTED:
-                    out.append(Event(NODE_SKIPPED, now, dep,
-                                     data={"reason": f"not chosen by {ns.spec.id!r}"}))
-            _settle(state, [d for d in ns.dependents if d in ns.chosen], now, out)
-    elif kind is NODE_FAILED:
-        if event.data and event.data.get("final"):
-            _propagate(state, event.node, now, out)  # type: ignore[arg-type]
-    elif kind in _FINISHING:
-        _propagate(state, event.node, now, out)  # type: ignore[arg-type]
-    elif kind is MAP_EXPANDED:
-        ns = state.nodes[event.node]  # type: ignore[index]
-        _settle(state, [*ns.spec.after, ns.spec.id], now, out)
-    elif kind is PATCH_APPLIED:
-        patch: Patch = event.output
-        for node in patch.cancel:
-            if state.nodes[node].status in (PENDING, READY,
-                                            RETRYING, WAITING):
-                out.append(Event(NODE_CANCELLED, now, node,
-                                 data={"reason": patch.reason or "cancelled by an edit"}))
-        _settle(state, patch.touched, now, out)
-    elif kind is RUN_CREATED:
-        _settle(state, list(state.nodes), now, out)
-    elif kind is RUN_RESUMED:
-        # an edit's cancels whose node_cancelled did not reach the log (the node was
-        # running, and the process died before its task stopped) end now: never re-run
-        doomed = {n for n in state.cancel_requested if state.nodes[n].status not in TERMINAL}
-        for node in doomed:
-            out.append(Event(NODE_CANCELLED, now, node,
-                             data={"reason": state.cancel_requested[node]}))
-        _settle(state, [n for n in state.nodes if n not in doomed], now, out)
-    if state.open == 0 and state.status is _RUN_RUNNING and not out \
-            and kind is not RUN_FINISHED:
-        out.append(Event(RUN_FINISHED, now, data={"status": final_status(state)}))
-    return out
-
-
-def final_status(state: RunState) -> RunStatus:
-    """The status a run ends with, given its nodes and why it was stopped."""
-    if state.stop_reason == "cancelled":
-        return RunStatus.CANCELLED
-    if state.stop_reason == "deadline":
-        return RunStatus.TIMED_OUT
-    for ns in state.nodes.values():
-        if ns.status is FAILED or ns.status is BLOCKED:
-            return RunStatus.FAILED
-    return RunStatus.SUCCEEDED
-
-
-def _propagate(state: RunState, node: NodeId, now: float, out: list[Event]) -> None:
-    """Dependents of a node that ended without success end too (blocked, cancelled, skipped)."""
-    ns = state.nodes[node]
-    status = ns.status
-    for dep_id in ns.dependents:
-        dep = state.nodes[dep_id]
-        if dep.status not in _UNSTARTED:
-            continue
-        if status is FAILED or status is BLOCKED:
-            cause = (ns.error or {}).get("cause", node) if status is BLOCKED else node
-            message = (ns.error or {}).get("message", "")
-            out.append(Event(NODE_BLOCKED, now, dep_id,
-                             data={"cause": cause, "message": message}))
-        elif status is CANCELLED:
-            reason = (ns.error or {}).get("reason", "")
-            text = f"upstream {node!r} cancelled: {reason}".rstrip(": ")
-            out.append(Event(NODE_CANCELLED, now, dep_id, data={"reason": text}))
-        elif node in dep.spec.data_deps():
-            out.append(Event(NODE_SKIPPED, now, dep_id,
-                             data={"reason": f"input {node!r} was skipped"}))
-        elif dep.unmet == 0 and dep.status is PENDING:
-            _settle(state, [dep_id], now, out)
-
-
-def _settle(state: RunState, candidates: Iterable[NodeId], now: float,
-            out: list[Event]) -> None:
-    """Decide, for pending nodes whose dependencies are all terminal, what happens next."""
-    nodes = state.nodes
-    for node_id in candidates:
-        ns = nodes[node_id]
-        if ns.unmet or ns.status is not PENDING:
-            continue
-        verdict = _verdict(state, ns, now)
-        if verdict is not None:
-            out.append(verdict)
-        elif ns.spec.kind is _MAP:
-            out.append(_expansion(state, ns, now))
-        else:
-            out.append(Event(NODE_READY, now, node_id))
-
-
-def _verdict(state: RunState, ns: NodeState, now: float) -> Event | None:
-    """The non-success end a node must take given its (terminal) dependencies, if any."""
-    nodes = state.nodes
-    node_id = ns.spec.id
-    chosen_as = ns.spec.spawned_by or node_id  # a map's items go where the map was sent
-    data_deps: set[NodeId] | None = None
-    for dep_id in ns.spec.deps:
-        dep = nodes[dep_id]
-        status = dep.status
-        if status is SUCCEEDED:
-            if dep.chosen is not None and chosen_as not in dep.chosen:
-                return Event(NODE_SKIPPED, now, node_id,
-                             data={"reason": f"not chosen by {dep_id!r}"})
-            continue
-        if status is FAILED or status is BLOCKED:
-            cause = (dep.error or {}).get("cause", dep_id) if status is BLOCKED \
-                else dep_id
-            return Event(NODE_BLOCKED, now, node_id,
-                         data={"cause": cause, "message": (dep.error or {}).get("message", "")})
-        if status is CANCELLED:
-            return Event(NODE_CANCELLED, now, node_id,
-                         data={"reason": f"upstream {dep_id!r} cancelled"})
-        if status is SKIPPED:
-            if data_deps is None:
-                data_deps = ns.spec.data_deps()
-            if dep_id in data_deps:
-                return Event(NODE_SKIPPED, now, node_id,
-                             data={"reason": f"input {dep_id!r} was skipped"})
-    return None
-
-
-def _expansion(state: RunState, ns: NodeState, now: float) -> Event:
-    spec = ns.spec
-    assert spec.map_over is not None
-    source = state.nodes[spec.map_over.node]
-    try:
-        items = spec.map_over.resolve(source.output)
-    except (KeyError, IndexError, TypeError) as exc:
-        items = exc
-    if not isinstance(items, list | tuple):
-        got = type(items).__name__
-        return Event(NODE_FAILED, now, spec.id, data={
-            "final": True, "type": "TypeError", "retryable": False,
-            "message": f"map node {spec.id!r} needs a list from {spec.map_over.node!r}, "
-                       f"got {got}; return a list from that step or map over a part of "
-                       "its output (over=ref['key'])"})
-    return Event(MAP_EXPANDED, now, spec.id, data={"count": len(items)})
-
-
-# --------------------------------------------------------------------------- pick
-def pick(state: RunState, slots: int) -> list[NodeId]:
-    """Up to ``slots`` ready nodes to start now, highest upward rank first.
-
-    A node whose resources are exhausted is passed over (it stays ready), so a
-    busy resource never holds back nodes that do not need it.
-    """
-    heap = state.ready
-    nodes = state.nodes
-    limits = state.limits
-    if len(heap) <= slots and not limits:  # every ready node starts: sort once, no pops
-        entries = sorted(heap)  # the order successive pops would give (entries are unique)
-        heap.clear()
-        return [e[2] for e in entries if nodes[e[2]].status is READY]
-    chosen: list[NodeId] = []
-    deferred: list[tuple[float, int, NodeId]] = []
-    in_use = dict(state.in_use) if limits else state.in_use
-    while heap and len(chosen) < slots:
-        entry = heapq.heappop(heap)
-        ns = nodes[entry[2]]
-        if ns.status is not READY:
-            continue
-        resources = ns.spec.policy.resources
-        if resources and limits:
-            if any(in_use.get(r, 0) + u > limits[r] for r, u in resources.items()
-                   if r in limits):
-                deferred.append(entry)
-                continue
-            for r, u in resources.items():
-                in_use[r] = in_use.get(r, 0) + u
-        chosen.append(entry[2])
-    for entry in deferred:
-        heapq.heappush(heap, entry)
-    return chosen
-
-
-# --------------------------------------------------------------------------- patches
-def check_patch(state: RunState, patch: Patch) -> None:
-    """Raise :class:`PatchError` unless ``patch`` can be applied to ``state`` as a whole."""
-    where = f"run {state.run_id}"
-    if state.status.terminal:
-        raise PatchError(f"{where}: the run has finished ({state.status}); it cannot be edited")
-    if patch.expected_version is not None and patch.expected_version != state.version:
-        raise PatchError(f"{where}: edit was based on graph version {patch.expected_version}, "
-                         f"but the graph is at version {state.version}; re-read and retry")
-    nodes = state.nodes
-    new_ids = {s.id for s in patch.add}
-    if len(new_ids) != len(patch.add):
-        raise PatchError(f"{where}: the edit adds the same node id twice")
-    for spec in patch.add:
-        if spec.id in nodes:
-            raise PatchError(f"{where}: node {spec.id!r} already exists; use replace()")
-    known = nodes.keys() | new_ids
-    for spec in (*patch.add, *patch.replace):
-        for dep in spec.deps:
-            if dep not in known:
-                raise PatchError(f"{where}: node {spec.id!r} depends on unknown node {dep!r}")
-    for spec in patch.replace:
-        ns = nodes.get(spec.id)
-        if ns is None:
-            raise PatchError(f"{where}: cannot replace unknown node {spec.id!r}")
-        if ns.status not in _UNSTARTED or ns.attempt or ns.spec.kind is NodeKind.JOIN:
-            raise PatchError(f"{where}: cannot replace node {spec.id!r}: it is {ns.status} "
-                             "(only nodes that have not started can be replaced)")
-    for before, after in patch.edges:
-        for end in (before, after):
-            if end not in known:
-                raise PatchError(f"{where}: edge {before!r} -> {after!r} names unknown "
-                                 f"node {end!r}")
-        target = nodes.get(after)
-        if target is not None and (target.status not in _UNSTARTED or target.attempt):
-            raise PatchError(f"{where}: cannot add edge {before!r} -> {after!r}: {after!r} "
-                             f"is {target.status}; only nodes that have not started gain "
-                             "dependencies")
-    for node in patch.cancel:
-        ns = nodes.get(node)
-        if ns is None:
-            raise PatchError(f"{where}: cannot cancel unknown node {node!r}")
-        if ns.status in TERMINAL:
-            raise PatchError(f"{where}: cannot cancel node {node!r}: it already "
-                             f"{ns.status}; finished nodes are immutable")
-    if patch.add or patch.edges or patch.replace:
-        deps: dict[NodeId, tuple[NodeId, ...]] = {k: v.spec.deps for k, v in nodes.items()}
-        for spec in (*patch.add, *patch.replace):
-            deps[spec.id] = spec.deps
-        for before, after in patch.edges:
-            deps[after] = (*deps[after], before)
-        cycle = find_cycle(deps)
-        if cycle:
-            raise PatchError(f"{where}: the edit would create a cycle: {' -> '.join(cycle)}")

@@ -22,7 +22,8 @@ from typing import Any
 from ..events import Event, EventKind
 from ..graph import NodeKind, NodeSpec
 from ..ids import NodeId, RunId
-from ..state import NodeState, RunState, evolve
+from ..state import NodeState, RunState
+from ..transitions import evolve
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -9,7 +9,8 @@ from ..errors import PatchError
 from ..events import NODE_CANCELLED, PATCH_APPLIED, RUN_STOPPING, Event
 from ..ids import NodeId
 from ..patch import Edit, Patch, patch_to_data
-from ..state import RUNNING, TERMINAL, check_patch
+from ..rules import check_patch
+from ..state import RUNNING, TERMINAL
 from .core import JOIN
 from .limits import over_limit
 from .pipeline import Pipeline

@@ -149,14 +149,11 @@ def resumed_event(execution: Execution) -> Event | None:
 def check_inputs(graph: Graph, inputs: Mapping[str, Any], options: RunOptions) -> None:
     """Raise :class:`UserError` if ``graph`` cannot run with ``inputs`` under ``options``."""
     where = _defined_at(graph)
-    if not graph.nodes:
-        raise UserError(f"{where}graph {graph.name!r} has no nodes; add at least one with "
-                        "g.add(...)")
     if inputs or graph.inputs:
         missing = sorted(set(graph.inputs) - set(inputs))
         if missing:
             raise UserError(f"{where}graph {graph.name!r} needs input(s) {missing}; pass "
-                            "inputs={...}")
+                            "inputs={...} (on the command line: --input NAME=VALUE)")
         unknown = sorted(set(inputs) - set(graph.inputs))
         if unknown:
             raise UserError(f"{where}graph {graph.name!r} has no input(s) {unknown}; "

@@ -21,7 +21,9 @@ from ..errors import StoreError
 from ..events import INFORMATIONAL, NODE_READY, NODE_STARTED, RUN_FINISHED, Event
 from ..graph import NodeSpec
 from ..ids import NodeId
-from ..state import READY, SUCCEEDED, evolve, pick, react, start_node
+from ..rules import pick, react
+from ..state import READY, SUCCEEDED
+from ..transitions import evolve, start_node
 from .core import LOG_LATER, RUN_RUNNING, TASK, ExecutionCore
 
 if TYPE_CHECKING:

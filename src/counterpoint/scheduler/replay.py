@@ -11,7 +11,8 @@ from ..graph import Choose, Graph, NodeKind
 from ..ids import NodeId
 from ..loader import make_resolver
 from ..patch import patch_from_data
-from ..state import RunState, evolve
+from ..state import RunState
+from ..transitions import evolve
 
 
 def journal_of(state: RunState, events: list[Event]) -> dict[NodeId, list[Event]]:

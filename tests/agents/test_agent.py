@@ -33,7 +33,7 @@ from counterpoint.ids import RunId
 from counterpoint.models import Message, Model, Request, Response, ScriptedModel, ToolCall, Usage
 from counterpoint.store import RunStore, SQLiteStore
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 WAIT = 10.0
 """Seconds before a test gives up waiting for something that should happen at once."""
 

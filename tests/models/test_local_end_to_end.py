@@ -17,7 +17,7 @@ from counterpoint.models import Model, ModelConfig, ModelRegistry
 from counterpoint.planning import Limits, Team, goal_graph
 from counterpoint.workflow import load_workflow
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DIGEST = ROOT / "examples" / "workflows" / "digest.yaml"
 GOAL = "Write two short tips for a first visit to Lisbon."
 
@@ -61,7 +61,7 @@ async def test_a_goal_is_planned_into_a_graph_and_runs_to_completion(model: Mode
 async def test_the_digest_workflow_runs_end_to_end(model: Model) -> None:
     if model.name == "local:smollm2":
         pytest.skip("in process, the README's main-job test runs this workflow through "
-                    "the CLI (tests/test_workflow_embedded.py)")
+                    "the CLI (tests/workflow/test_workflow_embedded.py)")
     workflow = load_workflow(DIGEST, models={"*": model})
     result = await cp.run(workflow.graph, inputs=workflow.bind_inputs({}), store="memory")
     assert result.ok, {k: n.error for k, n in result.nodes.items() if n.error}

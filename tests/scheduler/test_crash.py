@@ -24,7 +24,7 @@ from counterpoint.events import EventKind
 from counterpoint.ids import RunId
 from counterpoint.store import SQLiteStore
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 RUNNER = FIXTURES / "crash_runner.py"
 TRIALS = int(os.environ.get("COUNTERPOINT_CRASH_TRIALS", "24"))
 
