@@ -7,6 +7,7 @@ Real processes throughout: a run is interrupted by a real SIGKILL, then resumed 
 from __future__ import annotations
 
 import os
+import select
 import subprocess
 import sys
 import textwrap
@@ -78,22 +79,23 @@ def test_two_resumes_at_once_run_the_interrupted_nodes_once(tmp_path: Path) -> N
     run_id = _interrupted_run(tmp_path)
     before = (tmp_path / "second.txt").read_text().split()
     a, b = _cli(tmp_path, "resume", run_id), _cli(tmp_path, "resume", run_id)
-    # the loser ends on its own, while the winner's step still holds the run
-    losers = []
-    for proc in (a, b):
-        try:
-            out, err = proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            continue  # the winner: it waits for the release
-        losers.append((proc, out, err))
-    assert len(losers) == 1, "exactly one resume must lose the claim"
-    loser, _, err = losers[0]
+    # the loser ends on its own, while the winner's step still holds the run: wait for
+    # the first of the two to exit (a pidfd becomes readable when its process ends)
+    pidfds = {os.pidfd_open(proc.pid): proc for proc in (a, b)}
+    try:
+        ended, _, _ = select.select(list(pidfds), [], [], 60)
+    finally:
+        for fd in pidfds:
+            os.close(fd)
+    assert len(ended) == 1, "exactly one resume must lose the claim"
+    loser = pidfds[ended[0]]
+    _, err = loser.communicate(timeout=60)
     assert loser.returncode == 2, err
     assert f"run {run_id} is being resumed by process" in err
     assert "Traceback" not in err
     winner = b if loser is a else a
     (tmp_path / "release").touch()
-    out, err = winner.communicate(timeout=120)
+    _, err = winner.communicate(timeout=120)
     assert winner.returncode == 0, err
     after = (tmp_path / "second.txt").read_text().split()
     assert len(after) == len(before) + 1  # the interrupted node ran again once, not twice

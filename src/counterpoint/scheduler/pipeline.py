@@ -45,17 +45,27 @@ class Pipeline(ExecutionCore):
             if self._unlogged:
                 self._log_unlogged()
             self._drain()
-            self._dispatch()
-            if len(self._capacity.members) > 1:
+            if len(self._capacity.members) > 1:  # a sub-run shares the capacity
+                self._dispatch()
                 self._capacity.released(self)
-            if self._held:
-                self._log_held()
-            if self._outbox and not self._sending:
-                self._send_later()
+                self._log_and_send()
+            else:
+                self._dispatch()
+                if self._held:
+                    self._log_held()
+                if self._outbox and not self._sending:
+                    self._send_later()
         except StoreError as exc:
             self._abort(exc)
         finally:
             self._emitting = False
+
+    def _log_and_send(self) -> None:
+        """After a dispatch: log the held ``node_ready`` events, send the outbox later."""
+        if self._held:
+            self._log_held()
+        if self._outbox and not self._sending:
+            self._send_later()
 
     async def flush(self) -> None:
         """Wait until every event of this run so far is durable (the flush barrier)."""
@@ -310,13 +320,10 @@ class Pipeline(ExecutionCore):
         """Dispatch again because capacity was freed by another run sharing it."""
         if self._emitting or self.state.status.terminal:
             return
-        self._emitting = True
+        self._emitting = True  # (it tells no other member: that could ping-pong forever)
         try:
             self._dispatch()
-            if self._held:
-                self._log_held()
-            if self._outbox and not self._sending:
-                self._send_later()
+            self._log_and_send()
         except StoreError as exc:
             self._abort(exc)
         finally:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ..errors import StoreCorrupt, StoreError, StoreLocked, StoreTooNew
@@ -114,8 +114,7 @@ def migrate(path: Path, migrations: Sequence[tuple[str, str]], busy_timeout: flo
         if names is not None and check_applied(names, migrations, where):
             return
         conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with immediate(conn):
             conn.execute("CREATE TABLE IF NOT EXISTS migrations "
                          "(name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
             # read again under the write lock: another process opening the same new file
@@ -127,15 +126,24 @@ def migrate(path: Path, migrations: Sequence[tuple[str, str]], busy_timeout: flo
                     if statement.strip():
                         conn.execute(statement)
                 conn.execute("INSERT INTO migrations VALUES (?, ?)", (name, time.time()))
-            conn.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(sqlite3.Error):  # the error above is the one to report
-                conn.execute("ROLLBACK")
-            raise
     except sqlite3.Error as exc:
         raise explain(path, exc, busy_timeout, writing=True) from exc
     finally:
         conn.close()
+
+
+@contextlib.contextmanager
+def immediate(conn: sqlite3.Connection) -> Iterator[None]:
+    """One ``BEGIN IMMEDIATE`` transaction: committed if the block ends normally, rolled
+    back if it raises (the block's error is the one reported, not the rollback's)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+        raise
 
 
 def explain(path: Path, exc: sqlite3.Error, busy_timeout: float, *,

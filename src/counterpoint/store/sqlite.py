@@ -620,8 +620,7 @@ class SQLiteStore(RunStore):
                 raise self._not_found(run_id)
         conn = self._connect()
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with schema.immediate(conn):
                 row = conn.execute("SELECT status, owner_pid, owner_host, owner_token, "
                                    "claimed_at FROM runs WHERE run_id = ?", (run_id,)).fetchone()
                 if row is None:
@@ -637,11 +636,6 @@ class SQLiteStore(RunStore):
                     conn.execute("UPDATE runs SET owner_pid = ?, owner_host = ?, owner_token = ?,"
                                  " claimed_at = ? WHERE run_id = ?",
                                  (by.pid, by.host, by.token, time.time(), run_id))
-                conn.execute("COMMIT")
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):  # the error above is the one to report
-                    conn.execute("ROLLBACK")
-                raise
         except sqlite3.Error as exc:
             raise schema.explain(self.path, exc, self._busy_timeout, writing=True) from exc
         finally:
