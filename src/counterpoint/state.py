@@ -231,6 +231,7 @@ class RunState:
                 {specs[n].step_key for n in topology.order if specs[n].estimate is None}))
         used = tuple([estimates.get(k) for k in keys]) if keys else ()
         wiring = cache.get("wiring")
+        model: RunState | None = None
         if wiring is None:  # (spec, unmet, dependents) in topological order: never changes
             model = cls.new(run_id, graph, [specs[n] for n in topology.order],
                             estimates=estimates, limits=limits)
@@ -246,6 +247,10 @@ class RunState:
             position = {node: i for i, node in enumerate(specs)}
             placed = cache["placed"] = sorted(
                 ((position[row[0].id], w) for w, row in enumerate(wiring)))
+            cache["as_added"] = all(i == w for i, w in placed)
+        if model is not None and cache["as_added"]:  # the first run: its nodes are built
+            return cls(run_id=run_id, graph=graph, nodes=model.nodes, estimates=estimates,
+                       limits=limits, open=len(model.nodes))
         ranks = ranked[1]
         nodes = {}
         for i, w in placed:  # ties in rank go in the order the nodes were added
