@@ -3,23 +3,47 @@
 A :class:`Graph` is a plain description. Nothing runs when it is built; every
 structural mistake (duplicate or missing ids, unknown inputs, annotated type
 mismatches, cycles) is reported as a :class:`~counterpoint.errors.GraphError`
-that names the graph, the node and the line where it was added.
+that names the graph, the node and the line where it was added. The node data
+types live in :mod:`counterpoint.nodes` and its checks in
+:mod:`counterpoint.graph_checks`; the names are re-exported here.
 """
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
-from .annotations import is_assignable, item_type, type_name
+from .annotations import is_assignable
 from .callables import NO_FACTS as _NO_FACTS
-from .callables import StepFacts, call_site, step_facts
+from .callables import call_site, step_facts
 from .errors import GraphError
+from .graph_checks import _MISSING as _MISSING
+from .graph_checks import _check_estimate as _check_estimate
+from .graph_checks import _GraphChecks
+from .graph_checks import _preview as _preview
 from .ids import NodeId
+from .nodes import _GRAPH as _GRAPH
+from .nodes import _JOIN as _JOIN
+from .nodes import _KIND_TEXT as _KIND_TEXT
+from .nodes import _MAP as _MAP
+from .nodes import _TASK as _TASK
+from .nodes import NO_OPTIONS as NO_OPTIONS
+from .nodes import Choose as Choose
+from .nodes import InputRef as InputRef
+from .nodes import NodeKind as NodeKind
+from .nodes import NodeOptions as NodeOptions
+from .nodes import NodeRef as NodeRef
+from .nodes import NodeSpec as NodeSpec
+from .nodes import _Derived as _Derived
+from .nodes import _derived as _derived
+from .nodes import _new_ref as _new_ref
+from .nodes import _new_spec as _new_spec
+from .nodes import _RefDraft as _RefDraft
+from .nodes import _SpecDraft as _SpecDraft
+from .nodes import ref as ref
 from .policy import DEFAULT_POLICY, Backoff, Policy
 from .topology import Topology as Topology
 from .topology import find_cycle as find_cycle
@@ -28,199 +52,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _POLICY_ATTR = "__counterpoint_policy__"
 _RESERVED_ID_CHARS = "[]/"
-_MISSING = object()
-
-
-class NodeKind(enum.StrEnum):
-    """What executing a node means."""
-
-    TASK = "task"
-    """Call the node's step function with its inputs."""
-    MAP = "map"
-    """Spawn one task per item of a list input at run time, then join their outputs."""
-    JOIN = "join"
-    """Collect the outputs of a map's spawned tasks into a list (created at run time)."""
-    GRAPH = "graph"
-    """Run a sub-graph as a nested run; its output is the sub-graph's output."""
-
-
-# Module-level aliases for the hot paths (Enum class attribute access is slow).
-_TASK = NodeKind.TASK
-_MAP = NodeKind.MAP
-_JOIN = NodeKind.JOIN
-_GRAPH = NodeKind.GRAPH
-_KIND_TEXT = {kind: str(kind.value) for kind in NodeKind}
-
-
-@dataclass(frozen=True, slots=True)
-class NodeRef:
-    """The (future) output of a node, usable as another node's input.
-
-    Index it to pass part of an output: ``ref["key"]`` or ``ref[0]``. Use
-    :meth:`or_none` for an input that may be skipped by a branch.
-    """
-
-    node: NodeId
-    path: tuple[str | int, ...] = ()
-    optional: bool = False
-    owner: int | None = field(default=None, compare=False)
-
-    def __getitem__(self, key: str | int) -> NodeRef:
-        return replace(self, path=(*self.path, key))
-
-    def or_none(self) -> NodeRef:
-        """This input receives ``None`` instead of being skipped when the source is skipped."""
-        return replace(self, optional=True)
-
-    def resolve(self, value: Any) -> Any:
-        """Apply this reference's index path to the source node's output."""
-        for key in self.path:
-            value = value[key]
-        return value
-
-
-@dataclass(frozen=True, slots=True)
-class InputRef:
-    """A named input of a graph, supplied by ``run(graph, inputs=...)`` or a parent graph."""
-
-    name: str
-
-
-def ref(node: str, *path: str | int) -> NodeRef:
-    """A reference to a node by id, for builders that add nodes in any order."""
-    return NodeRef(NodeId(node), tuple(path))
-
-
-@dataclass(frozen=True, slots=True)
-class Choose:
-    """Return this from a node to run only the named successors; the others are skipped."""
-
-    successors: tuple[str, ...]
-    value: Any = None
-
-    def __init__(self, *successors: str, value: Any = None) -> None:
-        object.__setattr__(self, "successors", successors)
-        object.__setattr__(self, "value", value)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class NodeSpec:
-    """One node of a graph: what to run, with which inputs, after what, under which policy."""
-
-    id: NodeId
-    fn: Callable[..., Any] | Graph
-    inputs: Mapping[str, Any]
-    """Parameter name -> literal value, :class:`NodeRef` or :class:`InputRef`."""
-    after: tuple[NodeId, ...] = ()
-    """Ordering-only dependencies (no data flows)."""
-    policy: Policy = DEFAULT_POLICY
-    kind: NodeKind = NodeKind.TASK
-    map_over: NodeRef | None = None
-    map_param: str | None = None
-    context_param: str | None = None
-    is_async: bool = False
-    step_key: str = ""
-    """``module:qualname`` of the step, used for duration estimates and to re-import on resume."""
-    where: str = ""
-    """``file:line`` where the node was added, for error messages."""
-    estimate: float | None = None
-    """Expected duration in seconds; overrides the estimate learned for the step."""
-    spawned_by: NodeId | None = None
-    """For an item spawned by a map at run time: the map's id (branch choices name it)."""
-    deps: tuple[NodeId, ...] = ()
-    """All dependencies, data and ordering, in a stable order (derived)."""
-    refs: tuple[tuple[str, NodeRef | InputRef], ...] = field(default=(), init=False,
-                                                             repr=False, compare=False)
-    """The inputs that are not literals, as (parameter, reference), in order (derived)."""
-
-    def __post_init__(self) -> None:
-        refs, deps = _derived(self.inputs, self.map_over, self.after)
-        object.__setattr__(self, "refs", refs)
-        object.__setattr__(self, "deps", deps)
-
-    def data_deps(self) -> set[NodeId]:
-        """Dependencies whose output this node consumes and that skip it when skipped."""
-        deps = {v.node for v in self.inputs.values() if isinstance(v, NodeRef) and not v.optional}
-        if self.map_over is not None:
-            deps.add(self.map_over.node)
-        return deps
-
-
-_Derived = tuple[tuple[tuple[str, "NodeRef | InputRef"], ...], tuple[NodeId, ...]]
-"""A spec's ``refs`` and ``deps``."""
-
-
-def _derived(inputs: Mapping[str, Any], map_over: NodeRef | None,
-             after: tuple[NodeId, ...]) -> _Derived:
-    """A spec's ``refs`` and ``deps`` (see :class:`NodeSpec`); ``Graph._build_spec`` works
-    them out the same way while it checks the inputs."""
-    seen: dict[NodeId, None] = {}
-    refs: list[tuple[str, NodeRef | InputRef]] = []
-    for name, value in inputs.items():
-        if isinstance(value, NodeRef):
-            seen[value.node] = None
-            refs.append((name, value))
-        elif isinstance(value, InputRef):
-            refs.append((name, value))
-    if map_over is not None:
-        seen[map_over.node] = None
-    for dep in after:
-        seen[dep] = None
-    return tuple(refs), tuple(seen)
-
-
-# A frozen dataclass's __init__ sets each field through object.__setattr__, which costs
-# about 0.25 µs a field on CPython 3.11 (a plain attribute store: 0.02 µs): NodeSpec's 16
-# fields were most of the cost of Graph.add. The builder fills in these classes instead,
-# which have the same slots and no frozen __setattr__, then gives the object its real
-# class (the identical layout allows the __class__ assignment). The result is the object
-# the dataclass constructor would make: tests/test_graph.py compares the two.
-class _SpecDraft:
-    __slots__ = NodeSpec.__slots__
-
-
-class _RefDraft:
-    __slots__ = NodeRef.__slots__
-
-
-def _new_spec(*, id: str, fn: Callable[..., Any] | Graph, inputs: Mapping[str, Any],
-              after: tuple[NodeId, ...], policy: Policy, kind: NodeKind,
-              map_over: NodeRef | None, map_param: str | None, context_param: str | None,
-              is_async: bool, step_key: str, where: str, estimate: float | None,
-              derived: _Derived) -> NodeSpec:
-    """``NodeSpec(...)`` with these fields (``spawned_by`` None), made about four times
-    faster; ``derived`` is what :func:`_derived` gives for these inputs."""
-    spec: Any = _SpecDraft()
-    spec.id = id
-    spec.fn = fn
-    spec.inputs = inputs
-    spec.after = after
-    spec.policy = policy
-    spec.kind = kind
-    spec.map_over = map_over
-    spec.map_param = map_param
-    spec.context_param = context_param
-    spec.is_async = is_async
-    spec.step_key = step_key
-    spec.where = where
-    spec.estimate = estimate
-    spec.spawned_by = None
-    spec.refs, spec.deps = derived
-    spec.__class__ = NodeSpec
-    made: NodeSpec = spec
-    return made
-
-
-def _new_ref(node: NodeId, owner: int) -> NodeRef:
-    """``NodeRef(node, owner=owner)``, made the fast way (see :func:`_new_spec`)."""
-    ref: Any = _RefDraft()
-    ref.node = node
-    ref.path = ()
-    ref.optional = False
-    ref.owner = owner
-    ref.__class__ = NodeRef
-    made: NodeRef = ref
-    return made
 
 
 def step_key(fn: Callable[..., Any] | Graph) -> str:
@@ -230,45 +61,6 @@ def step_key(fn: Callable[..., Any] | Graph) -> str:
     module = getattr(fn, "__module__", None) or type(fn).__module__
     qualname = getattr(fn, "__qualname__", None) or type(fn).__qualname__
     return f"{module}:{qualname}"
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class NodeOptions:
-    """Per-node overrides of a step's :class:`Policy`, as ``Graph.add`` and ``@step`` take them.
-
-    A field left ``None`` keeps the base policy's value (the ``policy=`` given, else the
-    one ``@step`` attached to the function, else the default policy).
-    """
-
-    retries: int | None = None
-    """Additional attempts after the first one fails with a retryable error."""
-    timeout: float | None = None
-    """Seconds one attempt may take."""
-    backoff: Backoff | None = None
-    """Delay schedule between attempts."""
-    fallback: Callable[..., Any] | None = None
-    """Called with the node's inputs after the last attempt failed."""
-    resources: Mapping[str, int] | None = None
-    """Named resources the node holds while it runs."""
-
-    def apply(self, base: Policy) -> Policy:
-        """``base`` with every field set here replaced (``base`` itself when none is set)."""
-        changes: dict[str, Any] = {}
-        if self.retries is not None:
-            changes["retries"] = self.retries
-        if self.timeout is not None:
-            changes["timeout"] = self.timeout
-        if self.backoff is not None:
-            changes["backoff"] = self.backoff
-        if self.fallback is not None:
-            changes["fallback"] = self.fallback
-        if self.resources is not None:
-            changes["resources"] = dict(self.resources)
-        return replace(base, **changes) if changes else base
-
-
-NO_OPTIONS = NodeOptions()
-"""No overrides: the base policy as it is."""
 
 
 def step(
@@ -306,7 +98,7 @@ class GraphSource:
     name: str
 
 
-class Graph:
+class Graph(_GraphChecks):
     """A task graph under construction.
 
     >>> g = Graph("trip")
@@ -608,16 +400,6 @@ class Graph:
         output_of[spec.id] = spec
         return spec
 
-    def _ordering(self, node: str, after: Iterable[NodeRef | str]) -> tuple[NodeId, ...]:
-        ordering: list[NodeId] = []
-        for item in after:
-            if isinstance(item, NodeRef):
-                self._check_ref_owner(item, node, "after=")
-                ordering.append(item.node)
-            else:
-                ordering.append(NodeId(str(item)))
-        return tuple(ordering)
-
     def _subgraph_spec(self, id: NodeId, sub: Graph, inputs: dict[str, Any],
                        after: tuple[NodeId, ...], derived: _Derived, policy: Policy | None,
                        options: NodeOptions,
@@ -647,89 +429,6 @@ class Graph:
                          step_key=step_key(sub), where=where, estimate=estimate,
                          derived=derived)
 
-    def _label(self, where: str, node: str) -> str:
-        return f"{where}: graph {self.name!r}, node {node!r}"
-
-    def _facts(self, where: str, node: str, fn: Callable[..., Any]) -> StepFacts:
-        try:
-            return step_facts(fn)
-        except GraphError as exc:  # an annotation that cannot be evaluated
-            raise GraphError(f"{self._label(where, node)}: {exc}") from exc
-
-    def _check_ref_owner(self, value: NodeRef, node: str, what: str) -> None:
-        if value.owner is not None and value.owner != self._identity and not self._any_owner:
-            raise GraphError(f"graph {self.name!r}, node {node!r}: {what} refers to node "
-                             f"{value.node!r} of another graph; pass a node of this graph, "
-                             "or wrap the other graph as a sub-graph node")
-
-    def _check_signature(self, where: str, node: str, facts: StepFacts, what: str,
-                         inputs: Mapping[str, Any], map_param: str | None) -> None:
-        """Raise unless the callable of ``facts`` (named ``what`` in messages) accepts
-        ``inputs`` and the mapped item by name."""
-        params = facts.params
-        if params is None:
-            return
-        ctx = facts.context_param
-        takes_kwargs = facts.takes_kwargs
-        for name in inputs:
-            if name not in params and not takes_kwargs:
-                raise GraphError(f"{self._label(where, node)}: {what} has no parameter "
-                                 f"{name!r}; its parameters are {list(params)}")
-            if name == ctx:
-                raise GraphError(f"{self._label(where, node)}: parameter {name!r} receives "
-                                 "the node context; it cannot also be an input")
-        if facts.positional_only is not None:
-            raise GraphError(f"{self._label(where, node)}: {what} has positional-only "
-                             f"parameter {facts.positional_only!r}; steps receive inputs by "
-                             "name")
-        for name in facts.required:
-            if name not in inputs and name != map_param:
-                raise GraphError(f"{self._label(where, node)}: {what} requires input "
-                                 f"{name!r}; pass {name}=<value or node>")
-
-    def _check_fallback(self, where: str, node: str, fallback: Callable[..., Any],
-                        inputs: Mapping[str, Any], map_param: str | None) -> None:
-        """A fallback is called with the node's inputs, a mapped node's item among them, and
-        no context: check that it takes them."""
-        if not callable(fallback):
-            raise GraphError(f"{self._label(where, node)}: fallback= takes a function, got "
-                             f"{type(fallback).__name__}")
-        facts = self._facts(where, node, fallback)
-        what = f"fallback {facts.key}"
-        ctx = facts.context_param
-        if ctx is not None and facts.params is not None \
-                and facts.params[ctx].default is facts.params[ctx].empty:
-            raise GraphError(f"{self._label(where, node)}: {what} takes the node context in "
-                             f"parameter {ctx!r}, but a fallback is called with the node's "
-                             "inputs only; give that parameter a default or remove it")
-        passed = {**inputs, map_param: None} if map_param is not None else inputs
-        self._check_signature(where, node, facts, what, passed, None)
-
-    def _check_types(self, where: str, node: str, hints: Mapping[str, Any],
-                     inputs: Mapping[str, Any], map_over: NodeRef | None,
-                     map_param: str | None) -> None:
-        nodes, output_of = self.nodes, self._output_of
-        for name, value in inputs.items():
-            expected = hints.get(name)
-            if expected is None or not isinstance(value, NodeRef) or value.path:
-                continue
-            source = value.node
-            produced = self._outputs[source] if output_of.get(source, _MISSING) \
-                is nodes.get(source) else self._output_type(source)
-            if value.optional:
-                produced = produced | None
-            if produced is not expected and not is_assignable(produced, expected):
-                raise GraphError(f"{self._label(where, node)}: input {name!r} expects "
-                                 f"{type_name(expected)} but node {value.node!r} returns "
-                                 f"{type_name(produced)}")
-        if map_over is not None and map_param is not None and not map_over.path:
-            expected = hints.get(map_param)
-            produced = item_type(self._output_type(map_over.node))
-            if expected is not None and not is_assignable(produced, expected):
-                raise GraphError(f"{self._label(where, node)}: mapped parameter {map_param!r} "
-                                 f"expects {type_name(expected)} but items of node "
-                                 f"{map_over.node!r} are {type_name(produced)}")
-
     def _output_type(self, node: NodeId) -> Any:
         spec = self.nodes.get(node)
         if spec is None or isinstance(spec.fn, Graph):
@@ -747,32 +446,6 @@ class Graph:
     def _insert(self, spec: NodeSpec) -> None:
         self.nodes[spec.id] = spec
         self._version += 1
-
-    # --------------------------------------------------------------- validation
-    def validate(self) -> Topology:
-        """Check the whole graph and return its topology; raises :class:`GraphError`."""
-        if self._compiled is not None and self._compiled[0] == self._version:
-            return self._compiled[1]
-        nodes = self.nodes
-        if not nodes:
-            origin = self.source.file or self.source.module
-            raise GraphError(f"{origin}: graph {self.name!r} has no nodes; add one with "
-                             "g.add(...)")
-        topo = Topology.in_order(nodes.values())
-        if topo is None:  # some node reads one added after it, or one that does not exist
-            for spec in nodes.values():
-                for dep in spec.deps:
-                    if dep not in nodes:
-                        raise GraphError(
-                            f"{spec.where}: graph {self.name!r}, node {spec.id!r} depends on "
-                            f"unknown node {dep!r}; known nodes: {_preview(nodes)}")
-        if self.output_ref is not None and self.output_ref.node not in nodes:
-            raise GraphError(f"graph {self.name!r}: output refers to unknown node "
-                             f"{self.output_ref.node!r}")
-        if topo is None:
-            topo = Topology.build(nodes.values(), self.name)
-        self._compiled = (self._version, topo)
-        return topo
 
     def fingerprint(self) -> str:
         """A hash of the graph's structure (ids, steps, dependencies) to detect changes."""
@@ -792,19 +465,6 @@ class Graph:
         return self._fingerprint[1]
 
 
-def _check_estimate(estimate: float, where: str, graph: str, node: str) -> float:
-    if not estimate >= 0:
-        raise GraphError(f"{where}: graph {graph!r}, node {node!r}: estimate must be a "
-                         f"duration >= 0 seconds, got {estimate!r}")
-    return float(estimate)
-
-
 def id_of(graph: Graph) -> int:
     """Identity used to tell references of different graphs apart."""
     return id(graph)
-
-
-def _preview(nodes: Mapping[NodeId, Any], limit: int = 8) -> str:
-    ids = list(nodes)
-    text = ", ".join(ids[:limit])
-    return text + (f", ... ({len(ids)} in all)" if len(ids) > limit else "")
