@@ -1,4 +1,5 @@
-"""The package's shape: no import cycles, and dependencies that point one way."""
+"""The package's shape: no import cycles, dependencies that point one way, and modules
+that can be read in one sitting."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import graphlib
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "counterpoint"
+LONG_MODULE = 500
+"""Lines past which a module must say at its top why it is that long."""
 
 
 def _module_name(path: Path) -> str:
@@ -101,3 +104,13 @@ def test_the_scheduler_never_imports_the_layers_above_it() -> None:
                               "counterpoint.context", "counterpoint.store")):
             bad = sorted(d for d in deps if d.startswith(above))
             assert not bad, f"{module} imports {bad}, a layer above it"
+
+
+def test_long_modules_say_why_at_their_top() -> None:
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text()
+        if text.count("\n") > LONG_MODULE:
+            doc = ast.get_docstring(ast.parse(text)) or ""
+            assert "long" in doc.lower(), (
+                f"{path.relative_to(PACKAGE.parent)} has {text.count(chr(10))} lines; split "
+                "it, or say in its docstring why it is long")
