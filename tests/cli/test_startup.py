@@ -18,7 +18,9 @@ import counterpoint
 
 HEAVY = ["counterpoint.api", "counterpoint.scheduler", "counterpoint.models",
          "counterpoint.agents", "counterpoint.planning", "counterpoint.workflow",
-         "jsonschema", "pydantic", "llama_cpp", "openai", "anthropic"]
+         "jsonschema", "pydantic", "llama_cpp", "openai", "anthropic",
+         # typer's rich help pulls in rich.markdown and markdown-it: the help is plain
+         "typer.rich_utils", "rich.markdown", "markdown_it"]
 """Modules (with their submodules) the command line must not import before a command runs."""
 TYPER_NEEDS = ["pydantic"]
 """What typer itself imports once it parses a subcommand, even for its ``--help``: it

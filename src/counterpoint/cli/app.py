@@ -46,6 +46,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,
+    # plain help: typer's rich help imports rich.markdown and markdown-it, half of what
+    # `counterpoint --help` cost (0.40 s -> 0.21 s); the commands' output stays rich
+    rich_markup_mode=None,
 )
 
 CANCEL_POLL_SECONDS = 0.1
