@@ -97,6 +97,11 @@ class GraphSource:
     file: str | None
     name: str
 
+    @property
+    def origin(self) -> str:
+        """The file the graph was defined in, else its module: what messages name."""
+        return self.file or self.module
+
 
 class Graph(_GraphChecks):
     """A task graph under construction.

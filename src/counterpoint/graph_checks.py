@@ -142,9 +142,8 @@ class _GraphChecks:
             return self._compiled[1]
         nodes = self.nodes
         if not nodes:
-            origin = self.source.file or self.source.module
-            raise GraphError(f"{origin}: graph {self.name!r} has no nodes; add one with "
-                             "g.add(...)")
+            raise GraphError(f"{self.source.origin}: graph {self.name!r} has no nodes; add "
+                             "one with g.add(...)")
         topo = Topology.in_order(nodes.values())
         if topo is None:  # some node reads one added after it, or one that does not exist
             for spec in nodes.values():

@@ -148,27 +148,20 @@ def resumed_event(execution: Execution) -> Event | None:
 
 def check_inputs(graph: Graph, inputs: Mapping[str, Any], options: RunOptions) -> None:
     """Raise :class:`UserError` if ``graph`` cannot run with ``inputs`` under ``options``."""
-    where = _defined_at(graph)
     if inputs or graph.inputs:
         missing = sorted(set(graph.inputs) - set(inputs))
         if missing:
-            raise UserError(f"{where}graph {graph.name!r} needs input(s) {missing}; pass "
-                            "inputs={...} (on the command line: --input NAME=VALUE)")
+            raise UserError(f"{graph.source.origin}: graph {graph.name!r} needs input(s) "
+                            f"{missing}; pass inputs={{...}} (on the command line: --input "
+                            "NAME=VALUE)")
         unknown = sorted(set(inputs) - set(graph.inputs))
         if unknown:
-            raise UserError(f"{where}graph {graph.name!r} has no input(s) {unknown}; "
-                            f"declared: {sorted(graph.inputs) or 'none'}")
+            raise UserError(f"{graph.source.origin}: graph {graph.name!r} has no input(s) "
+                            f"{unknown}; declared: {sorted(graph.inputs) or 'none'}")
     if options.limits:
         excess = over_limit(graph.nodes.values(), options.limits)
         if excess:
             raise UserError(f"{excess[0].where}: {excess[1]}; raise the limit")
-
-
-def _defined_at(graph: Graph) -> str:
-    """``file: `` (or ``module: ``) where ``graph`` was defined, to start a message."""
-    source = graph.source
-    origin = getattr(source, "file", None) or getattr(source, "module", None)
-    return f"{origin}: " if origin else ""
 
 
 def prepare_run(graph: Graph, inputs: Mapping[str, Any], options: RunOptions,
