@@ -95,16 +95,3 @@ class InProcessBackend:
 
 DEFAULT_BACKEND = InProcessBackend()
 """The backend of runs that name none: one thread pool for the sync steps of the process."""
-
-_SIZED: dict[int, InProcessBackend] = {}
-
-
-def in_process(threads: int | None) -> InProcessBackend:
-    """The process's in-process backend with ``threads`` workers (``None``: the default
-    one), shared by every run that asks for that many."""
-    if threads is None:
-        return DEFAULT_BACKEND
-    backend = _SIZED.get(threads)
-    if backend is None:
-        backend = _SIZED.setdefault(threads, InProcessBackend(threads))
-    return backend
