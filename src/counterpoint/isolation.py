@@ -16,26 +16,21 @@ out of memory) is a retryable attempt failure.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import multiprocessing
 import pickle
-import threading
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
 from .errors import NodeFailed
 
-_CONTEXT: Any = None
-_CONTEXT_LOCK = threading.Lock()
 
-
+@functools.cache
 def _context() -> Any:
-    global _CONTEXT
-    with _CONTEXT_LOCK:
-        if _CONTEXT is None:
-            _CONTEXT = multiprocessing.get_context("forkserver")
-        return _CONTEXT
+    """The fork-server context (its server starts at the first isolated step)."""
+    return multiprocessing.get_context("forkserver")
 
 
 def _child(payload: bytes, conn: Connection) -> None:
