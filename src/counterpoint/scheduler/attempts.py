@@ -138,12 +138,11 @@ class Attempts(Control):
                                  "NodeContext (the run lives in this process); drop the "
                                  "parameter or use isolation='thread'", retryable=False)
             return await call_in_process(spec.fn, kwargs, where=where)
-        if stop is None:
-            return await self.backend.call(spec.fn, kwargs, is_async=spec.is_async)
         try:
             return await self.backend.call(spec.fn, kwargs, is_async=spec.is_async)
         except BaseException:  # cancelled or timed out: the step's thread sees it at its check
-            stop.set()
+            if stop is not None:
+                stop.set()
             raise
 
     def _arguments(self, spec: NodeSpec) -> dict[str, Any]:
