@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import threading
 from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
@@ -83,20 +82,9 @@ def _blocking(coro: Coroutine[Any, Any, _T]) -> _T:
         asyncio.get_running_loop()
     except RuntimeError:
         return run_loop(coro)
-    outcome: concurrent.futures.Future[_T] = concurrent.futures.Future()
-
-    def work() -> None:
-        try:
-            outcome.set_result(run_loop(coro))
-        except BaseException as exc:  # handed to the caller's thread as it is
-            outcome.set_exception(exc)
-
-    thread = threading.Thread(target=work, name="counterpoint-run-sync", daemon=True)
-    thread.start()
-    try:
-        return outcome.result()
-    finally:
-        thread.join()
+    with concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix="counterpoint-run-sync") as helper:
+        return helper.submit(run_loop, coro).result()
 
 
 async def resume(run_id: str, *, store: RunStore | str | None = None,
