@@ -72,7 +72,17 @@ async def call_in_process(fn: Callable[..., Any], kwargs: dict[str, Any], *,
     receive, send = _context().Pipe(duplex=False)
     process = _context().Process(target=_child, args=(payload, send), daemon=True,
                                  name="counterpoint-isolated-step")
-    await loop.run_in_executor(None, process.start)  # the fork server may start first
+    starting = loop.run_in_executor(None, process.start)  # the fork server may start first
+    try:
+        await asyncio.shield(starting)
+    except asyncio.CancelledError:  # cancelled while it started: it must not run on
+        await asyncio.wait([starting])
+        if not starting.cancelled() and starting.exception() is None:
+            process.kill()
+            await loop.run_in_executor(None, process.join)
+        send.close()
+        receive.close()
+        raise
     send.close()  # the child holds the only write end: EOF means it ended
     answered: asyncio.Future[bytes | None] = loop.create_future()
 
