@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import Cancelled, PatchError, UserError
@@ -80,6 +81,27 @@ def record_wait(cause: str, seconds: float) -> None:
     execution, node, attempt = current
     if execution.foreign_loop() is None:
         execution.waited(node, attempt, cause, seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class CallOwner:
+    """Who makes a model call: its workflow (root run id) and its node's upward rank."""
+
+    workflow: str
+    rank: float = 0.0
+
+
+def call_owner() -> CallOwner | None:
+    """Who a model call made now is for: the calling node's workflow (its root run) and
+    upward rank, which order the model's queue (:mod:`counterpoint.models.queueing`);
+    ``None`` outside a node."""
+    current = _CURRENT.get()
+    if current is None:
+        return None
+    execution, node, _ = current
+    state = execution.state.nodes.get(node)
+    return CallOwner(execution.run_id.split("/", 1)[0],
+                     state.rank if state is not None else 0.0)
 
 
 def current_context() -> NodeContext | None:

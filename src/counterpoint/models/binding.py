@@ -50,7 +50,8 @@ def _provider_key(config: ModelConfig) -> Hashable:
 def bind_given(config: ModelConfig, provider: Provider) -> _Binding:
     """A provider object given directly, with ``config`` (built for it), and its limiter."""
     limiter = limiter_for(config.name, max_concurrency=config.max_concurrency,
-                          rpm=config.rpm, tpm=config.tpm, owner=provider)
+                          rpm=config.rpm, tpm=config.tpm, order=config.queue,
+                          owner=provider)
     return _Binding(config, provider, limiter)
 
 
@@ -65,5 +66,5 @@ def bind_config(config: ModelConfig) -> _Binding:
     # limits are shared per configured name, apart for each endpoint it points at
     limiter = limiter_for(f"{config.name}|{provider.identity}",
                           max_concurrency=config.max_concurrency, rpm=config.rpm,
-                          tpm=config.tpm)
+                          tpm=config.tpm, order=config.queue)
     return _Binding(config, provider, limiter)

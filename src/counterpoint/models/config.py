@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..errors import ConfigError
 from ..secrets import register_secret
 from . import provider_registry
+from .queueing import QueueOrder
 from .types import Usage
 
 DEFAULT_MODEL = "local:smollm2"
@@ -77,6 +78,9 @@ class ModelConfig(BaseModel):
     max_concurrency: int | None = Field(default=None, gt=0)
     rpm: float | None = Field(default=None, gt=0)
     tpm: float | None = Field(default=None, gt=0)
+    queue: QueueOrder = "program"
+    """How calls waiting for one of ``max_concurrency`` slots are served: ``program``
+    (fair share across workflows, then critical path; :mod:`.queueing`) or ``fifo``."""
     timeout: float = Field(default=120.0, gt=0)
     """Seconds one attempt may take."""
     retries: int = Field(default=3, ge=0)

@@ -20,7 +20,9 @@ held back do not all retry at the same instant and fail together. Simultaneous
 the spacing is gone.
 
 The pacing state is plain numbers under a thread lock, so one limiter serves
-every event loop of the process; only the concurrency semaphore is per loop.
+every event loop of the process; only the concurrency slots are per loop. Who gets a
+free slot when calls wait for one is :mod:`.queueing`'s business: by default the
+program decides (fair share across workflows, then critical path), not arrival.
 """
 
 from __future__ import annotations
@@ -33,8 +35,9 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from ..context import record_wait
+from ..context import call_owner, record_wait
 from ..errors import RateLimited
+from .queueing import QueueOrder, SlotQueue
 
 SPACING_MARGIN = 1.25
 """Requests after a 429 are spaced this many times its ``Retry-After`` apart."""
@@ -64,9 +67,11 @@ class RateLimiter:
     """
 
     def __init__(self, *, max_concurrency: int | None = None, rpm: float | None = None,
-                 tpm: float | None = None,
+                 tpm: float | None = None, order: QueueOrder = "program",
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.max_concurrency = max_concurrency
+        self.order = order
+        """How calls waiting for a concurrent slot are served (see :mod:`.queueing`)."""
         self.rpm = rpm
         self.tpm = tpm
         self._clock = clock
@@ -76,8 +81,7 @@ class RateLimiter:
         self._paused_until = 0.0
         self._spacing = 0.0  # seconds between requests learned from 429s (0: none)
         self._epoch = 0  # times the spacing widened: tells a fresh 429 from a stale one
-        self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
-                                                    asyncio.Semaphore] = \
+        self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SlotQueue] = \
             weakref.WeakKeyDictionary()
         self.waited = 0.0
         """Total seconds callers spent waiting for these limits (for metrics)."""
@@ -90,14 +94,16 @@ class RateLimiter:
         paces every caller (see the module docstring); leaving it normally counts as
         an answer.
         """
-        semaphore = self._semaphore()
-        if semaphore is not None:
-            if semaphore.locked():  # every slot is taken: the wait is the node's, not work
+        queue = self._queue()
+        owner = granted = None
+        if queue is not None:
+            owner = call_owner()
+            if queue.busy():  # every slot is taken: the wait is the node's, not work
                 asked = time.perf_counter()
-                await semaphore.acquire()
-                record_wait("model", time.perf_counter() - asked)
+                granted = await queue.acquire(owner)
+                record_wait("model", granted - asked)
             else:
-                await semaphore.acquire()
+                granted = await queue.acquire(owner)
         try:
             while True:
                 reservation = self._reserve(tokens)
@@ -114,17 +120,17 @@ class RateLimiter:
                 raise
             self.answered(reservation)
         finally:
-            if semaphore is not None:
-                semaphore.release()
+            if queue is not None and granted is not None:
+                queue.release(owner, granted)
 
-    def _semaphore(self) -> asyncio.Semaphore | None:
+    def _queue(self) -> SlotQueue | None:
         if self.max_concurrency is None:
             return None
         loop = asyncio.get_running_loop()
-        semaphore = self._semaphores.get(loop)
-        if semaphore is None:
-            semaphore = self._semaphores[loop] = asyncio.Semaphore(self.max_concurrency)
-        return semaphore
+        queue = self._queues.get(loop)
+        if queue is None:
+            queue = self._queues[loop] = SlotQueue(self.max_concurrency, self.order)
+        return queue
 
     def _paused(self) -> bool:
         with self._lock:
@@ -193,7 +199,8 @@ _REGISTRY_LOCK = threading.Lock()
 
 
 def limiter_for(name: str, *, max_concurrency: int | None, rpm: float | None,
-                tpm: float | None, owner: object | None = None) -> RateLimiter:
+                tpm: float | None, order: QueueOrder = "program",
+                owner: object | None = None) -> RateLimiter:
     """The process-wide limiter of model ``name`` (created with these limits on first use).
 
     With ``owner`` (a provider object), the limiter belongs to that object and is
@@ -201,9 +208,10 @@ def limiter_for(name: str, *, max_concurrency: int | None, rpm: float | None,
     """
     with _REGISTRY_LOCK:
         limiter = _LIMITERS.get(name) if owner is None else _OWNED.get(owner)
-        if limiter is None or (limiter.max_concurrency, limiter.rpm, limiter.tpm) != \
-                (max_concurrency, rpm, tpm):
-            limiter = RateLimiter(max_concurrency=max_concurrency, rpm=rpm, tpm=tpm)
+        if limiter is None or (limiter.max_concurrency, limiter.rpm, limiter.tpm,
+                               limiter.order) != (max_concurrency, rpm, tpm, order):
+            limiter = RateLimiter(max_concurrency=max_concurrency, rpm=rpm, tpm=tpm,
+                                  order=order)
             if owner is None:
                 _LIMITERS[name] = limiter
             else:
