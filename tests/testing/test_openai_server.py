@@ -45,8 +45,8 @@ async def ask_stream(server: OpenAIServer, **kwargs: Any) -> list[Any]:
 
 
 def test_public_api_is_pinned() -> None:
-    assert sorted(cpt.__all__) == ["OpenAIServer", "RecordedRequest", "Reply", "TokenBucket",
-                                   "ToolCall", "Usage"]
+    assert sorted(cpt.__all__) == ["OpenAIServer", "RecordedRequest", "Reply",
+                                   "SimulatedEngine", "TokenBucket", "ToolCall", "Usage"]
 
 
 def test_text_reply_is_a_realistic_completion_and_the_request_is_recorded(

@@ -4,11 +4,16 @@
   Completions API, answering with scripted `Reply` objects (text, JSON, tool calls,
   refusals, HTTP errors, hangs, cut-off streams, malformed bodies) and optionally
   enforcing a rate limit. Standard library only.
+- `SimulatedEngine`: the timing of a serving engine (slots, prefill and decode per
+  token, a prefix cache) that an `OpenAIServer` can answer with: a simulation, for
+  benchmarks that compare schedulers.
 """
 
 from __future__ import annotations
 
+from .engine import SimulatedEngine
 from .openai_server import OpenAIServer, TokenBucket
 from .replies import RecordedRequest, Reply, ToolCall, Usage
 
-__all__ = ["OpenAIServer", "RecordedRequest", "Reply", "TokenBucket", "ToolCall", "Usage"]
+__all__ = ["OpenAIServer", "RecordedRequest", "Reply", "SimulatedEngine", "TokenBucket",
+           "ToolCall", "Usage"]

@@ -34,6 +34,7 @@ from types import TracebackType
 from typing import Any
 
 from ._http import BadRequest, Request, Responder, read_request
+from .engine import SimulatedEngine
 from .replies import (
     DynamicReply,
     HangReply,
@@ -48,6 +49,7 @@ from .replies import (
     TruncatedReply,
     completion,
     error_body,
+    estimate_tokens,
     stream_chunks,
 )
 
@@ -118,13 +120,15 @@ class OpenAIServer:
     def __init__(self, replies: Iterable[Reply] = (), *, default: Reply | None = None,
                  latency: float = 0.0, rate_limit_rpm: float | None = None,
                  rate_limit_burst: int | None = None,
-                 models: Sequence[str] = ("gpt-4o-mini",)) -> None:
+                 models: Sequence[str] = ("gpt-4o-mini",),
+                 engine: SimulatedEngine | None = None) -> None:
         self._script: deque[Reply] = deque(replies)
         self._bucket = None if rate_limit_rpm is None else TokenBucket(
             per_minute=rate_limit_rpm,
             burst=rate_limit_burst or max(1, round(rate_limit_rpm / 60)))
         self._default = default if default is not None or self._bucket is None else Reply.echo()
         self._latency = latency
+        self._engine = engine
         self._models = tuple(models)
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
@@ -364,6 +368,12 @@ class OpenAIServer:
         delay += self._latency + reply.delay
         if delay > 0:
             await asyncio.sleep(delay)
+        if self._engine is not None:
+            async with self._engine.serving():  # a free slot of the simulated engine
+                busy, _, _ = self._engine.seconds(record.body, _answer_tokens(reply))
+                if busy > 0:
+                    await asyncio.sleep(busy)
+                delay += busy
         headers = [("x-request-id", f"req_{next(self._ids):08d}"),
                    ("openai-processing-ms", str(round(delay * 1000))), *limits]
         await self._answer(reply, record, reader, respond, headers)
@@ -418,6 +428,14 @@ class OpenAIServer:
     async def _send_error(self, respond: Responder, status: int, message: str, *,
                           code: str | None = None) -> None:
         await self._send_json(respond, status, error_body(status, message, error_code=code))
+
+
+def _answer_tokens(reply: Reply) -> int:
+    if isinstance(reply, TextReply):
+        return estimate_tokens(reply.content)
+    if isinstance(reply, ToolCallsReply):
+        return sum(estimate_tokens(call.name + call.arguments) for call in reply.calls)
+    return 0
 
 
 def _model(name: str) -> dict[str, Any]:
