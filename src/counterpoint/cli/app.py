@@ -9,9 +9,7 @@ loaded, an unknown run, an unusable store. Misuse is reported as one
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -19,13 +17,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from .. import __version__
-from ..errors import RunNotFound, StoreError
 from ..garbage import tune_gc
 from ..ids import RunId
 from . import goals
 from .console import fail, make_console, reported
 from .models import ASK_HELP, MODELS_HELP, ask_command, models_command
 from .pictures import GRAPH_HELP, TRACE_HELP, graph_command, trace_command
+from .stores import importable_cwd as _importable_cwd
+from .stores import open_existing as open_existing
 
 # Only what the commands' signatures name is imported here: `counterpoint --help` builds
 # every command from its signature, so the library (scheduler, models, store, rich
@@ -117,19 +116,6 @@ def graph_attr(target: str) -> str | None:
     return split_target(target)[1]
 
 
-def open_existing(db: str | None, run_id: str | None = None) -> RunStore:
-    """The store at ``db``, which must exist already (reading never creates one)."""
-    from ..store import default_location, open_store
-    location = db or default_location()
-    if location not in ("memory", ":memory:") and not Path(location).exists():
-        if run_id is not None:
-            raise RunNotFound(f"run {run_id} not found: there is no store at {location}; "
-                              "pass --db PATH or set COUNTERPOINT_DB")
-        raise StoreError(f"store {location} does not exist; pass --db PATH or set "
-                         "COUNTERPOINT_DB")
-    return open_store(location)
-
-
 def show_hint(run_id: str, db: str | None) -> str:
     return f"counterpoint show {run_id}" + (f" --db {shlex.quote(db)}" if db else "")
 
@@ -137,14 +123,6 @@ def show_hint(run_id: str, db: str | None) -> str:
 def exit_code(status: str) -> int:
     from ..state import RunStatus
     return 0 if status == RunStatus.SUCCEEDED else 1
-
-
-def _importable_cwd() -> None:
-    # `python -m` puts the working directory on sys.path, the console script does not;
-    # `counterpoint run package.module` should find local modules either way.
-    cwd = os.getcwd()
-    if cwd not in sys.path and "" not in sys.path:
-        sys.path.insert(0, cwd)
 
 
 def _display(console: Console, *, quiet: bool) -> Display:

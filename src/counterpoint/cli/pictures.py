@@ -68,8 +68,8 @@ def _format(fmt: str | None, out: Path | None) -> str:
 
 def _load(target: str) -> Graph:
     from ..loader import load_target
-    from .app import _importable_cwd
     from .goals import target_kind
+    from .stores import importable_cwd
     kind = target_kind(target)
     if kind == "workflow":
         from ..workflow import load_workflow
@@ -77,7 +77,7 @@ def _load(target: str) -> Graph:
     if kind == "goal":
         fail(f"{target!r} is not a graph file or module; give FILE.py[:GRAPH], "
              "package.module[:GRAPH] or FILE.yaml")
-    _importable_cwd()
+    importable_cwd()
     return load_target(target)
 
 
@@ -112,8 +112,8 @@ def trace_command(
     from ..pictures.gantt import gantt_html, gantt_svg, timeline
     from ..state import RunStatus
     from ..store.owners import run_owner_alive
-    from .app import open_existing
     from .recorded import log_report, resolve_run
+    from .stores import open_existing
     with reported():
         store = open_existing(db, run_id)
         try:

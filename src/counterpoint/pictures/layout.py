@@ -49,8 +49,10 @@ class Layout:
         return _all_crossings(self.rows, _links(self.routes))
 
 
-def layered(nodes: Sequence[str], edges: Sequence[tuple[str, str]]) -> Layout:
-    """Lay out ``nodes`` (in this order) joined by ``edges`` (source, target).
+def layered(nodes: Sequence[str], edges: Sequence[tuple[str, str]], *,
+            sweeps: int = SWEEPS) -> Layout:
+    """Lay out ``nodes`` (in this order) joined by ``edges`` (source, target), with
+    ``sweeps`` rounds of crossing reduction (0: rows in declaration order).
 
     Raises :class:`ValueError` on a cycle or an edge naming an unknown node; duplicate
     edges are drawn once each.
@@ -74,7 +76,7 @@ def layered(nodes: Sequence[str], edges: Sequence[tuple[str, str]]) -> Layout:
     for a, b in links:
         down.setdefault(a, []).append(b)
         up.setdefault(b, []).append(a)
-    for _ in range(SWEEPS):
+    for _ in range(sweeps):
         if fewest == 0:
             break
         for i in range(1, depth):

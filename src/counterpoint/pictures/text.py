@@ -12,7 +12,7 @@ import json
 from .model import Box, BoxKind, Line, Picture
 
 _MERMAID_SHAPES = {  # (open, close) of each kind's node shape
-    BoxKind.STEP: ("[", "]"), BoxKind.MAP: ("[[", "]]"), BoxKind.GRAPH: ("[[", "]]"),
+    BoxKind.STEP: ("[", "]"), BoxKind.MAP: ("{{", "}}"), BoxKind.GRAPH: ("[[", "]]"),
     BoxKind.BRANCH: ("{", "}"), BoxKind.INPUT: ("([", "])"),
 }
 _MERMAID_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
