@@ -5,6 +5,7 @@ path outlined, an unfinished run drawn up to where its log ends."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import re
 import xml.etree.ElementTree as ET
 
@@ -61,7 +62,7 @@ def test_each_attempt_queued_time_and_back_off_is_a_bar_of_its_own() -> None:
     for row in line.rows:
         starts = [(bar.start, bar.end) for bar in row.bars]
         assert all(s <= e for s, e in starts)
-        assert all(e1 <= s2 + 1e-9 for (_, e1), (s2, _) in zip(starts, starts[1:], strict=False))
+        assert all(e1 <= s2 + 1e-9 for (_, e1), (s2, _) in itertools.pairwise(starts))
         assert all(line.start <= s and e <= line.end for s, e in starts)
     assert line.critical == set(result.metrics.critical_path_nodes) and line.critical
 
