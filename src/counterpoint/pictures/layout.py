@@ -15,7 +15,8 @@ small:
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 SWEEPS = 8
@@ -59,34 +60,47 @@ def layered(nodes: Sequence[str], edges: Sequence[tuple[str, str]], *,
     """
     layer = _layers(nodes, edges)
     depth = max(layer.values(), default=-1) + 1
-    rows: list[list[Slot]] = [[] for _ in range(depth)]
+    # slots are numbered: nodes first, then bends; the sweeps work on numbers only
+    slots: list[Slot] = list(nodes)
+    number = {node: i for i, node in enumerate(nodes)}
+    rows: list[list[int]] = [[] for _ in range(depth)]
     for node in nodes:
-        rows[layer[node]].append(node)
+        rows[layer[node]].append(number[node])
     routes: list[tuple[Slot, ...]] = []
+    up: list[list[int]] = [[] for _ in slots]
+    down: list[list[int]] = [[] for _ in slots]
     for index, (source, target) in enumerate(edges):
         bends = [Bend(index, row) for row in range(layer[source] + 1, layer[target])]
+        path = [number[source]]
         for bend in bends:
-            rows[bend.layer].append(bend)
+            slots.append(bend)
+            up.append([])
+            down.append([])
+            path.append(len(slots) - 1)
+            rows[bend.layer].append(len(slots) - 1)
+        path.append(number[target])
+        for a, b in itertools.pairwise(path):
+            down[a].append(b)
+            up[b].append(a)
         routes.append((source, *bends, target))
-    links = _links(routes)
     best = [list(row) for row in rows]
-    fewest = _all_crossings(best, links)
-    up: dict[Slot, list[Slot]] = {}
-    down: dict[Slot, list[Slot]] = {}
-    for a, b in links:
-        down.setdefault(a, []).append(b)
-        up.setdefault(b, []).append(a)
+    fewest = _count(best, down, len(slots))
+    place = [0] * len(slots)  # each slot's index in its row; links join neighbouring rows
+    for row in rows:
+        for i, slot in enumerate(row):
+            place[slot] = i
     for _ in range(sweeps):
         if fewest == 0:
             break
-        for i in range(1, depth):
-            rows[i] = _by_barycentre(rows[i], rows[i - 1], up)
-        for i in range(depth - 2, -1, -1):
-            rows[i] = _by_barycentre(rows[i], rows[i + 1], down)
-        count = _all_crossings(rows, links)
+        for i in range(1, depth):  # down: each row by its sources above
+            rows[i] = _by_barycentre(rows[i], up, place)
+        for i in range(depth - 2, -1, -1):  # up: each row by its targets below
+            rows[i] = _by_barycentre(rows[i], down, place)
+        count = _count(rows, down, len(slots))
         if count < fewest:
             fewest, best = count, [list(row) for row in rows]
-    return Layout(rows=tuple(tuple(row) for row in best), layer=layer, routes=tuple(routes))
+    return Layout(rows=tuple(tuple(slots[i] for i in row) for row in best), layer=layer,
+                  routes=tuple(routes))
 
 
 def _layers(nodes: Sequence[str], edges: Sequence[tuple[str, str]]) -> dict[str, int]:
@@ -121,29 +135,42 @@ def _links(routes: Sequence[Sequence[Slot]]) -> list[tuple[Slot, Slot]]:
     return [(route[i], route[i + 1]) for route in routes for i in range(len(route) - 1)]
 
 
-def _by_barycentre(row: list[Slot], fixed: list[Slot],
-                   neighbours: dict[Slot, list[Slot]]) -> list[Slot]:
-    place = {slot: i for i, slot in enumerate(fixed)}
+def _by_barycentre(row: list[int], neighbours: list[list[int]], place: list[int]
+                   ) -> list[int]:
+    """``row`` ordered by the mean place of each slot's neighbours in the next row; the
+    new places are written to ``place``."""
+    keyed: list[tuple[float, int, int]] = []
+    for index, slot in enumerate(row):
+        near = neighbours[slot]
+        # a slot with no neighbour there keeps its place
+        keyed.append((sum(place[n] for n in near) / len(near) if near else float(index),
+                      index, slot))
+    keyed.sort()
+    ordered = [slot for _, _, slot in keyed]
+    for i, slot in enumerate(ordered):
+        place[slot] = i
+    return ordered
 
-    def key(item: tuple[int, Slot]) -> tuple[float, int]:
-        index, slot = item
-        near = [place[n] for n in neighbours.get(slot, ()) if n in place]
-        # a slot with no neighbour in the fixed row keeps its place
-        return (sum(near) / len(near) if near else float(index), index)
 
-    return [slot for _, slot in sorted(enumerate(row), key=key)]
+def _count(rows: Sequence[Sequence[int]], down: list[list[int]], size: int) -> int:
+    place = [0] * size
+    for row in rows:
+        for i, slot in enumerate(row):
+            place[slot] = i
+    crossings = 0
+    for row in rows[:-1]:
+        pairs = [(place[a], place[b]) for a in row for b in down[a]]
+        crossings += _inversions(pairs)
+    return crossings
 
 
 def _all_crossings(rows: Sequence[Sequence[Slot]], links: Sequence[tuple[Slot, Slot]]) -> int:
-    place: dict[Hashable, tuple[int, int]] = {}
-    for r, row in enumerate(rows):
-        for i, slot in enumerate(row):
-            place[slot] = (r, i)
-    between: dict[int, list[tuple[int, int]]] = {}
+    number: dict[Slot, int] = {}
+    numbered = [[number.setdefault(slot, len(number)) for slot in row] for row in rows]
+    down: list[list[int]] = [[] for _ in number]
     for a, b in links:
-        upper, here = place[a]
-        between.setdefault(upper, []).append((here, place[b][1]))
-    return sum(_inversions(pairs) for pairs in between.values())
+        down[number[a]].append(number[b])
+    return _count(numbered, down, len(number))
 
 
 def _inversions(pairs: list[tuple[int, int]]) -> int:
