@@ -4,7 +4,9 @@ over random DAGs."""
 
 from __future__ import annotations
 
+import html
 import itertools
+import os
 import re
 import shutil
 import subprocess
@@ -240,3 +242,35 @@ def test_layout_rejects_a_cycle_and_an_unknown_node() -> None:
         layered(["a", "b"], [("a", "b"), ("b", "a")])
     with pytest.raises(ValueError, match="unknown node 'z'"):
         layered(["a"], [("a", "z")])
+
+
+# ------------------------------------------------------------------ a real Mermaid
+MERMAID_JS = os.environ.get("COUNTERPOINT_MERMAID_JS", "")
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(not (MERMAID_JS and Path(MERMAID_JS).is_file() and CHROMIUM),
+                    reason="set COUNTERPOINT_MERMAID_JS to mermaid.min.js (npm install "
+                           "mermaid) to draw the pictures with Mermaid in headless Chromium")
+def test_mermaid_itself_draws_every_name_as_written(tmp_path: Path) -> None:
+    graphs = [nasty_graph(), kinds_graph()]
+    blocks = "".join(f'<pre class="mermaid">{html.escape(g.to_mermaid())}</pre>'
+                     for g in graphs)
+    page = tmp_path / "page.html"
+    page.write_text(
+        f'<!doctype html><html><head><meta charset="utf-8"></head><body>{blocks}'
+        f'<script src="{Path(MERMAID_JS).as_uri()}"></script><script>'
+        "mermaid.initialize({startOnLoad: false}); mermaid.run().then(() => "
+        "document.body.setAttribute('data-done', 'yes')).catch(e => document.body"
+        ".setAttribute('data-error', String((e && (e.message || e.str)) || e)));"
+        "</script></body></html>")
+    assert CHROMIUM is not None
+    done = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+                           "--virtual-time-budget=15000", "--dump-dom", page.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    dom = done.stdout
+    assert 'data-done="yes"' in dom, re.findall(r'data-error="[^"]*"', dom) or done.stderr[-2000:]
+    spans = re.findall(r'<span class="nodeLabel"[^>]*>(.*?)</span>', dom, flags=re.S)
+    names = [html.unescape(re.split(r"<br\s*/?>", span)[0]) for span in spans]
+    kinds = [box.label for box in describe(graphs[1]).boxes]
+    assert names == [*NASTY, "ordered", *kinds]

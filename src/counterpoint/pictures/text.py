@@ -51,22 +51,20 @@ def to_mermaid(picture: Picture) -> str:
         label = _edge_label(line)
         text = f"|\"{mermaid_text(label)}\"|" if label else ""
         lines.append(f"    {keys[line.source]} {arrow}{text} {keys[line.target]}")
-    classes = {"map": BoxKind.MAP, "graph": BoxKind.GRAPH, "branch": BoxKind.BRANCH,
-               "input": BoxKind.INPUT}
-    styles = {"map": "fill:#eef6ff,stroke:#3b6fb6,stroke-width:2px",
-              "graph": "fill:#f3efff,stroke:#6b4fb6,stroke-width:2px",
-              "branch": "fill:#fff6e5,stroke:#b7791f",
-              "input": "fill:#f4f4f4,stroke:#888",
-              "output": "stroke-width:3px"}
-    for name, kind in classes.items():
+    # class names end in "Node": "graph" alone is a keyword of Mermaid's flowchart grammar
+    styles = {BoxKind.MAP: "fill:#eef6ff,stroke:#3b6fb6,stroke-width:2px",
+              BoxKind.GRAPH: "fill:#f3efff,stroke:#6b4fb6,stroke-width:2px",
+              BoxKind.BRANCH: "fill:#fff6e5,stroke:#b7791f",
+              BoxKind.INPUT: "fill:#f4f4f4,stroke:#888"}
+    for kind, style in styles.items():
         members = [keys[b.key] for b in picture.boxes if b.kind is kind]
         if members:
-            lines.append(f"    classDef {name} {styles[name]}")
-            lines.append(f"    class {','.join(members)} {name}")
+            lines.append(f"    classDef {kind.value}Node {style}")
+            lines.append(f"    class {','.join(members)} {kind.value}Node")
     outputs = [keys[b.key] for b in picture.boxes if b.output]
     if outputs:
-        lines.append(f"    classDef output {styles['output']}")
-        lines.append(f"    class {','.join(outputs)} output")
+        lines.append("    classDef outputNode stroke-width:3px")
+        lines.append(f"    class {','.join(outputs)} outputNode")
     return "\n".join(lines) + "\n"
 
 
