@@ -77,7 +77,7 @@ def test_the_picture_shows_node_kinds_inputs_and_both_kinds_of_edge() -> None:
                      "yes": BoxKind.STEP, "report": BoxKind.STEP}
     details = {box.label: box.detail for box in picture.boxes}
     assert details["each"] == "map _one over items"
-    assert details["nested"] == "graph inner (1 nodes)"
+    assert details["nested"] == "graph inner (1 node)"
     assert [b.label for b in picture.boxes if b.output] == ["report"]
     lines = {(line.source, line.target): line for line in picture.lines}
     assert lines[("items", "each")].label == "over"

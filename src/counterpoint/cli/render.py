@@ -350,7 +350,9 @@ def payload(report: Report) -> dict[str, Any]:
         "outputs": {k: _output(ns) for k, ns in state.nodes.items()
                     if ns.status is NodeStatus.SUCCEEDED},
         "nodes": {k: {"status": node_status(ns, finished), "attempts": ns.attempt,
-                      "run_time": ns.run_time, "error": ns.error}
+                      "run_time": ns.run_time, "error": ns.error,
+                      **({"failed_attempts": list(report.failed_attempts[k])}
+                         if k in report.failed_attempts else {})}
                   for k, ns in state.nodes.items()},
         "metrics": metrics,
         "models": usage_dict(state.models),

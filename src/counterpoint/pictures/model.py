@@ -134,7 +134,7 @@ def _subgraph(fn: Any) -> str | None:
     nodes = getattr(fn, "nodes", None)
     name = getattr(fn, "name", None)
     if isinstance(nodes, dict) and isinstance(name, str) and hasattr(fn, "output_ref"):
-        return f"{name} ({len(nodes)} nodes)"
+        return f"{name} ({len(nodes)} node{'' if len(nodes) == 1 else 's'})"
     return None
 
 

@@ -21,6 +21,8 @@ BOX_H = 40
 ROW_GAP = 48
 GAP = 28
 BEND_W = 12
+STACK = 8
+"""How far a map's stack of boxes reaches below and right of its front box."""
 FILL = {BoxKind.STEP: "#ffffff", BoxKind.MAP: "#eef6ff", BoxKind.GRAPH: "#f3efff",
         BoxKind.BRANCH: "#fff6e5", BoxKind.INPUT: "#f4f4f4"}
 STROKE = {BoxKind.STEP: "#444444", BoxKind.MAP: "#3b6fb6", BoxKind.GRAPH: "#6b4fb6",
@@ -55,7 +57,8 @@ def to_svg(picture: Picture) -> str:
     by_key = {box.key: box for box in picture.boxes}
     layout = layered(keys, [(line.source, line.target) for line in picture.lines])
     x, widths, row_width = _places(layout, by_key)
-    width = max([row_width, text_width(picture.name, 15) + 2 * MARGIN, 240.0])
+    width = max([row_width, text_width(picture.name, 15) + 2 * MARGIN,
+                 _legend_width(picture) + 2 * MARGIN, 240.0])
     legend_y = MARGIN + TITLE + len(layout.rows) * (BOX_H + ROW_GAP)
     height = legend_y + 30
 
@@ -75,7 +78,9 @@ def to_svg(picture: Picture) -> str:
            f'<text x="{MARGIN}" y="{MARGIN + 8}" font-size="15" font-weight="bold">'
            f"{xml_text(picture.name)}</text>"]
     for line, route in zip(picture.lines, layout.routes, strict=True):
-        points: list[tuple[float, float]] = [(x[route[0]] + shift, top(route[0]) + BOX_H)]
+        below = STACK if by_key[line.source].kind is BoxKind.MAP else 0
+        points: list[tuple[float, float]] = [(x[route[0]] + shift,
+                                              top(route[0]) + BOX_H + below)]
         for bend in route[1:-1]:
             points += [(x[bend] + shift, top(bend)), (x[bend] + shift, top(bend) + BOX_H)]
         points.append((x[route[-1]] + shift, top(route[-1])))
@@ -136,8 +141,8 @@ def _box(box: Box, left: float, top: float, width: float) -> str:
     right, bottom = left + width, top + BOX_H
     shapes: list[str] = []
     if box.kind is BoxKind.MAP:  # a stack: one task per item
-        for d in (8, 4):
-            shapes.append(f'<rect x="{left + d:.1f}" y="{top - d:.1f}" width="{width:.1f}" '
+        for d in (STACK, STACK // 2):
+            shapes.append(f'<rect x="{left + d:.1f}" y="{top + d:.1f}" width="{width:.1f}" '
                           f'height="{BOX_H}" rx="5" fill="{fill}" stroke="{stroke}"/>')
     if box.kind is BoxKind.BRANCH:
         points = (f"{left + 10:.1f},{top:.1f} {right - 10:.1f},{top:.1f} {right:.1f},"
@@ -166,6 +171,14 @@ def _box(box: Box, left: float, top: float, width: float) -> str:
         tip += " (the graph's output)"
     return (f'<g class="node {box.kind.value}"><title>{xml_text(tip)}</title>'
             + "".join(shapes) + "".join(texts) + "</g>")
+
+
+def _legend_width(picture: Picture) -> float:
+    kinds = [k for k in BoxKind if any(b.kind is k for b in picture.boxes)]
+    width = sum(30 + text_width(LEGEND[k], 11) for k in kinds)
+    if any(line.ordering for line in picture.lines):
+        width += 26 + text_width("after (ordering only)", 11)
+    return width
 
 
 def _legend(picture: Picture, y: float) -> str:

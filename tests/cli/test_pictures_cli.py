@@ -217,6 +217,11 @@ def test_show_says_where_each_failed_attempt_failed(work: Work) -> None:
     assert f"broken.py:{_line(BROKEN, 'FLAKY LINE')} in flaky" in out
     data = json.loads(work.cli("show", run, "--json").stdout)
     assert data["nodes"]["explode"]["error"]["location"]["line"] == explode
+    flaky = data["nodes"]["flaky"]
+    assert flaky["status"] == "succeeded"
+    assert [(a["attempt"], a["type"], a["final"]) for a in flaky["failed_attempts"]] == \
+        [(1, "ConnectionError", False)]
+    assert "failed_attempts" not in data["nodes"]["first"]
 
 
 # ------------------------------------------------------------------ model calls
