@@ -80,6 +80,23 @@ def test_the_svg_marks_failed_attempts_and_outlines_the_critical_path() -> None:
     assert any(r.get("class") == "bar backoff" for r in bars)
     labels = [t.text for t in root.iter(f"{SVG}text") if t.get("class") == "node"]
     assert sorted(labels) == ["a", "b", "boom", "flaky", "last"]
+    assert not [t for t in root.iter(f"{SVG}text") if t.get("class") == "status"]
+
+
+def test_a_node_that_never_ran_says_why() -> None:
+    async def fail() -> int:
+        raise ValueError("no")
+
+    async def after(x: int) -> int:
+        return x
+
+    g = cp.Graph("blocked")
+    g.add("after", after, x=g.add("fail", fail))
+    store = cp.MemoryStore()
+    result = cp.run_sync(g, store=store)
+    root = ET.fromstring(gantt_svg(timeline(result.run_id, store.events(result.run_id))))
+    assert [t.text for t in root.iter(f"{SVG}text") if t.get("class") == "status"] == \
+        ["blocked"]
 
 
 def test_the_html_page_is_self_contained() -> None:

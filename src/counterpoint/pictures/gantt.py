@@ -215,6 +215,9 @@ def gantt_svg(line: Timeline, *, width: int = 1100) -> str:
         for bar in row.bars:
             out.append(_bar(bar, x(bar.start), max(x(bar.end) - x(bar.start), 1.5), y,
                             row.node, critical, line.start))
+        if not row.bars:  # skipped or blocked: it never ran; say so where the log did
+            out.append(f'<text class="status" x="{x(row.first) + 4:.1f}" y="{y + 15}" '
+                       f'fill="#868e96" font-style="italic">{xml_text(row.status)}</text>')
     if len(line.rows) > ROWS:
         out.append(f'<text x="16" y="{top + AXIS + len(shown) * ROW_H + 14}" fill="#555">'
                    f"... and {len(line.rows) - ROWS} more nodes not drawn</text>")
