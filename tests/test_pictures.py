@@ -23,7 +23,8 @@ from counterpoint.pictures.layout import Bend
 
 SVG = "{http://www.w3.org/2000/svg}"
 NASTY = ['say "hi"', "a --> b", "x) --> (y", "{curly}", "pipe|bar", "#hash;", "<b>bold<b>",
-         "Kraków ☃ 東京", "back\\slash \\N \\l", "amp & co", "it's", "semi;colon", "`tick`"]
+         "Kraków ☃ 東京", "back\\slash \\N \\l", "amp & co", "it's", "semi;colon", "`tick`",
+         "end", "%% not a comment", "click me", "line\u2028separator"]
 
 
 def _one(x: int = 0) -> int:
@@ -191,6 +192,35 @@ def test_every_kind_has_its_own_shape_in_each_format() -> None:
     classes = {e.get("class") for e in ET.fromstring(to_svg(describe(g))).iter(f"{SVG}g")}
     assert {"node map", "node graph", "node branch", "node input", "node step"} <= classes
     assert to_mermaid(describe(g)) == mermaid and to_dot(describe(g)) == dot
+
+
+names = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="[]/"),
+               min_size=1, max_size=12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(names, min_size=1, max_size=4, unique=True))
+def test_any_name_comes_back_as_written_from_every_format(ids: list[str]) -> None:
+    g = cp.Graph("any")
+    previous = None
+    for node in ids:
+        previous = g.add(node, _one, **({"x": previous} if previous is not None else {}))
+    mermaid = g.to_mermaid().split("flowchart TD\n", 1)[1]
+    quoted = re.findall(r'^    n\d+[\[{(]+"([^"]*)"[\]})]+$', mermaid, flags=re.M)
+    assert [_unmermaid(q.split("<br/>")[0]) for q in quoted] == \
+        [re.sub(r"[\r\n\t]", " ", node) for node in ids]
+    node_lines = [line for line in g.to_dot().split("\n")  # not splitlines: \f is text
+                  if re.match(r"  n\d+ \[label=", line)]
+    labels = [_dot_strings(line)[0] for line in node_lines]
+    # a name's own line ends are written \n (a DOT label's line end): compare through them
+    assert [label.replace("\\n", "\n") for label in labels] == \
+        [node.replace("\r", "") + ("\n_one" if node != "_one" else "") for node in ids]
+    root = ET.fromstring(g.to_svg())
+    shown = [t.text or "" for t in root.iter(f"{SVG}text") if t.get("class") == "label"]
+    xml_ok = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+    # XML cannot hold control characters (they are dropped) and reads \r as a line end
+    assert shown == [xml_ok.sub("", node).replace("\r\n", "\n").replace("\r", "\n")
+                     for node in ids]
 
 
 # ------------------------------------------------------------------ layout
