@@ -11,6 +11,7 @@ import pydantic
 import pydantic_core
 
 from .errors import OutputNotSerializable, RunFailure
+from .failures import failure_location
 from .secrets import redact
 
 
@@ -55,6 +56,9 @@ def error_info(exc: BaseException, *, final: bool, retryable: bool,
         "retryable": retryable,
         "traceback": redact("".join(tb[-6:])[-4000:]),
     }
+    location = failure_location(exc)
+    if location is not None:
+        info["location"] = {**location, "file": redact(location["file"])}
     if retry_in is not None:
         info["retry_in"] = round(retry_in, 4)
     if isinstance(exc, RunFailure) and exc.retry_after is not None:

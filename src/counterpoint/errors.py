@@ -8,6 +8,7 @@
     │   │                             unknown input, annotated type mismatch
     │   ├── PatchError                a live edit was rejected (cycle, finished node, stale version)
     │   ├── RunNotFound               no run with that id in the store
+    │   │   └── RunAmbiguous          a run id prefix matches several runs (names them)
     │   ├── RunClaimed                another live process runs the run or is resuming it
     │   ├── SourceError               a graph file or module cannot be loaded or has no graph
     │   │   └── WorkflowError         a workflow file or its inputs are invalid (every problem,
@@ -73,6 +74,10 @@ class SourceError(UserError):
 
 class RunNotFound(UserError):
     """No run with the given id exists in the store."""
+
+
+class RunAmbiguous(RunNotFound):
+    """A run id prefix matches more than one run; the message names some of them."""
 
 
 class RunClaimed(UserError):

@@ -469,6 +469,22 @@ class Graph(_GraphChecks):
         self._fingerprint = (self._version, digest.hexdigest()[:16])
         return self._fingerprint[1]
 
+    # ----------------------------------------------------------------- pictures
+    def to_mermaid(self) -> str:
+        """A Mermaid flowchart of this graph (see :mod:`counterpoint.pictures`)."""
+        from . import pictures
+        return pictures.to_mermaid(pictures.describe(self))
+
+    def to_dot(self) -> str:
+        """A Graphviz DOT digraph of this graph."""
+        from . import pictures
+        return pictures.to_dot(pictures.describe(self))
+
+    def to_svg(self) -> str:
+        """A self-contained SVG picture of this graph, laid out in layers."""
+        from . import pictures
+        return pictures.to_svg(pictures.describe(self))
+
 
 def id_of(graph: Graph) -> int:
     """Identity used to tell references of different graphs apart."""

@@ -9,9 +9,7 @@ loaded, an unknown run, an unusable store. Misuse is reported as one
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -19,12 +17,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from .. import __version__
-from ..errors import RunNotFound, StoreError
 from ..garbage import tune_gc
 from ..ids import RunId
 from . import goals
-from .console import make_console, reported
+from .console import fail, make_console, reported
 from .models import ASK_HELP, MODELS_HELP, ask_command, models_command
+from .pictures import GRAPH_HELP, TRACE_HELP, graph_command, trace_command
+from .stores import importable_cwd as _importable_cwd
+from .stores import open_existing as open_existing
 
 # Only what the commands' signatures name is imported here: `counterpoint --help` builds
 # every command from its signature, so the library (scheduler, models, store, rich
@@ -58,11 +58,16 @@ Db = Annotated[str | None, typer.Option(
     help="The run store (default: $COUNTERPOINT_DB or .counterpoint/runs.db).")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No live view or progress lines.")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")]
+RunName = Annotated[str, typer.Argument(
+    metavar="RUN_ID", help="The run: its id, a unique start of it (or of its hex serial), "
+                           "or last (the newest run).")]
 
 
 app.command("models", help=MODELS_HELP)(models_command)
 app.command("ask", help=ASK_HELP)(ask_command)
 app.command("plan")(goals.plan_command)
+app.command("graph", help=GRAPH_HELP)(graph_command)
+app.command("trace", help=TRACE_HELP)(trace_command)
 
 
 def main() -> None:
@@ -111,19 +116,6 @@ def graph_attr(target: str) -> str | None:
     return split_target(target)[1]
 
 
-def open_existing(db: str | None, run_id: str | None = None) -> RunStore:
-    """The store at ``db``, which must exist already (reading never creates one)."""
-    from ..store import default_location, open_store
-    location = db or default_location()
-    if location not in ("memory", ":memory:") and not Path(location).exists():
-        if run_id is not None:
-            raise RunNotFound(f"run {run_id} not found: there is no store at {location}; "
-                              "pass --db PATH or set COUNTERPOINT_DB")
-        raise StoreError(f"store {location} does not exist; pass --db PATH or set "
-                         "COUNTERPOINT_DB")
-    return open_store(location)
-
-
 def show_hint(run_id: str, db: str | None) -> str:
     return f"counterpoint show {run_id}" + (f" --db {shlex.quote(db)}" if db else "")
 
@@ -131,14 +123,6 @@ def show_hint(run_id: str, db: str | None) -> str:
 def exit_code(status: str) -> int:
     from ..state import RunStatus
     return 0 if status == RunStatus.SUCCEEDED else 1
-
-
-def _importable_cwd() -> None:
-    # `python -m` puts the working directory on sys.path, the console script does not;
-    # `counterpoint run package.module` should find local modules either way.
-    cwd = os.getcwd()
-    if cwd not in sys.path and "" not in sys.path:
-        sys.path.insert(0, cwd)
 
 
 def _display(console: Console, *, quiet: bool) -> Display:
@@ -291,20 +275,21 @@ def _interrupted(run_id: str | None, db: str | None) -> int:
 # ------------------------------------------------------------------ resume
 @app.command()
 def resume(
-    run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="The run to continue.")],
+    run_id: RunName,
     db: Db = None,
     quiet: Quiet = False,
     as_json: AsJson = False,
 ) -> None:
     """Continue a run whose process died; nodes that finished do not run again."""
     from ..state import RunStatus
-    from .recorded import log_report
+    from .recorded import log_report, resolve_run
     out = make_console()
     progress = make_console(stderr=True) if as_json else out
     with reported():
         _importable_cwd()
         store = open_existing(db, run_id)
         try:
+            run_id = resolve_run(store, run_id)
             record = store.run(RunId(run_id))
             if record.status != RunStatus.RUNNING:
                 if not quiet:
@@ -345,37 +330,66 @@ def _resume(run_id: str, store: RunStore, *, db: str | None, quiet: bool, as_jso
 # ------------------------------------------------------------------ inspect
 @app.command()
 def show(
-    run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="The run to show.")],
+    run_id: RunName,
     db: Db = None,
     as_json: AsJson = False,
     calls: Annotated[bool, typer.Option(
         "--calls", help="Also list every model call: node, model, tokens, cost, latency.")] = False,
+    full: Annotated[bool, typer.Option(
+        "--full", help="With --calls: each call's prompt and answer too.")] = False,
+    call: Annotated[int | None, typer.Option(
+        "--call", metavar="N", help="Show model call N (the call column of --calls) in "
+                                    "full, prompt and answer.")] = None,
 ) -> None:
     """Show a run from its log (nothing runs; the graph's code is not imported)."""
     from ..events import EventKind
-    from .recorded import log_report
-    from .render import calls_table, dumps, payload, summary
+    from .calls import call_record, call_view, calls_table
+    from .recorded import log_report, resolve_run
+    from .render import dumps, payload, summary
     with reported():
+        if full and not calls and call is None:
+            raise typer.BadParameter("--full goes with --calls (or use --call N)",
+                                     param_hint="'--full'")
         store = open_existing(db, run_id)
         try:
-            record = store.run(RunId(run_id))
-            events = store.events(RunId(run_id))
+            run = resolve_run(store, run_id)
+            record = store.run(run)
+            events = store.events(run)
+            model_calls = [e for e in events if e.kind is EventKind.MODEL_CALL]
+            if call is not None:
+                model_calls = [e for e in model_calls if e.seq == call]
+                if not model_calls:
+                    fail(f"run {run} has no model call {call}; list them with `counterpoint "
+                         f"show {run} --calls`")
+            texts = {d: store.blob(d) for e in model_calls if full or call is not None
+                     for d in ((e.data or {}).get("request"), (e.data or {}).get("response"))
+                     if isinstance(d, str)}
         finally:
             store.close()
         report = log_report(record, events)
-    model_calls = [e for e in events if e.kind is EventKind.MODEL_CALL]
+    out = make_console()
+    if call is not None:
+        if as_json:
+            typer.echo(dumps(call_record(model_calls[0], texts.get)))
+        else:
+            out.print(call_view(model_calls[0], texts.get), soft_wrap=True)
+        return
     if as_json:
         data = payload(report)
         if calls:
-            data["calls"] = [{"seq": e.seq, "at": e.at, "node": e.node, **(e.data or {})}
+            data["calls"] = [call_record(e, texts.get) if full else
+                             {"call": e.seq, "at": e.at, "node": e.node, **(e.data or {})}
                              for e in model_calls]
         typer.echo(dumps(data))
         return
-    out = make_console()
     out.print(summary(report, inspect=None), soft_wrap=True)
     if calls:
         out.print()
         out.print(calls_table(model_calls), soft_wrap=True)
+        if full:
+            for e in model_calls:
+                out.print()
+                out.print(call_view(e, texts.get), soft_wrap=True)
 
 
 @app.command()
@@ -408,18 +422,19 @@ def runs(
 # ------------------------------------------------------------------ cancel
 @app.command()
 def cancel(
-    run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="The run to cancel.")],
+    run_id: RunName,
     db: Db = None,
     wait: Annotated[float, typer.Option(
         "--wait", metavar="SECONDS", min=0,
         help="How long to wait for a running process to stop the run.")] = 10.0,
 ) -> None:
     """Cancel a run: ask its process to stop it, or end it for good if that process died."""
+    from .recorded import resolve_run
     out = make_console()
     with reported():
         store = open_existing(db, run_id)
         try:
-            code = _cancel(store, RunId(run_id), wait, out)
+            code = _cancel(store, resolve_run(store, run_id), wait, out)
         finally:
             store.close()
     raise typer.Exit(code)

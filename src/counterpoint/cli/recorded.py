@@ -1,19 +1,75 @@
-"""Runs as a store records them: is their process alive, what their log says, and
-closing for good a run whose process died."""
+"""Runs as a store records them: which run a name means, is its process alive, what its
+log says, and closing for good a run whose process died."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Any
 
+from ..errors import RunAmbiguous, RunNotFound
 from ..events import Event, EventKind
-from ..ids import RunId
+from ..ids import NodeId, RunId
 from ..metrics import compute
 from ..state import RunStatus
 from ..store import RunRecord, RunStore
 from ..store.owners import run_owner_alive as owner_alive
 from .projection import project
 from .render import Report
+
+LAST = "last"
+"""Names the newest run (not a sub-run) of the store."""
+CANDIDATES = 5
+"""Most runs an ambiguous prefix's error names."""
+_EVERY_RUN = 1 << 31
+
+
+def resolve_run(store: RunStore, name: str) -> RunId:
+    """The run ``name`` means: a whole run id, ``last``, or a unique start of an id
+    (``r-20261202-0101``) or of its serial, the hex part after the last ``-``.
+
+    Raises :class:`~counterpoint.errors.RunNotFound` when no run matches and
+    :class:`~counterpoint.errors.RunAmbiguous` (naming some of them) when several do; a
+    run's sub-runs (``RUN/node``) never make its own prefix ambiguous.
+    """
+    name = name.strip()
+    if name == LAST:
+        newest = next((r for r in store.runs(64) if r.parent is None), None) or next(
+            (r for r in store.runs(_EVERY_RUN) if r.parent is None), None)
+        if newest is None:
+            raise RunNotFound("there is no last run: the store holds no runs yet; start one "
+                              "with `counterpoint run FILE.py`")
+        return newest.run_id
+    try:
+        return store.run(RunId(name)).run_id
+    except RunNotFound as exc:
+        missing = exc
+    if not name:
+        raise missing
+    matches = [r.run_id for r in store.runs(_EVERY_RUN)
+               if r.run_id.startswith(name) or _serial(r.run_id).startswith(name)]
+    tops = [m for m in matches if not any(m.startswith(o + "/") for o in matches)]
+    if len(tops) == 1:
+        return tops[0]
+    if not tops:
+        raise missing
+    shown = ", ".join(sorted(tops)[:CANDIDATES]) + (
+        f" and {len(tops) - CANDIDATES} more" if len(tops) > CANDIDATES else "")
+    raise RunAmbiguous(f"run {name!r} is ambiguous: it starts {len(tops)} runs ({shown}); "
+                       "give more of the id")
+
+
+def _serial(run_id: str) -> str:
+    return run_id.partition("/")[0].rpartition("-")[2]
+
+
+def failed_attempts(events: Sequence[Event]) -> dict[NodeId, list[dict[str, Any]]]:
+    """Each node's failed attempts, in order: the ``node_failed`` data with its attempt."""
+    failed: dict[NodeId, list[dict[str, Any]]] = {}
+    for ev in events:
+        if ev.kind is EventKind.NODE_FAILED and ev.node is not None:
+            failed.setdefault(ev.node, []).append({**(ev.data or {}), "attempt": ev.attempt})
+    return failed
 
 
 def shown_status(record: RunRecord) -> str:
@@ -45,7 +101,8 @@ def log_report(record: RunRecord, events: Sequence[Event]) -> Report:
                 f"resume {record.run_id}` or end it with `counterpoint cancel {record.run_id}`")
     return Report(run_id=record.run_id, graph=state.graph if state.graph != "?" else record.graph,
                   status=status, state=state, metrics=compute(state, now),
-                  deps_known=projection.deps_known, declared=projection.declared, note=note)
+                  deps_known=projection.deps_known, declared=projection.declared, note=note,
+                  failed_attempts=failed_attempts(events))
 
 
 def mark_cancelled(store: RunStore, run_id: RunId,

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ..events import Event
 from ..ids import NodeId
 from ..metrics import Metrics
 from ..state import ModelTally, NodeState, NodeStatus, RunState
@@ -51,6 +51,9 @@ class Report:
     """A line under the status: why the run stopped, what to do next."""
     output: Any = None
     """The graph's output (its output node's, else its sinks'), when the run produced one."""
+    failed_attempts: Mapping[NodeId, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
+    """Each node's failed attempts (their ``node_failed`` data, with ``attempt``), when the
+    log was read; a live run's summary has only each node's last error."""
 
 
 OUTPUT_LINES = 24
@@ -122,11 +125,16 @@ def summary(report: Report, *, inspect: str | None) -> RenderableType:
         parts.append(Text(report.note, style=STYLES.get(report.status, "")))
     parts.append(Text())
     parts.append(node_table(report))
-    failures = failure_lines(report.state)
+    failures = failure_lines(report.state, report.failed_attempts)
     if failures:
         parts.append(Text())
         parts.append(Text("did not succeed", style="bold red"))
         parts.extend(failures)
+    recovered = recovered_lines(report.state, report.failed_attempts)
+    if recovered:
+        parts.append(Text())
+        parts.append(Text("succeeded after failed attempts", style="bold yellow"))
+        parts.extend(recovered)
     parts.append(Text())
     parts.append(metrics_table(report.metrics, deps_known=report.deps_known))
     if state.models.calls or state.models.cache_hits or state.models.failed:
@@ -184,26 +192,86 @@ def node_table(report: Report, limit: int = NODE_ROWS) -> RenderableType:
     return Group(*rows)
 
 
-def failure_lines(state: RunState, limit: int = FAILURE_ROWS) -> list[Text]:
-    """Failed nodes with their causes; blocked and cancelled nodes grouped by cause."""
+def location_text(error: Mapping[str, Any] | None) -> str | None:
+    """``steps.py:42 in fetch``: where in the user's code an attempt failed, the path
+    relative to the working directory when it is under it."""
+    where = (error or {}).get("location")
+    if not isinstance(where, Mapping) or "file" not in where:
+        return None
+    path = str(where["file"])
+    try:
+        relative = os.path.relpath(path)
+        if not relative.startswith(".."):
+            path = relative
+    except ValueError:  # another drive
+        pass
+    function = f" in {where['function']}" if where.get("function") else ""
+    return f"{path}:{where.get('line', '?')}{function}"
+
+
+def _attempt_lines(attempts: Sequence[Mapping[str, Any]], final: bool) -> list[Text]:
+    """One line per failed attempt but the last of a failed node (shown above them)."""
+    shown = attempts[:-1] if final else attempts
+    lines: list[Text] = []
+    for data in shown[:FAILURE_ROWS]:
+        where = location_text(data)
+        then = "fallback called" if data.get("fallback") else (
+            f"retried after {seconds(data['retry_in'])}" if data.get("retry_in") is not None
+            else "retried")
+        lines.append(Text.assemble(f"    attempt {data.get('attempt', '?')}: ",
+                                   (f"{data.get('type', 'Error')}: ", "red"),
+                                   str(data.get("message", "")), f" ({then})",
+                                   (f" at {where}" if where else "", "dim")))
+    if len(shown) > FAILURE_ROWS:
+        lines.append(Text(f"    ... and {len(shown) - FAILURE_ROWS} more failed attempts",
+                          style="dim"))
+    return lines
+
+
+def failure_lines(state: RunState, attempts: Mapping[NodeId, Sequence[Mapping[str, Any]]]
+                  | None = None, limit: int = FAILURE_ROWS) -> list[Text]:
+    """Failed nodes with their causes, where they failed and their earlier failed
+    attempts; blocked and cancelled nodes grouped by cause."""
     lines: list[Text] = []
     groups: dict[tuple[str, str], list[NodeId]] = {}
+    nodes = 0
     for node, ns in state.nodes.items():
         if ns.status is NodeStatus.FAILED:
+            nodes += 1
+            if nodes > limit:
+                continue
             tries = f" after {ns.attempt} attempts" if ns.attempt > 1 else ""
             lines.append(Text.assemble("  ", (node, "bold"), (f" failed{tries}: ", "red"),
                                        cause(ns)))
+            where = location_text(ns.error)
+            if where:
+                lines.append(Text(f"    failed at {where}", style="dim"))
+            lines.extend(_attempt_lines((attempts or {}).get(node, ()), final=True))
         elif ns.status in (NodeStatus.BLOCKED, NodeStatus.CANCELLED):
             groups.setdefault((ns.status.value, cause(ns)), []).append(node)
-    for (status, why), nodes in groups.items():
-        names = ", ".join(repr(n) for n in nodes[:5]) + (
-            f" and {len(nodes) - 5} more" if len(nodes) > 5 else "")
-        label = f"{len(nodes)} nodes" if len(nodes) > 1 else "node"
-        lines.append(Text.assemble(f"  {label} ", (names, "bold"), (f" {status}", STYLES[status]),
+    if nodes > limit:
+        lines.append(Text(f"  ... and {nodes - limit} more failed nodes", style="dim"))
+    for (status, why), names in list(groups.items())[:limit]:
+        named = ", ".join(repr(n) for n in names[:5]) + (
+            f" and {len(names) - 5} more" if len(names) > 5 else "")
+        label = f"{len(names)} nodes" if len(names) > 1 else "node"
+        lines.append(Text.assemble(f"  {label} ", (named, "bold"), (f" {status}", STYLES[status]),
                                    f": {why}" if why else ""))
-    if len(lines) > limit:
-        more = len(lines) - limit
-        lines = [*lines[:limit], Text(f"  ... and {more} more", style="dim")]
+    return lines
+
+
+def recovered_lines(state: RunState, attempts: Mapping[NodeId, Sequence[Mapping[str, Any]]],
+                    limit: int = FAILURE_ROWS) -> list[Text]:
+    """Nodes that succeeded after failed attempts, with each failed attempt's error."""
+    lines: list[Text] = []
+    recovered = [(node, failed) for node, failed in attempts.items() if failed
+                 and node in state.nodes and state.nodes[node].status is NodeStatus.SUCCEEDED]
+    for node, failed in recovered[:limit]:
+        lines.append(Text.assemble("  ", (node, "bold"),
+                                   f" succeeded on attempt {state.nodes[node].attempt}"))
+        lines.extend(_attempt_lines(failed, final=False))
+    if len(recovered) > limit:
+        lines.append(Text(f"  ... and {len(recovered) - limit} more", style="dim"))
     return lines
 
 
@@ -244,16 +312,23 @@ def wait_text(waited: Mapping[str, float]) -> str:
 
 # ------------------------------------------------------------------ runs
 def runs_table(records: Iterable[RunRecord], status: Callable[[RunRecord], str]) -> Table:
-    """Runs as listed by ``counterpoint runs`` (in the order given)."""
+    """Runs as listed by ``counterpoint runs`` (in the order given). The id column is
+    never shortened (it is what the other commands take); the graph's name folds."""
+    records = list(records)
     table = Table(show_edge=False, pad_edge=False, box=None)
-    table.add_column("run", no_wrap=True)
-    table.add_column("graph", overflow="fold")
+    table.add_column("run", no_wrap=True,
+                     min_width=max((len(r.run_id) for r in records), default=3))
+    table.add_column("graph", overflow="fold", ratio=1)
     table.add_column("status", no_wrap=True)
     table.add_column("created", no_wrap=True)
-    table.add_column("updated", no_wrap=True)
+    table.add_column("took", no_wrap=True, justify="right")
     for record in records:
-        table.add_row(Text(record.run_id), Text(record.graph), styled(status(record)),
-                      clock(record.created_at), clock(record.updated_at))
+        shown = status(record)
+        took = record.updated_at - record.created_at \
+            if record.updated_at and shown not in ("running", "interrupted") else None
+        table.add_row(Text(record.run_id), Text(record.graph), styled(shown),
+                      clock(record.created_at),
+                      seconds(took) if took is not None else "-")
     return table
 
 
@@ -275,7 +350,9 @@ def payload(report: Report) -> dict[str, Any]:
         "outputs": {k: _output(ns) for k, ns in state.nodes.items()
                     if ns.status is NodeStatus.SUCCEEDED},
         "nodes": {k: {"status": node_status(ns, finished), "attempts": ns.attempt,
-                      "run_time": ns.run_time, "error": ns.error}
+                      "run_time": ns.run_time, "error": ns.error,
+                      **({"failed_attempts": list(report.failed_attempts[k])}
+                         if k in report.failed_attempts else {})}
                   for k, ns in state.nodes.items()},
         "metrics": metrics,
         "models": usage_dict(state.models),
@@ -316,37 +393,6 @@ def _output(ns: NodeState) -> Any:
 def dumps(data: Any) -> str:
     """JSON text for ``--json`` (anything not JSON-native is written as its ``str``)."""
     return json.dumps(data, indent=2, default=str)
-
-
-def calls_table(events: Sequence[Event]) -> RenderableType:
-    """One row per model call (and per failed attempt or cache hit) of a run."""
-    if not events:
-        return Text("no model calls", style="dim")
-    table = Table(box=None, pad_edge=False, title="model calls", title_justify="left",
-                  title_style="bold")
-    for column in ("time", "node", "model", "tokens in/out", "cost", "latency", "ttft",
-                   "result"):
-        table.add_column(column, justify="right" if column in (
-            "tokens in/out", "cost", "latency", "ttft") else "left")
-    for ev in events:
-        d = ev.data or {}
-        if "error" in d:
-            result = Text(f"{d.get('error_type', 'error')}: {d['error']}"[:90], style="red")
-        elif "invalid_output" in d:
-            result = Text(f"invalid output, re-asked: {d['invalid_output']}"[:90],
-                          style="yellow")
-        elif d.get("cache_hit"):
-            result = Text("from cache", style="cyan")
-        else:
-            result = Text(f"{d.get('finish', 'stop')}"
-                          + (f", {d['tool_calls']} tool call(s)" if d.get("tool_calls") else ""),
-                          style="green")
-        tokens = f"{d['input_tokens']:,}/{d['output_tokens']:,}" if "input_tokens" in d else ""
-        cost = "" if d.get("cost") is None else f"${d['cost']:.5f}"
-        table.add_row(clock(ev.at), str(ev.node or ""), str(d.get("model", "")), tokens, cost,
-                      seconds(d["latency"]) if d.get("latency") is not None else "",
-                      seconds(d["ttft"]) if d.get("ttft") is not None else "", result)
-    return table
 
 
 def round_lines(data: Mapping[str, Any]) -> list[str]:

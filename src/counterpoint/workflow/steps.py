@@ -330,6 +330,9 @@ class Guard:
     chooses nothing, so the step ends skipped. Its inputs are optional: a skipped step
     reads as ``null``."""
 
+    chooses = True
+    """It returns :class:`~counterpoint.nodes.Choose` (pictures draw it as a branch)."""
+
     def __init__(self, info: StepInfo, *, step: str, condition: Condition) -> None:
         self.info = info
         self.step = step
@@ -353,6 +356,9 @@ class FirstOfPick:
     once each has ended (a failed one blocks it); chooses node ``ID`` with the id of the
     first candidate, in the order written, that succeeded, or nothing (``ID`` ends
     skipped) when every candidate was skipped."""
+
+    chooses = True
+    """It returns :class:`~counterpoint.nodes.Choose` (pictures draw it as a branch)."""
 
     def __init__(self, info: StepInfo, *, step: str, candidates: tuple[str, ...]) -> None:
         self.info = info

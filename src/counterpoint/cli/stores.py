@@ -1,0 +1,35 @@
+"""What the commands open: an existing run store, and the working directory as a place to
+import graph modules from. Imports nothing heavy until called."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import RunNotFound, StoreError
+
+if TYPE_CHECKING:
+    from ..store import RunStore
+
+
+def open_existing(db: str | None, run_id: str | None = None) -> RunStore:
+    """The store at ``db``, which must exist already (reading never creates one)."""
+    from ..store import default_location, open_store
+    location = db or default_location()
+    if location not in ("memory", ":memory:") and not Path(location).exists():
+        if run_id is not None:
+            raise RunNotFound(f"run {run_id} not found: there is no store at {location}; "
+                              "pass --db PATH or set COUNTERPOINT_DB")
+        raise StoreError(f"store {location} does not exist; pass --db PATH or set "
+                         "COUNTERPOINT_DB")
+    return open_store(location)
+
+
+def importable_cwd() -> None:
+    """Put the working directory on ``sys.path``: ``python -m`` does, the console script
+    does not, and ``counterpoint run package.module`` should find local modules either way."""
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
