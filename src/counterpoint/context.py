@@ -25,6 +25,7 @@ from .secrets import redact_data
 from .state import ModelTally, NodeStatus, RunState
 
 if TYPE_CHECKING:
+    from .approval import Answer, OnTimeout
     from .options import RunOptions
     from .store import RunStore
 
@@ -59,6 +60,12 @@ class RunAccess(Protocol):
 
     def waited(self, node: NodeId, attempt: int, cause: str, seconds: float) -> None:
         """Count ``seconds`` of ``node``'s attempt as waiting for ``cause``, not running."""
+
+    async def ask(self, node: NodeId, attempt: int, question: str, payload: Any, *,
+                  key: str | None, timeout: float | None,  # noqa: ASYNC109 (a policy)
+                  on_timeout: OnTimeout,
+                  kind: str = "ask", schema: dict[str, Any] | None = None) -> Answer:
+        """Wait for a person's answer to ``question`` (:mod:`counterpoint.approval`)."""
 
 _log = logging.getLogger(__name__)
 
@@ -240,6 +247,27 @@ class NodeContext:
         # list() copies the items in one step under the GIL: a sync step's thread never
         # sees the loop add a node in the middle (which would stop a plain iteration)
         return {k: v.status for k, v in list(self._execution.state.nodes.items())}
+
+    async def ask(self, question: str, payload: Any = None, *,
+                  timeout: float | None = None,  # noqa: ASYNC109 (not the await's: a policy)
+                  on_timeout: OnTimeout = "reject", key: str | None = None) -> Answer:
+        """Wait for a person to approve or reject ``question`` about ``payload`` (any JSON
+        value); returns their :class:`~counterpoint.Answer`.
+
+        The node is WAITING meanwhile (it holds no concurrency slot; other branches keep
+        running). The answer comes from ``counterpoint approve/reject``, the API or a
+        timeout: after ``timeout`` seconds ``on_timeout`` applies (``"reject"``,
+        ``"approve"`` or :class:`~counterpoint.Escalate`). Answered once, an approval is
+        never asked again: a re-run of the step after a crash or a retry gets the recorded
+        answer for the same question and payload (``key``, default: the ask's ordinal
+        within the attempt, tells asks apart); a different payload is a new approval.
+        Async steps only (a sync step's thread cannot await a person).
+        """
+        if self._execution.foreign_loop() is not None:
+            raise UserError(f"run {self.run_id}, node {self.node!r}: ctx.ask needs an async "
+                            "step (`async def`); a sync step cannot wait for a person")
+        return await self._execution.ask(self.node, self.attempt, question, payload, key=key,
+                                         timeout=timeout, on_timeout=on_timeout)
 
     async def flush(self) -> None:
         """Wait until everything this run has recorded so far is durable.

@@ -45,12 +45,13 @@ from typing import Any
 
 import orjson
 
-from ..errors import RunClaimed, RunNotFound, StoreCorrupt, StoreError
+from ..errors import ApprovalAnswered, RunClaimed, RunNotFound, StoreCorrupt, StoreError
 from ..events import Event, EventKind
 from ..ids import NodeId, RunId
 from . import owners, paths, schema
 from . import writer as _writer
 from .base import RunningMeans, RunRecord, RunStore
+from .commands import AnswerCallback
 from .schema import MIGRATIONS, RUN_COLUMNS
 from .shipping import GATHER_SECONDS, Shipper
 
@@ -86,6 +87,8 @@ class SQLiteStore(Shipper, RunStore):
         self._init_shipping()
         self._cancel_watch: dict[RunId, tuple[asyncio.AbstractEventLoop, Callable[[], None]]] = {}
         self._cancel_seen: set[RunId] = set()
+        self._answer_watch: dict[RunId, tuple[asyncio.AbstractEventLoop, AnswerCallback]] = {}
+        self._answers_seen: set[str] = set()
         with self._read_lock:
             reader = self._open_reader()
             if reader is not None:  # the estimates of earlier runs, read once
@@ -340,6 +343,55 @@ class SQLiteStore(Shipper, RunStore):
                 self._cancel_seen.add(run_id)
                 self._seen_unsent.append(run_id)  # its finish answers the request
                 watcher[0].call_soon_threadsafe(watcher[1])
+        if self._answer_watch:
+            self._poll_answers(conn)
+
+    # ------------------------------------------------------------------ answers
+    def answer_approval(self, run_id: RunId, approval_id: str, answer: dict[str, Any]) -> None:
+        self.run(run_id)
+        conn = self._connect()
+        try:
+            conn.execute("INSERT INTO commands (run_id, kind, created_at, key, payload) "
+                         "VALUES (?, 'answer', ?, ?, ?)",
+                         (run_id, time.time(), f"answer:{approval_id}", json.dumps(answer)))
+        except sqlite3.IntegrityError:
+            raise ApprovalAnswered(f"approval {approval_id} (run {run_id}) was answered "
+                                   "already; the first answer stands") from None
+        except sqlite3.Error as exc:
+            raise schema.explain(self.path, exc, self._busy_timeout, writing=True) from exc
+        finally:
+            conn.close()
+
+    def approval_answers(self, run_id: RunId) -> dict[str, dict[str, Any]]:
+        with self._read_lock:
+            reader = self._open_reader()
+            if reader is None:
+                return {}
+            rows = reader.execute("SELECT key, payload FROM commands WHERE run_id = ? AND "
+                                  "kind = 'answer'", (run_id,)).fetchall()
+        return {key.removeprefix("answer:"): json.loads(payload) for key, payload in rows}
+
+    def watch_answers(self, run_id: RunId, loop: asyncio.AbstractEventLoop,
+                      callback: AnswerCallback) -> None:
+        """Call ``callback`` on ``loop`` for each answer to ``run_id`` (the shipping thread
+        polls for them with the cancel requests)."""
+        self._start_writer()
+        self._answer_watch[run_id] = (loop, callback)
+
+    def unwatch_answers(self, run_id: RunId) -> None:
+        self._answer_watch.pop(run_id, None)
+
+    def _poll_answers(self, conn: sqlite3.Connection) -> None:
+        watched = dict(self._answer_watch)
+        marks = ",".join("?" * len(watched))
+        rows = conn.execute(f"SELECT run_id, key, payload FROM commands WHERE kind = 'answer' "
+                            f"AND run_id IN ({marks})", list(watched)).fetchall()
+        for run_id, key, payload in rows:
+            watcher = watched.get(run_id)
+            if watcher is not None and key not in self._answers_seen:
+                self._answers_seen.add(key)
+                watcher[0].call_soon_threadsafe(watcher[1], key.removeprefix("answer:"),
+                                                json.loads(payload))
 
     # ------------------------------------------------------------------ run index
     def claim(self, run_id: RunId, *, pid: int, host: str) -> None:
