@@ -22,7 +22,7 @@ import json
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from .events import (
@@ -63,6 +63,8 @@ class Answer:
     edit: Any = None
     """A replacement payload (for a tool call: its arguments), or ``None``."""
     timed_out: bool = False
+    id: str | None = field(default=None, compare=False)
+    """The approval answered (set on what an ask returns; not part of the record)."""
 
     def as_data(self, digest: str) -> dict[str, Any]:
         data: dict[str, Any] = {"approved": self.approved, "digest": digest}
@@ -176,6 +178,22 @@ def project(run_id: RunId, events: Iterable[Event],
             entry.update(status=APPROVED if answer.approved else REJECTED, answer=answer,
                          answered_at=data.get("at"), delivered=False)
     return {aid: Approval(**entry) for aid, entry in found.items()}
+
+
+class Ledger(Protocol):
+    """A run's approvals as a running step uses them (the scheduler's desk)."""
+
+    async def ask(self, node: NodeId, attempt: int, question: str, payload: Any, *,
+                  key: str | None, timeout: float | None,  # noqa: ASYNC109 (a policy)
+                  on_timeout: OnTimeout, kind: str = "ask",
+                  schema: dict[str, Any] | None = None) -> Answer:
+        """Wait for the answer to ``question`` about ``payload``; see ``NodeContext.ask``."""
+
+    def used(self, approval_id: str) -> dict[str, Any] | None:
+        """The ``tool_result`` data of the call ``approval_id`` allowed, once made."""
+
+    def use(self, approval_id: str, result: dict[str, Any]) -> None:
+        """The call ``approval_id`` allowed was made and gave ``result``."""
 
 
 # ------------------------------------------------------------------ the clock

@@ -25,7 +25,7 @@ from .secrets import redact_data
 from .state import ModelTally, NodeStatus, RunState
 
 if TYPE_CHECKING:
-    from .approval import Answer, OnTimeout
+    from .approval import Answer, Ledger, OnTimeout
     from .options import RunOptions
     from .store import RunStore
 
@@ -42,6 +42,10 @@ class RunAccess(Protocol):
     state: RunState
     options: RunOptions
     journal: dict[NodeId, list[Event]]
+
+    @property
+    def approvals(self) -> Ledger:
+        """The run's approvals (:mod:`counterpoint.approval`)."""
 
     def emit(self, event: Event) -> None:
         """Apply, log and publish ``event`` (and what follows from it)."""
@@ -60,12 +64,6 @@ class RunAccess(Protocol):
 
     def waited(self, node: NodeId, attempt: int, cause: str, seconds: float) -> None:
         """Count ``seconds`` of ``node``'s attempt as waiting for ``cause``, not running."""
-
-    async def ask(self, node: NodeId, attempt: int, question: str, payload: Any, *,
-                  key: str | None, timeout: float | None,  # noqa: ASYNC109 (a policy)
-                  on_timeout: OnTimeout,
-                  kind: str = "ask", schema: dict[str, Any] | None = None) -> Answer:
-        """Wait for a person's answer to ``question`` (:mod:`counterpoint.approval`)."""
 
 _log = logging.getLogger(__name__)
 
@@ -141,6 +139,8 @@ class NodeContext:
         redacted from ``data`` first (:mod:`counterpoint.secrets`).
         """
         event = Event(kind, time.time(), self.node, self.attempt, data=redact_data(data))
+        if kind is EventKind.TOOL_RESULT and "approval" in data:  # an approved call ran once
+            self._execution.approvals.use(data["approval"], event.data or {})
         target = self._execution.emit if persist else self._execution.publish
         loop = self._loop_from_thread(UserError, "recorded")
         if loop is None:
@@ -266,8 +266,23 @@ class NodeContext:
         if self._execution.foreign_loop() is not None:
             raise UserError(f"run {self.run_id}, node {self.node!r}: ctx.ask needs an async "
                             "step (`async def`); a sync step cannot wait for a person")
-        return await self._execution.ask(self.node, self.attempt, question, payload, key=key,
-                                         timeout=timeout, on_timeout=on_timeout)
+        return await self._execution.approvals.ask(
+            self.node, self.attempt, question, payload, key=key, timeout=timeout,
+            on_timeout=on_timeout)
+
+    async def ask_tool_call(self, tool: str, arguments: dict[str, Any],
+                            schema: dict[str, Any], *, key: str) -> Answer:
+        """Ask approval for a call of ``tool`` with ``arguments`` (what agents do for a
+        tool declared ``@tool(approval=...)``); an edit is checked against ``schema``.
+        The answer's ``id`` names the approval (see :meth:`approved_call_result`)."""
+        return await self._execution.approvals.ask(
+            self.node, self.attempt, f"call tool {tool}", {"tool": tool, "arguments": arguments},
+            key=f"tool-{key}", timeout=None, on_timeout="reject", kind="tool", schema=schema)
+
+    def approved_call_result(self, approval_id: str) -> dict[str, Any] | None:
+        """The recorded ``tool_result`` of the call approval ``approval_id`` allowed, if the
+        call was made already (in any attempt): an approved call runs once."""
+        return self._execution.approvals.used(approval_id)
 
     async def flush(self) -> None:
         """Wait until everything this run has recorded so far is durable.

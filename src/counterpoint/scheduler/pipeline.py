@@ -29,8 +29,6 @@ from .core import LOG_LATER, RUN_RUNNING, TASK, ExecutionCore
 if TYPE_CHECKING:
     from collections.abc import Coroutine
 
-    from ..approval import Answer, OnTimeout
-
 
 class Pipeline(ExecutionCore):
     """The event pipeline and the dispatch of ready nodes (see the module docstring)."""
@@ -96,15 +94,6 @@ class Pipeline(ExecutionCore):
         if waits is None:
             waits = self._waits[node] = {}
         waits[cause] = waits.get(cause, 0.0) + seconds
-
-    async def ask(self, node: NodeId, attempt: int, question: str, payload: Any, *,
-                  key: str | None, timeout: float | None,  # noqa: ASYNC109 (a policy)
-                  on_timeout: OnTimeout,
-                  kind: str = "ask", schema: dict[str, Any] | None = None) -> Answer:
-        """Ask a person on behalf of ``node`` (see :mod:`.waiting`)."""
-        return await self.approvals.ask(node, attempt, question, payload, key=key,
-                                        timeout=timeout, on_timeout=on_timeout, kind=kind,
-                                        schema=schema)
 
     def _outcome_data(self, node: NodeId, data: dict[str, Any] | None) -> dict[str, Any] | None:
         """``data`` of an attempt's outcome event, with what the attempt waited for."""

@@ -57,8 +57,8 @@ class ApprovalDesk:
     """The approvals of one run being executed (see the module docstring). Used on the
     run's event loop only."""
 
-    __slots__ = ("_clock", "_execution", "_ordinals", "_timers", "_waiters", "_watching",
-                 "detached", "records")
+    __slots__ = ("_clock", "_execution", "_ordinals", "_timers", "_used", "_waiters",
+                 "_watching", "detached", "records")
 
     def __init__(self, execution: Execution) -> None:
         self._execution = execution
@@ -69,12 +69,25 @@ class ApprovalDesk:
         self._ordinals: dict[tuple[NodeId, int], int] = {}
         self._watching = False
         self._clock: Clock | None = None
+        self._used: dict[str, dict[str, Any]] = {}
+        """Approved tool calls made: approval id -> the call's ``tool_result`` data."""
         self.detached = False
         """Whether the execution ended because all that was left was waiting."""
 
     def load(self, events: list[Event]) -> None:
         """Take the approvals of a resumed run from its log."""
         self.records = project(self._execution.run_id, events)
+        for ev in events:
+            if ev.kind is EventKind.TOOL_RESULT and ev.data and "approval" in ev.data:
+                self._used[ev.data["approval"]] = ev.data
+
+    def used(self, approval_id: str) -> dict[str, Any] | None:
+        """The ``tool_result`` of the call ``approval_id`` allowed, once it was made."""
+        return self._used.get(approval_id)
+
+    def use(self, approval_id: str, result: dict[str, Any]) -> None:
+        """The call ``approval_id`` allowed was made and gave ``result``."""
+        self._used[approval_id] = result
 
     def start(self) -> None:
         """At the start of an execution: take the answers given while no process ran it."""
@@ -115,7 +128,7 @@ class ApprovalDesk:
         aid = approval_id(ex.run_id, node, key, digest)
         record = self.records.get(aid)
         if record is not None and record.answer is not None:
-            return record.answer  # answered: never asked again
+            return dataclasses.replace(record.answer, id=aid)  # answered: never asked again
         if timeout is not None and timeout < 0:
             raise ValueError(f"timeout must be >= 0 seconds, got {timeout}")
         the_clock = self._clock or clock()
@@ -147,7 +160,7 @@ class ApprovalDesk:
             asyncio.get_running_loop().call_soon(self._detach_if_idle)
         try:
             await ex.flush()  # durable before anyone is told: the request can be answered
-            return await waiter
+            answer = await waiter
         except asyncio.CancelledError:
             current = self.records.get(aid)
             if not self.detached and current is not None and current.status == PENDING:
@@ -160,6 +173,7 @@ class ApprovalDesk:
             timer = self._timers.pop(aid, None)
             if timer is not None:
                 timer.cancel()
+        return dataclasses.replace(answer, id=aid)
 
     # ------------------------------------------------------------------ answers
     def deliver(self, aid: str, data: dict[str, Any]) -> None:
