@@ -14,8 +14,8 @@ from ..errors import ApprovalAnswered, RunClaimed, RunNotFound
 from ..events import Event, EventKind
 from ..ids import RunId
 from . import owners
+from .answers import AnswerCallback
 from .base import RunningMeans, RunRecord, RunStore
-from .commands import AnswerCallback
 
 _INDEXED = frozenset({EventKind.RUN_CREATED, EventKind.RUN_FINISHED, EventKind.RUN_RESUMED})
 

@@ -39,8 +39,8 @@ from typing import Any
 from ..errors import StoreError
 from ..events import Event
 from ..ids import RunId
+from .answers import AnswerCallback
 from .base import RunRecord, RunStore
-from .commands import AnswerCallback
 from .sqlite import SQLiteStore
 
 __all__ = ["IDLE_SECONDS", "SharedStore", "close_idle_stores", "open_shared"]

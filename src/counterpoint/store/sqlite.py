@@ -45,13 +45,13 @@ from typing import Any
 
 import orjson
 
-from ..errors import ApprovalAnswered, RunClaimed, RunNotFound, StoreCorrupt, StoreError
+from ..errors import RunClaimed, RunNotFound, StoreCorrupt, StoreError
 from ..events import Event, EventKind
 from ..ids import NodeId, RunId
-from . import owners, paths, schema
+from . import answer_rows, owners, paths, schema
 from . import writer as _writer
+from .answers import AnswerCallback
 from .base import RunningMeans, RunRecord, RunStore
-from .commands import AnswerCallback
 from .schema import MIGRATIONS, RUN_COLUMNS
 from .shipping import GATHER_SECONDS, Shipper
 
@@ -344,19 +344,14 @@ class SQLiteStore(Shipper, RunStore):
                 self._seen_unsent.append(run_id)  # its finish answers the request
                 watcher[0].call_soon_threadsafe(watcher[1])
         if self._answer_watch:
-            self._poll_answers(conn)
+            answer_rows.poll(conn, dict(self._answer_watch), self._answers_seen)
 
     # ------------------------------------------------------------------ answers
     def answer_approval(self, run_id: RunId, approval_id: str, answer: dict[str, Any]) -> None:
         self.run(run_id)
         conn = self._connect()
         try:
-            conn.execute("INSERT INTO commands (run_id, kind, created_at, key, payload) "
-                         "VALUES (?, 'answer', ?, ?, ?)",
-                         (run_id, time.time(), f"answer:{approval_id}", json.dumps(answer)))
-        except sqlite3.IntegrityError:
-            raise ApprovalAnswered(f"approval {approval_id} (run {run_id}) was answered "
-                                   "already; the first answer stands") from None
+            answer_rows.insert(conn, run_id, approval_id, answer)
         except sqlite3.Error as exc:
             raise schema.explain(self.path, exc, self._busy_timeout, writing=True) from exc
         finally:
@@ -365,33 +360,15 @@ class SQLiteStore(Shipper, RunStore):
     def approval_answers(self, run_id: RunId) -> dict[str, dict[str, Any]]:
         with self._read_lock:
             reader = self._open_reader()
-            if reader is None:
-                return {}
-            rows = reader.execute("SELECT key, payload FROM commands WHERE run_id = ? AND "
-                                  "kind = 'answer'", (run_id,)).fetchall()
-        return {key.removeprefix("answer:"): json.loads(payload) for key, payload in rows}
+            return {} if reader is None else answer_rows.of_run(reader, run_id)
 
     def watch_answers(self, run_id: RunId, loop: asyncio.AbstractEventLoop,
                       callback: AnswerCallback) -> None:
-        """Call ``callback`` on ``loop`` for each answer to ``run_id`` (the shipping thread
-        polls for them with the cancel requests)."""
-        self._start_writer()
+        self._start_writer()  # the shipping thread polls for answers with the cancels
         self._answer_watch[run_id] = (loop, callback)
 
     def unwatch_answers(self, run_id: RunId) -> None:
         self._answer_watch.pop(run_id, None)
-
-    def _poll_answers(self, conn: sqlite3.Connection) -> None:
-        watched = dict(self._answer_watch)
-        marks = ",".join("?" * len(watched))
-        rows = conn.execute(f"SELECT run_id, key, payload FROM commands WHERE kind = 'answer' "
-                            f"AND run_id IN ({marks})", list(watched)).fetchall()
-        for run_id, key, payload in rows:
-            watcher = watched.get(run_id)
-            if watcher is not None and key not in self._answers_seen:
-                self._answers_seen.add(key)
-                watcher[0].call_soon_threadsafe(watcher[1], key.removeprefix("answer:"),
-                                                json.loads(payload))
 
     # ------------------------------------------------------------------ run index
     def claim(self, run_id: RunId, *, pid: int, host: str) -> None:
