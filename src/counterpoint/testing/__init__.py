@@ -4,11 +4,14 @@
   Completions API, answering with scripted `Reply` objects (text, JSON, tool calls,
   refusals, HTTP errors, hangs, cut-off streams, malformed bodies) and optionally
   enforcing a rate limit. Standard library only.
+- `ManualClock`: a clock for approvals' timeouts that moves only when a test says so.
 """
 
 from __future__ import annotations
 
+from .clock import ManualClock
 from .openai_server import OpenAIServer, TokenBucket
 from .replies import RecordedRequest, Reply, ToolCall, Usage
 
-__all__ = ["OpenAIServer", "RecordedRequest", "Reply", "TokenBucket", "ToolCall", "Usage"]
+__all__ = ["ManualClock", "OpenAIServer", "RecordedRequest", "Reply", "TokenBucket", "ToolCall",
+           "Usage"]
