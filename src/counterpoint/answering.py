@@ -18,7 +18,9 @@ from .ids import RunId
 from .store import RunStore, open_store
 
 SCAN_LIMIT = 10_000
-"""Most unfinished runs searched for an approval given by id alone."""
+"""Most runs searched for an approval given by id alone."""
+FINISHED_LIMIT = 200
+"""Most finished runs searched, to say why an approval of one takes no answer."""
 
 
 def approvals(store: RunStore | str | None = None, run_id: str | None = None
@@ -67,15 +69,24 @@ def answer(store: RunStore | str | None, approval_id: str, given: Answer) -> App
 
 
 def find(store: RunStore, approval_id: str) -> Approval:
-    """The approval ``approval_id`` in any unfinished run of ``store``."""
-    for record in store.runs(limit=SCAN_LIMIT):
-        if record.status != "running":
-            continue
+    """The approval ``approval_id`` in an unfinished run of ``store``. One of a finished
+    run (among the latest :data:`FINISHED_LIMIT`) is named in the error: it takes no
+    answer any more."""
+    records = store.runs(limit=SCAN_LIMIT)
+    for record in records:
+        if record.status == "running":
+            found = _of_run(store, record.run_id).get(approval_id)
+            if found is not None:
+                return found
+    for record in [r for r in records if r.status != "running"][:FINISHED_LIMIT]:
         found = _of_run(store, record.run_id).get(approval_id)
         if found is not None:
-            return found
-    raise ApprovalNotFound(f"no approval {approval_id} in an unfinished run of store "
-                           f"{store.location}; list them with `counterpoint approvals`")
+            error = ApprovalAnswered if found.answer is not None else ApprovalError
+            raise error(f"approval {approval_id} (run {found.run_id}, node {found.node!r}) "
+                        f"was {found.status} already, and its run finished "
+                        f"({record.status}); nothing waits for an answer")
+    raise ApprovalNotFound(f"no approval {approval_id} in store {store.location}; list the "
+                           "pending ones with `counterpoint approvals`")
 
 
 def check_edit(approval: Approval, edit: Any) -> None:

@@ -142,5 +142,5 @@ async def test_a_cancelled_run_withdraws_its_pending_approvals() -> None:
     result = await handle.result()
     assert result.status is cp.RunStatus.CANCELLED
     assert [a.status for a in cp.approvals(store, result.run_id)] == ["withdrawn"]
-    with pytest.raises(cp.ApprovalNotFound):  # a finished run's approvals take no answers
-        cp.approve(store, pending.id)
+    with pytest.raises(cp.ApprovalError, match="withdrawn already, and its run finished"):
+        cp.approve(store, pending.id)  # a finished run's approvals take no answers

@@ -57,7 +57,7 @@ class ApprovalDesk:
     """The approvals of one run being executed (see the module docstring). Used on the
     run's event loop only."""
 
-    __slots__ = ("_clock", "_execution", "_ordinals", "_timers", "_used", "_waiters",
+    __slots__ = ("_check_due", "_clock", "_execution", "_ordinals", "_timers", "_used", "_waiters",
                  "_watching", "detached", "records")
 
     def __init__(self, execution: Execution) -> None:
@@ -71,6 +71,7 @@ class ApprovalDesk:
         self._clock: Clock | None = None
         self._used: dict[str, dict[str, Any]] = {}
         """Approved tool calls made: approval id -> the call's ``tool_result`` data."""
+        self._check_due = False
         self.detached = False
         """Whether the execution ended because all that was left was waiting."""
 
@@ -156,8 +157,6 @@ class ApprovalDesk:
                                                              attempt=attempt)
         if record.deadline is not None:
             self._arm(aid, record.deadline)
-        if ex.options.detach_when_waiting and ex.parent is None:
-            asyncio.get_running_loop().call_soon(self._detach_if_idle)
         try:
             await ex.flush()  # durable before anyone is told: the request can be answered
             answer = await waiter
@@ -237,8 +236,19 @@ class ApprovalDesk:
         self.deliver(aid, data)
 
     # ------------------------------------------------------------------ detaching
+    def idle_check(self) -> None:
+        """After events while nodes wait: with ``detach_when_waiting``, look (once the loop
+        has run what is ready now) whether the run has anything left but waiting."""
+        ex = self._execution
+        if self._check_due or not ex.options.detach_when_waiting or ex.parent is not None \
+                or ex._loop is None:
+            return
+        self._check_due = True
+        ex._loop.call_soon(self._detach_if_idle)
+
     def _detach_if_idle(self) -> None:
         """End the execution if nothing is left to do but wait for people."""
+        self._check_due = False
         ex = self._execution
         state = ex.state
         if self.detached or state.status.terminal or not state.asking or state.running \
