@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 from rich.text import Text
 
+from ..events import Event, EventKind
+
 if TYPE_CHECKING:
     from ..approval import Approval
 
@@ -52,6 +54,23 @@ def approvals_table(approvals: list[Approval], *, with_run: bool = True) -> Tabl
                                  asks, _answer_text(approval, now)]
         table.add_row(*row)
     return table
+
+
+def approval_line(event: Event) -> str:
+    """One line of the live view for an approval event."""
+    data = event.data or {}
+    aid = data.get("id")
+    if event.kind is EventKind.APPROVAL_REQUESTED:
+        return (f"{event.node} waits for approval {aid}: {data.get('question')} (answer with "
+                f"`counterpoint approve {aid}` or `counterpoint reject {aid} --reason ...`)")
+    if event.kind is EventKind.APPROVAL_ANSWERED:
+        verdict = "approved" if data.get("approved") else "rejected"
+        by = f" by {data['by']}" if data.get("by") else ""
+        why = f": {data['reason']}" if data.get("reason") else ""
+        return f"{event.node}: approval {aid} {verdict}{by}{why}"
+    if event.kind is EventKind.APPROVAL_ESCALATED:
+        return f"{event.node}: approval {aid} escalated to {data.get('to')}"
+    return f"{event.node}: approval {aid} withdrawn (the attempt ended)"
 
 
 def _answer_text(approval: Approval, now: float) -> str:

@@ -157,9 +157,11 @@ class ApprovalDesk:
                                                              attempt=attempt)
         if record.deadline is not None:
             self._arm(aid, record.deadline)
+        started = time.monotonic()
         try:
             await ex.flush()  # durable before anyone is told: the request can be answered
             answer = await waiter
+            ex.waited(node, attempt, "approval", time.monotonic() - started)
         except asyncio.CancelledError:
             current = self.records.get(aid)
             if not self.detached and current is not None and current.status == PENDING:
