@@ -56,16 +56,23 @@ def answer(store: RunStore | str | None, approval_id: str, given: Answer) -> App
     """Record ``given`` as the answer to ``approval_id`` (see :func:`approve`)."""
     with _opened(store) as the_store:
         found = find(the_store, approval_id)
-        if found.status not in (PENDING, WITHDRAWN):
-            by = f" by {found.answer.by}" if found.answer and found.answer.by else ""
-            raise ApprovalAnswered(f"approval {approval_id} (run {found.run_id}, node "
-                                   f"{found.node!r}) was {found.status}{by} already; the "
-                                   "first answer stands")
-        if given.edit is not None:
-            check_edit(found, given.edit)
-        data = {**given.as_data(found.digest), "at": time.time()}
-        the_store.answer_approval(found.run_id, approval_id, data)
+        record_answer(the_store, found, given)
         return _of_run(the_store, found.run_id)[approval_id]
+
+
+def record_answer(store: RunStore, approval: Approval, given: Answer) -> dict[str, Any]:
+    """Check ``given`` against ``approval`` (pending, edit valid) and record it in
+    ``store``; returns the answer as recorded."""
+    if approval.status not in (PENDING, WITHDRAWN):
+        by = f" by {approval.answer.by}" if approval.answer and approval.answer.by else ""
+        raise ApprovalAnswered(f"approval {approval.id} (run {approval.run_id}, node "
+                               f"{approval.node!r}) was {approval.status}{by} already; the "
+                               "first answer stands")
+    if given.edit is not None:
+        check_edit(approval, given.edit)
+    data = {**given.as_data(approval.digest), "at": time.time()}
+    store.answer_approval(approval.run_id, approval.id, data)
+    return data
 
 
 def find(store: RunStore, approval_id: str) -> Approval:

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,7 @@ class Cli:
         self.env = {k: v for k, v in os.environ.items()
                     if k not in ("COUNTERPOINT_DB", "FORCE_COLOR", "COLUMNS")}
         self.env.update(NO_COLOR="1", APPROVAL_DIR=str(path))
+        self.started: list[subprocess.Popen[str]] = []
 
     def argv(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "counterpoint.cli", *args, "--db", str(self.db)]
@@ -40,8 +42,10 @@ class Cli:
                               capture_output=True, text=True, timeout=120)
 
     def start(self, *args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(self.argv(*args), cwd=self.path, env=self.env,
+        proc = subprocess.Popen(self.argv(*args), cwd=self.path, env=self.env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.started.append(proc)
+        return proc
 
     def lines(self, name: str) -> list[str]:
         file = self.path / name
@@ -62,8 +66,12 @@ class Cli:
 
 
 @pytest.fixture
-def cli(tmp_path: Path) -> Cli:
-    return Cli(tmp_path)
+def cli(tmp_path: Path) -> Iterator[Cli]:
+    commands = Cli(tmp_path)
+    yield commands
+    for proc in commands.started:  # a failed test leaves no run waiting for ever
+        if proc.poll() is None:
+            _kill(proc)
 
 
 def _kill(proc: subprocess.Popen[str]) -> None:

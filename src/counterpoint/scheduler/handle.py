@@ -61,13 +61,14 @@ class RunHandle:
         return self._answer(approval_id, Answer(approved=False, by=by, reason=reason))
 
     def _answer(self, approval_id: str, given: Answer) -> Approval:
-        from ..answering import answer
+        from ..answering import answer, record_answer
         execution = self._execution
-        answered = answer(execution.store, approval_id, given)
-        if answered.run_id == execution.run_id and answered.answer is not None:
-            execution.approvals.deliver(approval_id, {
-                **answered.answer.as_data(answered.digest)})
-        return execution.approvals.records.get(approval_id, answered)
+        desk = execution.approvals
+        approval = desk.records.get(approval_id)
+        if approval is None:  # not this run's (or not asked yet): answered through the store
+            return answer(execution.store, approval_id, given)
+        desk.deliver(approval_id, record_answer(execution.store, approval, given))
+        return desk.records[approval_id]
 
     async def events(self) -> AsyncIterator[Event]:
         """Every event of the run, from its first (for a run started by
