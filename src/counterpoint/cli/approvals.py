@@ -120,19 +120,20 @@ def _answer(db: str | None, approval_id: str, given: Answer, *, resume: bool,
         answered = answer(store, approval_id, given)
         verb = "approved" if given.approved else "rejected"
         record = store.run(answered.run_id)
+        while record.parent is not None:  # a sub-run goes on with the run it is part of
+            record = store.run(record.parent)
         where = f"run {answered.run_id}, node {answered.node!r}"
-        if record.parent is not None or run_owner_alive(record):
-            owner = "its parent run's process" if record.parent is not None \
-                else f"process {record.owner_pid}"
-            out.print(f"{verb} {approval_id} ({where}); {owner} continues the run",
-                      soft_wrap=True)
+        if run_owner_alive(record):
+            out.print(f"{verb} {approval_id} ({where}); process {record.owner_pid} "
+                      "continues the run", soft_wrap=True)
             return 0
         if not resume:
             out.print(f"{verb} {approval_id} ({where}); the run continues when it is resumed "
-                      f"(`counterpoint resume {answered.run_id}`)", soft_wrap=True)
+                      f"(`counterpoint resume {record.run_id}`)", soft_wrap=True)
             return 0
-        out.print(f"{verb} {approval_id} ({where}); resuming the run", soft_wrap=True)
-        return _resume(store, answered.run_id, out, quiet=quiet)
+        out.print(f"{verb} {approval_id} ({where}); resuming run {record.run_id}",
+                  soft_wrap=True)
+        return _resume(store, record.run_id, out, quiet=quiet)
     finally:
         store.close()
 
