@@ -145,3 +145,23 @@ async def test_a_cancelled_run_withdraws_its_pending_approvals() -> None:
     assert [a.status for a in cp.approvals(store, result.run_id)] == ["withdrawn"]
     with pytest.raises(cp.ApprovalError, match="withdrawn already, and its run finished"):
         cp.approve(store, pending.id)  # a finished run's approvals take no answers
+
+
+async def test_a_run_with_nothing_left_but_waiting_detaches_and_a_resume_finishes_it() -> None:
+    store = cp.MemoryStore()
+    g = cp.Graph("detached")
+
+    async def gate(ctx: cp.NodeContext) -> bool:
+        return (await ctx.ask("go?")).approved
+    g.add("gate", gate)
+    handle = await cp.start(g, store=store, options=cp.RunOptions(detach_when_waiting=True))
+    seen = [event.kind async for event in handle.events()]  # ends when the run detaches
+    assert seen[-1] is EventKind.APPROVAL_REQUESTED
+    result = await handle.result()
+    assert result.status is cp.RunStatus.RUNNING and list(result.state.asking) == ["gate"]
+    [pending] = cp.approvals(store)
+    cp.approve(store, pending.id, by="ana")
+    resumed = await cp.resume(result.run_id, store=store, graph=g)
+    assert resumed.status is cp.RunStatus.SUCCEEDED and resumed.outputs["gate"] is True
+    kinds = [e.kind for e in store.events(result.run_id)]
+    assert kinds.count(EventKind.APPROVAL_REQUESTED) == 1  # answered: not asked again

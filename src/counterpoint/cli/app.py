@@ -2,7 +2,8 @@
 
 Exit codes: 0 the run (or the command) succeeded; 1 the run failed, timed out or
 was cancelled; 2 the command was misused: a bad option, a graph that cannot be
-loaded, an unknown run, an unusable store. Misuse is reported as one
+loaded, an unknown run, an unusable store; 3 the run waits for approvals (``run
+--detach-waiting``: see :mod:`.approvals`). Misuse is reported as one
 ``error: ...`` line on stderr, never a traceback.
 """
 

@@ -257,6 +257,8 @@ class ApprovalDesk:
                 or state.ready or ex._timers or ex._children or state.stop_reason:
             return
         self.detached = True
+        for queue in ex._subscribers:  # this execution's events end here
+            queue.put_nowait(None)
         done = ex._done
         if done is not None and not done.done():
             done.set_result(None)  # the waiting tasks are cancelled as the run ends
