@@ -25,6 +25,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from .errors import UserError
 from .events import (
     APPROVALS,
     Event,
@@ -129,8 +130,13 @@ def approval_id(run_id: RunId, node: NodeId, key: str, digest: str) -> str:
 
 def policy_data(timeout: float | None, on_timeout: OnTimeout) -> dict[str, Any] | None:
     """The timeout policy as recorded in ``approval_requested``."""
+    if not isinstance(on_timeout, Escalate) and on_timeout not in ("reject", "approve"):
+        raise UserError(f"on_timeout must be 'reject', 'approve' or Escalate(to=...), got "
+                        f"{on_timeout!r}")
     if timeout is None:
         return None
+    if timeout < 0:
+        raise UserError(f"an approval's timeout must be >= 0 seconds, got {timeout}")
     if isinstance(on_timeout, Escalate):
         return {"after": timeout, "escalate": on_timeout.to, "then": on_timeout.then,
                 "timeout": on_timeout.timeout}

@@ -78,3 +78,10 @@ async def test_a_person_who_answers_first_wins_over_the_timeout() -> None:
     assert clock.timers == 0  # the answer cancelled the timeout
     assert clock.advance(60) == 0
     assert result.outputs["gate"]["by"] == "ana"
+
+
+async def test_a_bad_timeout_policy_fails_the_node_saying_what_is_wrong() -> None:
+    result = await cp.run(_gate(timeout=5, on_timeout="maybe"), store=cp.MemoryStore())
+    assert result.status is cp.RunStatus.FAILED
+    error = result.state.nodes[cp.NodeId("gate")].error or {}
+    assert "on_timeout must be 'reject', 'approve' or Escalate(to=...)" in str(error)

@@ -130,8 +130,6 @@ class ApprovalDesk:
         record = self.records.get(aid)
         if record is not None and record.answer is not None:
             return dataclasses.replace(record.answer, id=aid)  # answered: never asked again
-        if timeout is not None and timeout < 0:
-            raise ValueError(f"timeout must be >= 0 seconds, got {timeout}")
         the_clock = self._clock or clock()
         policy = record.policy if record is not None else policy_data(timeout, on_timeout)
         deadline = record.deadline if record is not None else (
