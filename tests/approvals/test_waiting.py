@@ -4,6 +4,8 @@ WAITING state, used-once answers, digests, first-answer-wins, fan-in after appro
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import threading
 from pathlib import Path
 
 import pytest
@@ -165,3 +167,34 @@ async def test_a_run_with_nothing_left_but_waiting_detaches_and_a_resume_finishe
     assert resumed.status is cp.RunStatus.SUCCEEDED and resumed.outputs["gate"] is True
     kinds = [e.kind for e in store.events(result.run_id)]
     assert kinds.count(EventKind.APPROVAL_REQUESTED) == 1  # answered: not asked again
+
+
+async def test_two_people_answering_at_once_through_sqlite_one_wins(tmp_path: Path) -> None:
+    db = str(tmp_path / "runs.db")
+    g = cp.Graph("race")
+
+    async def gate(ctx: cp.NodeContext) -> bool:
+        return (await ctx.ask("go?")).approved
+    g.add("gate", gate)
+    result = await cp.run(g, store=db, options=cp.RunOptions(detach_when_waiting=True))
+    [pending] = cp.approvals(db)
+    barrier = threading.Barrier(8)
+
+    def answer(i: int) -> str:
+        barrier.wait()  # every answer at the same moment, each with its own connection
+        try:
+            if i % 2:
+                cp.approve(db, pending.id, by=f"p{i}")
+            else:
+                cp.reject(db, pending.id, "no", by=f"p{i}")
+        except cp.ApprovalAnswered:
+            return "refused"
+        return "won"
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        outcomes = list(pool.map(answer, range(8)))
+    assert sorted(outcomes) == ["refused"] * 7 + ["won"]
+    winner = f"p{outcomes.index('won')}"
+    resumed = await cp.resume(result.run_id, store=db, graph=g)
+    assert resumed.outputs["gate"] is (int(winner[1:]) % 2 == 1)
+    [approval] = cp.approvals(db, result.run_id)
+    assert approval.answer is not None and approval.answer.by == winner
