@@ -14,11 +14,16 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .answering import approvals, approve, reject
     from .api import resume, run, run_sync, start, start_resume
+    from .approval import Answer, Approval, Escalate, use_clock
     from .backend import Backend, InProcessBackend
     from .context import NodeContext
     from .errors import (
         AgentError,
+        ApprovalAnswered,
+        ApprovalError,
+        ApprovalNotFound,
         Cancelled,
         ConfigError,
         ContextTooLong,
@@ -69,10 +74,13 @@ if TYPE_CHECKING:
     from .store import MemoryStore, RunRecord, RunStore, SQLiteStore, open_store
 
 _EXPORTS_BY_MODULE: dict[str, tuple[str, ...]] = {
+    "answering": ("approvals", "approve", "reject"),
     "api": ("resume", "run", "run_sync", "start", "start_resume"),
+    "approval": ("Answer", "Approval", "Escalate", "use_clock"),
     "backend": ("Backend", "InProcessBackend"),
     "context": ("NodeContext",),
-    "errors": ("AgentError", "Cancelled", "ConfigError", "ContextTooLong", "ControlSignal",
+    "errors": ("AgentError", "ApprovalAnswered", "ApprovalError", "ApprovalNotFound",
+        "Cancelled", "ConfigError", "ContextTooLong", "ControlSignal",
         "CounterpointError", "DeadlineExceeded", "FallbackFailed", "GraphError", "InvalidOutput",
         "MalformedResponse", "ModelError", "ModelRefused", "ModelRejected", "ModelUnavailable",
         "NodeFailed", "NodeTimeout", "OutputNotSerializable", "PatchError", "PlanningError",
@@ -115,6 +123,11 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AgentError",
+    "Answer",
+    "Approval",
+    "ApprovalAnswered",
+    "ApprovalError",
+    "ApprovalNotFound",
     "Backend",
     "Backoff",
     "Cancelled",
@@ -125,6 +138,7 @@ __all__ = [
     "CounterpointError",
     "DeadlineExceeded",
     "Edit",
+    "Escalate",
     "Event",
     "EventKind",
     "EventLoopPolicy",
@@ -187,9 +201,12 @@ __all__ = [
     "Usage",
     "UserError",
     "__version__",
+    "approvals",
+    "approve",
     "new_event_loop",
     "open_store",
     "ref",
+    "reject",
     "resume",
     "run",
     "run_sync",
@@ -197,4 +214,5 @@ __all__ = [
     "start_resume",
     "step",
     "tune_gc",
+    "use_clock",
 ]

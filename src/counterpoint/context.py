@@ -26,6 +26,7 @@ from .secrets import redact_data
 from .state import ModelTally, NodeStatus, RunState
 
 if TYPE_CHECKING:
+    from .approval import Answer, Ledger, OnTimeout
     from .options import RunOptions
     from .store import RunStore
 
@@ -42,6 +43,10 @@ class RunAccess(Protocol):
     state: RunState
     options: RunOptions
     journal: dict[NodeId, list[Event]]
+
+    @property
+    def approvals(self) -> Ledger:
+        """The run's approvals (:mod:`counterpoint.approval`)."""
 
     def emit(self, event: Event) -> None:
         """Apply, log and publish ``event`` (and what follows from it)."""
@@ -156,6 +161,8 @@ class NodeContext:
         redacted from ``data`` first (:mod:`counterpoint.secrets`).
         """
         event = Event(kind, time.time(), self.node, self.attempt, data=redact_data(data))
+        if kind is EventKind.TOOL_RESULT and "approval" in data:  # an approved call ran once
+            self._execution.approvals.use(data["approval"], event.data or {})
         target = self._execution.emit if persist else self._execution.publish
         loop = self._loop_from_thread(UserError, "recorded")
         if loop is None:
@@ -262,6 +269,42 @@ class NodeContext:
         # list() copies the items in one step under the GIL: a sync step's thread never
         # sees the loop add a node in the middle (which would stop a plain iteration)
         return {k: v.status for k, v in list(self._execution.state.nodes.items())}
+
+    async def ask(self, question: str, payload: Any = None, *,
+                  timeout: float | None = None,  # noqa: ASYNC109 (not the await's: a policy)
+                  on_timeout: OnTimeout = "reject", key: str | None = None) -> Answer:
+        """Wait for a person to approve or reject ``question`` about ``payload`` (any JSON
+        value); returns their :class:`~counterpoint.Answer`.
+
+        The node is WAITING meanwhile (it holds no concurrency slot; other branches keep
+        running). The answer comes from ``counterpoint approve/reject``, the API or a
+        timeout: after ``timeout`` seconds ``on_timeout`` applies (``"reject"``,
+        ``"approve"`` or :class:`~counterpoint.Escalate`). Answered once, an approval is
+        never asked again: a re-run of the step after a crash or a retry gets the recorded
+        answer for the same question and payload (``key``, default: the ask's ordinal
+        within the attempt, tells asks apart); a different payload is a new approval.
+        Async steps only (a sync step's thread cannot await a person).
+        """
+        if self._execution.foreign_loop() is not None:
+            raise UserError(f"run {self.run_id}, node {self.node!r}: ctx.ask needs an async "
+                            "step (`async def`); a sync step cannot wait for a person")
+        return await self._execution.approvals.ask(
+            self.node, self.attempt, question, payload, key=key, timeout=timeout,
+            on_timeout=on_timeout)
+
+    async def ask_tool_call(self, tool: str, arguments: dict[str, Any],
+                            schema: dict[str, Any], *, key: str) -> Answer:
+        """Ask approval for a call of ``tool`` with ``arguments`` (what agents do for a
+        tool declared ``@tool(approval=...)``); an edit is checked against ``schema``.
+        The answer's ``id`` names the approval (see :meth:`approved_call_result`)."""
+        return await self._execution.approvals.ask(
+            self.node, self.attempt, f"call tool {tool}", {"tool": tool, "arguments": arguments},
+            key=f"tool-{key}", timeout=None, on_timeout="reject", kind="tool", schema=schema)
+
+    def approved_call_result(self, approval_id: str) -> dict[str, Any] | None:
+        """The recorded ``tool_result`` of the call approval ``approval_id`` allowed, if the
+        call was made already (in any attempt): an approved call runs once."""
+        return self._execution.approvals.used(approval_id)
 
     async def flush(self) -> None:
         """Wait until everything this run has recorded so far is durable.

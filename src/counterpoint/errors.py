@@ -10,6 +10,9 @@
     │   ├── RunNotFound               no run with that id in the store
     │   │   └── RunAmbiguous          a run id prefix matches several runs (names them)
     │   ├── RunClaimed                another live process runs the run or is resuming it
+    │   ├── ApprovalError             an approval cannot be answered so
+    │   │   ├── ApprovalNotFound      no pending or answered approval has that id
+    │   │   └── ApprovalAnswered      it was answered already (the first answer wins)
     │   ├── SourceError               a graph file or module cannot be loaded or has no graph
     │   │   └── WorkflowError         a workflow file or its inputs are invalid (every problem,
     │   │                             with file:line; in counterpoint.workflow.errors)
@@ -83,6 +86,18 @@ class RunAmbiguous(RunNotFound):
 class RunClaimed(UserError):
     """A live process owns the run: it still runs it, or it is resuming it. The message
     names the run, the process and its host, and what to do (wait, or cancel the run)."""
+
+
+class ApprovalError(UserError):
+    """An approval cannot be answered as asked (bad edit, not pending)."""
+
+
+class ApprovalNotFound(ApprovalError):
+    """No approval with that id is in the store."""
+
+
+class ApprovalAnswered(ApprovalError):
+    """The approval was answered already: the first answer wins, once."""
 
 
 class ConfigError(UserError):

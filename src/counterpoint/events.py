@@ -48,6 +48,15 @@ class EventKind(enum.StrEnum):
     """A tool call's result or error."""
     PLAN_ROUND = "plan_round"
     """A planning round: a plan, a verification or a re-plan (``data["phase"]``)."""
+    APPROVAL_REQUESTED = "approval_requested"
+    """A node asks a person (``data["id"]``, question, payload, digest, timeout policy);
+    the node is WAITING until every approval it asked is answered."""
+    APPROVAL_ANSWERED = "approval_answered"
+    """An approval was answered (approved or not, by whom, why, edited payload)."""
+    APPROVAL_ESCALATED = "approval_escalated"
+    """An approval's timeout passed and it was handed to someone else (``data["to"]``)."""
+    APPROVAL_WITHDRAWN = "approval_withdrawn"
+    """The attempt that asked ended (cancelled, timed out) before an answer came."""
 
 
 # Module-level aliases: attribute access on an Enum class costs ~100 ns, which the
@@ -66,9 +75,17 @@ NODE_BLOCKED = EventKind.NODE_BLOCKED
 MAP_EXPANDED = EventKind.MAP_EXPANDED
 PATCH_APPLIED = EventKind.PATCH_APPLIED
 MODEL_CALL = EventKind.MODEL_CALL
+APPROVAL_REQUESTED = EventKind.APPROVAL_REQUESTED
+APPROVAL_ANSWERED = EventKind.APPROVAL_ANSWERED
+APPROVAL_WITHDRAWN = EventKind.APPROVAL_WITHDRAWN
 INFORMATIONAL = frozenset({EventKind.MODEL_CALL, EventKind.AGENT_TURN, EventKind.TOOL_CALL,
-                           EventKind.TOOL_RESULT, EventKind.PLAN_ROUND})
+                           EventKind.TOOL_RESULT, EventKind.PLAN_ROUND,
+                           EventKind.APPROVAL_REQUESTED, EventKind.APPROVAL_ANSWERED,
+                           EventKind.APPROVAL_ESCALATED, EventKind.APPROVAL_WITHDRAWN})
 """Events that record what a node did without changing which nodes run."""
+APPROVALS = frozenset({EventKind.APPROVAL_REQUESTED, EventKind.APPROVAL_ANSWERED,
+                       EventKind.APPROVAL_ESCALATED, EventKind.APPROVAL_WITHDRAWN})
+"""Events of approvals: they move a node between RUNNING and WAITING, nothing more."""
 JOURNALED = frozenset({EventKind.AGENT_TURN, EventKind.TOOL_RESULT})
 """Events an interrupted node's next attempt gets back (see ``NodeContext.journal``)."""
 

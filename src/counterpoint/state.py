@@ -206,6 +206,9 @@ class RunState:
     cancel_requested: dict[NodeId, str] = field(default_factory=dict)
     """Nodes an applied edit cancelled -> its reason. A running one ends cancelled when its
     task stops; if the process died first, the resume ends it cancelled (it never re-runs)."""
+    asking: dict[NodeId, set[str]] = field(default_factory=dict)
+    """Nodes WAITING for people -> the ids of the approvals they wait for (a WAITING node
+    holds no concurrency slot and no resource: see :mod:`counterpoint.approval`)."""
 
     @classmethod
     def new(cls, run_id: RunId, graph: str, specs: Iterable[NodeSpec], *,

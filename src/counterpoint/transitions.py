@@ -11,6 +11,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from .events import (
+    APPROVAL_ANSWERED,
+    APPROVAL_REQUESTED,
+    APPROVAL_WITHDRAWN,
     MAP_EXPANDED,
     MODEL_CALL,
     NODE_BLOCKED,
@@ -41,6 +44,7 @@ from .state import (
     SKIPPED,
     SUCCEEDED,
     TERMINAL,
+    WAITING,
     ModelTally,
     NodeState,
     NodeStatus,
@@ -115,6 +119,10 @@ def evolve(state: RunState, event: Event) -> None:
     elif kind is RUN_FINISHED:
         state.status = RunStatus((event.data or {}).get("status", RunStatus.FAILED))
         state.finished_at = event.at
+    elif kind is APPROVAL_REQUESTED:
+        _wait(state, event)
+    elif kind is APPROVAL_ANSWERED or kind is APPROVAL_WITHDRAWN:
+        _unwait(state, event)
     elif kind is MODEL_CALL and event.data is not None:
         if state.model_tally is None:
             state.model_tally = ModelTally()
@@ -124,6 +132,36 @@ def evolve(state: RunState, event: Event) -> None:
             if tally is None:
                 tally = state.node_models[event.node] = ModelTally()
             tally.add(event.data)
+
+
+def _wait(state: RunState, event: Event) -> None:
+    """A running node asks a person: it is WAITING, and gives its slot and resources up."""
+    ns = state.nodes.get(event.node)  # type: ignore[arg-type]
+    if ns is None or ns.attempt != event.attempt or ns.status not in (RUNNING, WAITING):
+        return  # asked by an attempt that has ended since (a late record)
+    state.asking.setdefault(ns.spec.id, set()).add((event.data or {})["id"])
+    if ns.status is RUNNING:
+        ns.status = WAITING
+        state.running -= 1
+        for name, units in ns.spec.policy.resources.items():
+            state.in_use[name] -= units
+
+
+def _unwait(state: RunState, event: Event) -> None:
+    """An approval a node waited for is settled: once it waits for none, it runs again."""
+    node = event.node
+    asking = state.asking.get(node)  # type: ignore[arg-type]
+    if asking is None:
+        return
+    asking.discard((event.data or {})["id"])
+    if asking:
+        return
+    del state.asking[node]  # type: ignore[arg-type]
+    ns = state.nodes[node]  # type: ignore[index]
+    if ns.status is WAITING:
+        ns.status = RUNNING
+        state.running += 1  # it may go over the limit for a moment: it is already started
+        _acquire(state, ns.spec)
 
 
 def _add_waits(ns: NodeState, waited: Mapping[str, float]) -> None:
@@ -182,6 +220,8 @@ def _acquire(state: RunState, spec: NodeSpec) -> None:
 def _finish(state: RunState, ns: NodeState, status: NodeStatus, at: float) -> None:
     if ns.status in TERMINAL:
         return
+    if state.asking:  # a WAITING node that ends (cancelled) waits for nothing more
+        state.asking.pop(ns.spec.id, None)
     ns.status = status
     ns.finished_at = at
     state.open -= 1
@@ -204,7 +244,7 @@ def _interrupt(state: RunState) -> None:
     """A resumed run: whatever was in flight or queued starts over from PENDING."""
     in_use = state.in_use  # shared with the other runs of a run tree: release only ours
     for ns in state.nodes.values():
-        if ns.status in (RUNNING, READY, RETRYING):
+        if ns.status in (RUNNING, READY, RETRYING, WAITING):
             if ns.status is RUNNING:
                 for name, units in ns.spec.policy.resources.items():
                     in_use[name] -= units
@@ -213,6 +253,7 @@ def _interrupt(state: RunState) -> None:
                 _keep_attempt(ns)
             ns.started_at = None
     state.running = 0
+    state.asking.clear()  # the asks are asked again by the nodes' next attempts
     state.ready.clear()
     state.status = RunStatus.RUNNING
     state.finished_at = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import counterpoint.store as store_package
 from counterpoint.store import (
+    AnswerBox,
     BlobStore,
     CommandBus,
     EventLog,
@@ -16,12 +17,13 @@ from counterpoint.store import (
     StepEstimates,
 )
 
-ROLES = (EventLog, RunIndex, BlobStore, ResponseCache, StepEstimates, CommandBus)
+ROLES = (EventLog, RunIndex, BlobStore, ResponseCache, StepEstimates, CommandBus, AnswerBox)
 
 
 def test_public_names_are_pinned() -> None:
     assert sorted(store_package.__all__) == sorted([
-        "DEFAULT_PATH", "ENV_VAR", "BlobStore", "CommandBus", "EventLog", "MemoryStore",
+        "DEFAULT_PATH", "ENV_VAR", "AnswerBox", "BlobStore", "CommandBus", "EventLog",
+        "MemoryStore",
         "ResponseCache", "RunIndex", "RunRecord", "RunStore", "SQLiteStore", "SharedStore",
         "StepEstimates", "close_idle_stores", "default_location", "open_store"])
     for name in store_package.__all__:
@@ -39,6 +41,6 @@ def test_each_role_is_small() -> None:
     """A fake of one role implements a handful of methods, not the whole store."""
     sizes = {role.__name__: len(role.__abstractmethods__) for role in ROLES}
     assert sizes == {"EventLog": 4, "RunIndex": 3, "BlobStore": 2, "ResponseCache": 2,
-                     "StepEstimates": 2, "CommandBus": 4}
+                     "StepEstimates": 2, "CommandBus": 4, "AnswerBox": 4}
     assert RunStore.__abstractmethods__ == frozenset().union(
         *(role.__abstractmethods__ for role in ROLES), {"close"})

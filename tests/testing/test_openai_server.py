@@ -45,7 +45,7 @@ async def ask_stream(server: OpenAIServer, **kwargs: Any) -> list[Any]:
 
 
 def test_public_api_is_pinned() -> None:
-    assert sorted(cpt.__all__) == ["OpenAIServer", "RecordedRequest", "Reply",
+    assert sorted(cpt.__all__) == ["ManualClock", "OpenAIServer", "RecordedRequest", "Reply",
                                    "SimulatedEngine", "TokenBucket", "ToolCall", "Usage"]
 
 

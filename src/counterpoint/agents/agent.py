@@ -305,7 +305,14 @@ class _Loop:
             self.record(EventKind.TOOL_RESULT, {**base, "ok": False, "content": content,
                                                 "side_effects": False, "seconds": 0.0})
             return content
-        self.record(EventKind.TOOL_CALL, {**base, "arguments": call.arguments,
+        arguments = call.arguments
+        if tool.approval:
+            approved = await self.approve(tool, call, key, base)
+            if isinstance(approved, str):
+                return approved  # rejected, or made already under this approval
+            if approved is not None:
+                arguments = approved
+        self.record(EventKind.TOOL_CALL, {**base, "arguments": arguments,
                                           "side_effects": tool.side_effects})
         if tool.side_effects and self.ctx is not None:
             # the effect cannot be taken back: everything up to here must be durable first
@@ -314,7 +321,7 @@ class _Loop:
         ok = True
         _SCOPE.set(f"{self.scope}/{self.turns}.{index}")  # this task's own context
         try:
-            value = await tool.call(call.arguments, key=key)
+            value = await tool.call(arguments, key=key)
             content = value if isinstance(value, str) else codec.encode(value)
         except OutputNotSerializable as exc:
             raise OutputNotSerializable(f"{self.where()}: tool {call.name} returned a value "
@@ -332,6 +339,39 @@ class _Loop:
         if tool.side_effects and self.ctx is not None:
             await self.ctx.flush()  # the result is durable: a resume will not repeat it
         return content
+
+    async def approve(self, tool: Tool, call: ToolCall, key: str,
+                      base: dict[str, Any]) -> dict[str, Any] | str | None:
+        """Ask a person before ``call`` of ``tool`` (declared ``approval=...``): the
+        arguments to call it with (edited or not; ``base`` gets the approval's id), or the
+        content the model gets instead (rejected: the reason; made already under this
+        approval: its recorded result), or ``None`` if this call needs no approval."""
+        try:
+            needed = tool.needs_approval(call.arguments)
+        except ToolError:
+            needed = True  # invalid arguments: the tool's own validation reports them
+        if not needed:
+            return None
+        if self.ctx is None:
+            raise AgentError(f"{self.where()}: tool {tool.name} needs approval, which needs a "
+                             "run to wait in; call the agent inside a step")
+        answer = await self.ctx.ask_tool_call(tool.name, call.arguments, tool.parameters,
+                                              key=key)
+        assert answer.id is not None
+        base["approval"] = answer.id
+        made = self.ctx.approved_call_result(answer.id)
+        if made is not None:  # approved once, made once: a retry gets what it returned
+            self.record(EventKind.TOOL_RESULT, {**made, "replayed": True})
+            return str(made["content"])
+        if not answer.approved:
+            who = f" by {answer.by}" if answer.by else ""
+            content = f"error: the call was rejected{who}: {answer.reason or 'no reason given'}"
+            self.record(EventKind.TOOL_RESULT, {**base, "ok": False, "content": content,
+                                                "side_effects": tool.side_effects,
+                                                "seconds": 0.0})
+            return content
+        edited = answer.edit
+        return dict(edited) if isinstance(edited, dict) else dict(call.arguments)
 
     def record(self, kind: EventKind, data: dict[str, Any]) -> None:
         if self.ctx is not None:

@@ -59,6 +59,15 @@ class Tool:
     """Checks and converts the model's arguments (a model of the parameters)."""
     runner: Callable[[dict[str, Any]], Awaitable[Any]] | None = field(repr=False, default=None)
     """For tools that are not plain functions (agents, graphs): runs validated arguments."""
+    approval: bool | Callable[[dict[str, Any]], bool] = False
+    """Whether a person must approve a call before it runs: ``True`` for every call, or a
+    function of the (validated) arguments saying whether this call needs it."""
+
+    def needs_approval(self, arguments: Mapping[str, Any]) -> bool:
+        """Whether a call with ``arguments`` must be approved first."""
+        if callable(self.approval):
+            return bool(self.approval(self.validate(arguments)))
+        return self.approval
 
     def __post_init__(self) -> None:
         _check_name(self.name, "pass name=... to choose a valid one")
@@ -112,21 +121,25 @@ def tool(fn: Callable[..., Any], /) -> Tool: ...
 
 @overload
 def tool(*, name: str | None = None, description: str | None = None,
-         side_effects: bool = False) -> Callable[[Callable[..., Any]], Tool]: ...
+         side_effects: bool = False, approval: bool | Callable[[dict[str, Any]], bool] = False
+         ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
 def tool(fn: Callable[..., Any] | None = None, /, *, name: str | None = None,
-         description: str | None = None,
-         side_effects: bool = False) -> Tool | Callable[[Callable[..., Any]], Tool]:
-    """Make a :class:`Tool` of a typed function: ``@tool`` or ``@tool(side_effects=True)``."""
+         description: str | None = None, side_effects: bool = False,
+         approval: bool | Callable[[dict[str, Any]], bool] = False,
+         ) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a :class:`Tool` of a typed function: ``@tool`` or ``@tool(side_effects=True)``;
+    ``approval=True`` (or a function of the arguments) makes each call wait for a person."""
     def make(function: Callable[..., Any]) -> Tool:
         return from_function(function, name=name, description=description,
-                             side_effects=side_effects)
+                             side_effects=side_effects, approval=approval)
     return make(fn) if fn is not None else make
 
 
 def from_function(fn: Callable[..., Any], *, name: str | None = None,
-                  description: str | None = None, side_effects: bool = False) -> Tool:
+                  description: str | None = None, side_effects: bool = False,
+                  approval: bool | Callable[[dict[str, Any]], bool] = False) -> Tool:
     """The :class:`Tool` for ``fn`` (see the module docstring)."""
     where = _where(fn)
     tool_name = name if name is not None else getattr(fn, "__name__", None)
@@ -166,7 +179,7 @@ def from_function(fn: Callable[..., Any], *, name: str | None = None,
     validator, schema = arguments_schema(tool_name, params, where=where)
     return Tool(name=tool_name, description=description or summary or tool_name,
                 parameters=schema, fn=fn, side_effects=side_effects, takes_key=takes_key,
-                context_param=context_param, validator=validator)
+                context_param=context_param, validator=validator, approval=approval)
 
 
 def arguments_schema(tool_name: str, params: Mapping[str, tuple[Any, Any, str | None]], *,

@@ -2,7 +2,8 @@
 
 Exit codes: 0 the run (or the command) succeeded; 1 the run failed, timed out or
 was cancelled; 2 the command was misused: a bad option, a graph that cannot be
-loaded, an unknown run, an unusable store. Misuse is reported as one
+loaded, an unknown run, an unusable store; 3 the run waits for approvals (``run
+--detach-waiting``: see :mod:`.approvals`). Misuse is reported as one
 ``error: ...`` line on stderr, never a traceback.
 """
 
@@ -19,6 +20,7 @@ import typer
 from .. import __version__
 from ..garbage import tune_gc
 from ..ids import RunId
+from . import approvals as approvals_cli
 from . import goals
 from .console import fail, make_console, reported
 from .models import ASK_HELP, MODELS_HELP, ask_command, models_command
@@ -68,6 +70,9 @@ app.command("ask", help=ASK_HELP)(ask_command)
 app.command("plan")(goals.plan_command)
 app.command("graph", help=GRAPH_HELP)(graph_command)
 app.command("trace", help=TRACE_HELP)(trace_command)
+app.command("approvals", help=approvals_cli.APPROVALS_HELP)(approvals_cli.approvals_command)
+app.command("approve", help=approvals_cli.APPROVE_HELP)(approvals_cli.approve_command)
+app.command("reject", help=approvals_cli.REJECT_HELP)(approvals_cli.reject_command)
 
 
 def main() -> None:
@@ -197,6 +202,9 @@ def run(
     budget_usd: goals.BudgetUsd = None,
     max_subtasks: goals.MaxSubtasks = 6,
     check: goals.Check = None,
+    detach_waiting: Annotated[bool, typer.Option(
+        "--detach-waiting", help="Exit (code 3) once the run only waits for approvals; "
+                                 "`counterpoint approve` resumes it.")] = False,
 ) -> None:
     """Run a graph, a workflow file or a goal, showing its progress, then summarize it.
 
@@ -212,7 +220,8 @@ def run(
     kind = goals.target_kind(target)
     with reported():
         options = RunOptions(max_concurrency=max_concurrency, limits=limits,
-                             fail_fast=fail_fast, deadline=deadline)
+                             fail_fast=fail_fast, deadline=deadline,
+                             detach_when_waiting=detach_waiting)
         attr = None
         if kind == "goal":
             graph = goals.goal_run_graph(
@@ -255,6 +264,8 @@ def _run(graph: Graph, options: RunOptions, inputs: dict[str, Any], store: RunSt
         result = loop.run(start_and_follow())
     except KeyboardInterrupt:
         return _interrupted(started[0] if started else None, db)
+    if not result.status.terminal:  # it ended its execution to wait for people
+        return approvals_cli.waiting(result.run_id, list(result.state.asking), out)
     code = _finish(_result_report(result), db=db, as_json=as_json, out=out)
     if goal and not as_json:
         goals.print_answer(result.output, out)
@@ -321,6 +332,8 @@ def _resume(run_id: str, store: RunStore, *, db: str | None, quiet: bool, as_jso
         result = loop.run(resume_and_follow())
     except KeyboardInterrupt:
         return _interrupted(run_id, db)
+    if not result.status.terminal:  # it ended its execution to wait for people
+        return approvals_cli.waiting(result.run_id, list(result.state.asking), out)
     code = _finish(_result_report(result), db=db, as_json=as_json, out=out)
     if not as_json and store.run(RunId(run_id)).source.get("builder") == goals.GOAL_BUILDER:
         goals.print_answer(result.output, out)  # a goal run ends with its answer, as `run` does
@@ -342,7 +355,9 @@ def show(
                                     "full, prompt and answer.")] = None,
 ) -> None:
     """Show a run from its log (nothing runs; the graph's code is not imported)."""
+    from ..approval import project
     from ..events import EventKind
+    from .approvals_view import approval_dict, approvals_table
     from .calls import call_record, call_view, calls_table
     from .recorded import log_report, resolve_run
     from .render import dumps, payload, summary
@@ -364,6 +379,8 @@ def show(
             texts = {d: store.blob(d) for e in model_calls if full or call is not None
                      for d in ((e.data or {}).get("request"), (e.data or {}).get("response"))
                      if isinstance(d, str)}
+            approvals = list(project(record.run_id, events,
+                                     store.approval_answers(record.run_id)).values())
         finally:
             store.close()
         report = log_report(record, events)
@@ -380,9 +397,15 @@ def show(
             data["calls"] = [call_record(e, texts.get) if full else
                              {"call": e.seq, "at": e.at, "node": e.node, **(e.data or {})}
                              for e in model_calls]
+        if approvals:
+            data["approvals"] = [approval_dict(a) for a in approvals]
         typer.echo(dumps(data))
         return
     out.print(summary(report, inspect=None), soft_wrap=True)
+    if approvals:
+        out.print()
+        out.print("approvals", style="bold")
+        out.print(approvals_table(approvals, with_run=False), soft_wrap=True)
     if calls:
         out.print()
         out.print(calls_table(model_calls), soft_wrap=True)

@@ -19,11 +19,12 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from ..events import Event, EventKind
+from ..events import APPROVALS, Event, EventKind
 from ..ids import NodeId
 from ..results import RunResult
 from ..scheduler import RunHandle
 from ..state import NodeState, NodeStatus, RunState
+from .approvals_view import approval_line
 from .render import cause, round_lines, seconds, styled
 
 REFRESH_SECONDS = 0.1
@@ -95,6 +96,9 @@ class LineDisplay(Display):
             for line in round_lines(event.data or {}):
                 self.console.print(line, soft_wrap=True, markup=False)
             return
+        if event.kind in APPROVALS:
+            self.console.print(approval_line(event), soft_wrap=True, markup=False)
+            return
         ns = self.tally.note(event, state)
         if ns is None:
             return
@@ -130,6 +134,9 @@ class LiveView(Display):
         if event.kind is EventKind.PLAN_ROUND:  # printed above the live view, kept
             for line in round_lines(event.data or {}):
                 self.live.console.print(line, soft_wrap=True, markup=False)
+            return
+        if event.kind in APPROVALS:
+            self.live.console.print(approval_line(event), soft_wrap=True, markup=False)
             return
         self.tally.note(event, state)
 

@@ -29,6 +29,7 @@ from ..options import RunOptions
 from ..state import RunState, RunStatus
 from ..store import RunStore
 from .capacity import Capacity
+from .waiting import ApprovalDesk
 
 if TYPE_CHECKING:
     from .handle import RunHandle
@@ -58,7 +59,8 @@ class ExecutionCore:
     __slots__ = ("__weakref__", "_cancelling", "_capacity", "_children", "_deadline", "_done",
                  "_emitting", "_group", "_heir", "_held", "_inline_async", "_loop", "_outbox",
                  "_pending", "_rng", "_sending", "_sends", "_seq", "_subscribers", "_tasks",
-                 "_thread", "_timers", "_unlogged", "_waits", "backend", "graph", "inputs",
+                 "_thread", "_timers", "_unlogged", "_waits", "approvals", "backend", "graph",
+                 "inputs",
                  "journal", "options", "owns_store", "parent", "run_id", "state", "store")
 
     def __init__(self, graph: Graph, state: RunState, store: RunStore, options: RunOptions,
@@ -119,6 +121,8 @@ class ExecutionCore:
         """Per node, what its interrupted attempt recorded before a crash (on resume)."""
         self._children: dict[NodeId, RunHandle] = {}
         """Sub-graph nodes running now -> the handle of their sub-run."""
+        self.approvals = ApprovalDesk(self)  # type: ignore[arg-type]
+        """The run's approvals: nodes waiting for people, and their answers."""
         self._waits: dict[NodeId, dict[str, float]] = {}
         """Per running node, seconds its attempt waited so far by cause (see
         :meth:`Pipeline.waited`): recorded with the attempt's outcome."""

@@ -79,12 +79,14 @@ class Execution(Attempts):
                 self._deadline = loop.call_later(self.options.deadline, self.stop,
                                                  "deadline")
             self.emit(first)
+            self.approvals.start()
             if self.state.stop_reason is not None and not self.state.status.terminal:
                 self._cancel_rest()  # resumed in the middle of a stop: finish it
             if not self._done.done():
                 await self._done
         finally:
             self.store.unwatch_cancel(self.run_id)
+            self.approvals.stop()
             self._capacity.leave(self)
             self._end_tasks()
 
@@ -228,4 +230,5 @@ def prepare_resume(rid: RunId, store: RunStore, graph: Graph | None,
                           inputs=inputs, seq=events[-1].seq, parent=record.parent,
                           capacity=capacity)
     execution.journal = journal_of(state, events)
+    execution.approvals.load(events)
     return execution

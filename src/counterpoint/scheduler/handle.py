@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from ..approval import Answer, Approval
 from ..events import Event
 from ..ids import RunId
 from ..patch import Edit
@@ -42,6 +43,32 @@ class RunHandle:
 
     async def flush(self) -> None:
         await self._execution.flush()
+
+    def approvals(self) -> list[Approval]:
+        """The run's approvals so far (pending, answered, withdrawn), oldest first."""
+        return list(self._execution.approvals.records.values())
+
+    def approve(self, approval_id: str, *, edit: Any = None, by: str | None = None,
+                reason: str | None = None) -> Approval:
+        """Approve one of this run's approvals (see :func:`counterpoint.approve`); the
+        waiting node continues at once."""
+        return self._answer(approval_id, Answer(approved=True, by=by, reason=reason,
+                                                edit=edit))
+
+    def reject(self, approval_id: str, reason: str | None = None, *,
+               by: str | None = None) -> Approval:
+        """Reject one of this run's approvals (see :func:`counterpoint.reject`)."""
+        return self._answer(approval_id, Answer(approved=False, by=by, reason=reason))
+
+    def _answer(self, approval_id: str, given: Answer) -> Approval:
+        from ..answering import answer, record_answer
+        execution = self._execution
+        desk = execution.approvals
+        approval = desk.records.get(approval_id)
+        if approval is None:  # not this run's (or not asked yet): answered through the store
+            return answer(execution.store, approval_id, given)
+        desk.deliver(approval_id, record_answer(execution.store, approval, given))
+        return desk.records[approval_id]
 
     async def events(self) -> AsyncIterator[Event]:
         """Every event of the run, from its first (for a run started by

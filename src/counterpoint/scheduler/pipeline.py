@@ -59,6 +59,8 @@ class Pipeline(ExecutionCore):
             self._abort(exc)
         finally:
             self._emitting = False
+        if self.state.asking:  # nodes wait for people: the run may have nothing else to do
+            self.approvals.idle_check()
 
     def _log_and_send(self) -> None:
         """After a dispatch: log the held ``node_ready`` events, send the outbox later."""

@@ -1,8 +1,8 @@
 """Run stores: where the event log lives. ``open_store`` picks one from a path or option.
 
 The store's roles (:mod:`.base`) are :class:`EventLog`, :class:`RunIndex`,
-:class:`BlobStore`, :class:`ResponseCache`, :class:`StepEstimates` and
-:class:`CommandBus`; :class:`RunStore` is all of them. :class:`MemoryStore` keeps
+:class:`BlobStore`, :class:`ResponseCache`, :class:`StepEstimates`, :class:`CommandBus`
+and :class:`AnswerBox`; :class:`RunStore` is all of them. :class:`MemoryStore` keeps
 everything in memory, :class:`SQLiteStore` in one SQLite file, and a
 :class:`SharedStore` is a handle on the one :class:`SQLiteStore` of a file that
 ``open_store`` shares within a process (:mod:`.shared`).
@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from .base import (
+    AnswerBox,
     BlobStore,
     CommandBus,
     EventLog,
@@ -30,9 +31,9 @@ from .sqlite import SQLiteStore
 DEFAULT_PATH = Path(".counterpoint") / "runs.db"
 ENV_VAR = "COUNTERPOINT_DB"
 
-__all__ = ["DEFAULT_PATH", "ENV_VAR", "BlobStore", "CommandBus", "EventLog", "MemoryStore",
-           "ResponseCache", "RunIndex", "RunRecord", "RunStore", "SQLiteStore", "SharedStore",
-           "StepEstimates", "close_idle_stores", "default_location", "open_store"]
+__all__ = ["DEFAULT_PATH", "ENV_VAR", "AnswerBox", "BlobStore", "CommandBus", "EventLog",
+           "MemoryStore", "ResponseCache", "RunIndex", "RunRecord", "RunStore", "SQLiteStore",
+           "SharedStore", "StepEstimates", "close_idle_stores", "default_location", "open_store"]
 
 
 def default_location() -> str:

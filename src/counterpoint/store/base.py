@@ -12,6 +12,8 @@ that module's docstring:
 :class:`.StepEstimates`   ``estimates``, ``record_durations`` (:mod:`.estimates`)
 :class:`.CommandBus`      ``request_cancel``, ``cancel_requests``, ``watch_cancel``,
                           ``unwatch_cancel`` (:mod:`.commands`)
+:class:`.AnswerBox`       ``answer_approval``, ``approval_answers``, ``watch_answers``,
+                          ``unwatch_answers`` (:mod:`.answers`)
 ========================  =============================================================
 
 A part of counterpoint that needs one role takes that role's type (the model layer a
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import abc
 
+from .answers import AnswerBox
 from .blobs import BlobStore
 from .cache import ResponseCache
 from .commands import CommandBus
@@ -36,12 +39,13 @@ from .estimates import ESTIMATE_DRIFT, ESTIMATE_FLOOR, RunningMeans, StepEstimat
 from .index import RunIndex, RunRecord
 from .log import EventLog
 
-__all__ = ["ESTIMATE_DRIFT", "ESTIMATE_FLOOR", "BlobStore", "CommandBus", "EventLog",
+__all__ = ["ESTIMATE_DRIFT", "ESTIMATE_FLOOR", "AnswerBox", "BlobStore", "CommandBus", "EventLog",
            "ResponseCache", "RunIndex", "RunRecord", "RunStore", "RunningMeans",
            "StepEstimates"]
 
 
-class RunStore(EventLog, RunIndex, BlobStore, ResponseCache, StepEstimates, CommandBus):
+class RunStore(EventLog, RunIndex, BlobStore, ResponseCache, StepEstimates, CommandBus,
+               AnswerBox):
     """Where runs are recorded: every role of the store, in one object."""
 
     location: str = "memory"

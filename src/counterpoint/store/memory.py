@@ -8,11 +8,13 @@ import hashlib
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
-from ..errors import RunClaimed, RunNotFound
+from ..errors import ApprovalAnswered, RunClaimed, RunNotFound
 from ..events import Event, EventKind
 from ..ids import RunId
 from . import owners
+from .answers import AnswerCallback
 from .base import RunningMeans, RunRecord, RunStore
 
 _INDEXED = frozenset({EventKind.RUN_CREATED, EventKind.RUN_FINISHED, EventKind.RUN_RESUMED})
@@ -37,6 +39,8 @@ class MemoryStore(RunStore):
         self._watch: dict[RunId, tuple[asyncio.AbstractEventLoop, Callable[[], None]]] = {}
         self._blobs: dict[str, str] = {}
         self._cache: dict[str, str] = {}
+        self._answers: dict[RunId, dict[str, dict[str, Any]]] = {}
+        self._answer_watch: dict[RunId, tuple[asyncio.AbstractEventLoop, AnswerCallback]] = {}
 
     def append(self, run_id: RunId, event: Event) -> None:
         log = self._events.get(run_id)
@@ -137,6 +141,29 @@ class MemoryStore(RunStore):
 
     def cancel_requests(self) -> set[RunId]:
         return set(self._cancel)
+
+    def answer_approval(self, run_id: RunId, approval_id: str, answer: dict[str, Any]) -> None:
+        self.run(run_id)
+        with self._lock:
+            answers = self._answers.setdefault(run_id, {})
+            if approval_id in answers:
+                raise ApprovalAnswered(f"approval {approval_id} (run {run_id}) was answered "
+                                       "already; the first answer stands")
+            answers[approval_id] = dict(answer)
+        watcher = self._answer_watch.get(run_id)
+        if watcher is not None:
+            watcher[0].call_soon_threadsafe(watcher[1], approval_id, dict(answer))
+
+    def approval_answers(self, run_id: RunId) -> dict[str, dict[str, Any]]:
+        with self._lock:
+            return {k: dict(v) for k, v in self._answers.get(run_id, {}).items()}
+
+    def watch_answers(self, run_id: RunId, loop: asyncio.AbstractEventLoop,
+                      callback: AnswerCallback) -> None:
+        self._answer_watch[run_id] = (loop, callback)
+
+    def unwatch_answers(self, run_id: RunId) -> None:
+        self._answer_watch.pop(run_id, None)
 
     def put_blob(self, text: str) -> str:
         digest = hashlib.sha256(text.encode()).hexdigest()

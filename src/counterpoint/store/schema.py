@@ -62,6 +62,13 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         ALTER TABLE runs ADD COLUMN owner_token TEXT;
         ALTER TABLE runs ADD COLUMN claimed_at REAL;
     """),
+    # Commands that carry data (an approval's answer), at most one per key: the unique
+    # key is what makes the first of two answers to one approval win.
+    ("0006_command_payloads", """
+        ALTER TABLE commands ADD COLUMN key TEXT;
+        ALTER TABLE commands ADD COLUMN payload TEXT;
+        CREATE UNIQUE INDEX commands_by_key ON commands (key);
+    """),
 )
 """Ordered, named schema migrations. Append only; never edit a released one."""
 

@@ -34,10 +34,12 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import StoreError
 from ..events import Event
 from ..ids import RunId
+from .answers import AnswerCallback
 from .base import RunRecord, RunStore
 from .sqlite import SQLiteStore
 
@@ -253,6 +255,19 @@ class SharedStore(RunStore):
     def unwatch_cancel(self, run_id: RunId) -> None:
         self._store.unwatch_cancel(run_id)
 
+    def answer_approval(self, run_id: RunId, approval_id: str, answer: dict[str, Any]) -> None:
+        self._store.answer_approval(run_id, approval_id, answer)
+
+    def approval_answers(self, run_id: RunId) -> dict[str, dict[str, Any]]:
+        return self._store.approval_answers(run_id)
+
+    def watch_answers(self, run_id: RunId, loop: asyncio.AbstractEventLoop,
+                      callback: AnswerCallback) -> None:
+        self._store.watch_answers(run_id, loop, callback)
+
+    def unwatch_answers(self, run_id: RunId) -> None:
+        self._store.unwatch_answers(run_id)
+
 
 class _Closed(RunStore):
     """What a closed handle uses instead of its store: every use says it is closed."""
@@ -322,6 +337,19 @@ class _Closed(RunStore):
 
     def unwatch_cancel(self, run_id: RunId) -> None:
         return None  # the runtime unwatches in a finally block
+
+    def answer_approval(self, run_id: RunId, approval_id: str, answer: dict[str, Any]) -> None:
+        raise self._closed()
+
+    def approval_answers(self, run_id: RunId) -> dict[str, dict[str, Any]]:
+        raise self._closed()
+
+    def watch_answers(self, run_id: RunId, loop: asyncio.AbstractEventLoop,
+                      callback: AnswerCallback) -> None:
+        raise self._closed()
+
+    def unwatch_answers(self, run_id: RunId) -> None:
+        return None
 
     def close(self) -> None:
         return None

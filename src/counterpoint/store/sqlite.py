@@ -48,8 +48,9 @@ import orjson
 from ..errors import RunClaimed, RunNotFound, StoreCorrupt, StoreError
 from ..events import Event, EventKind
 from ..ids import NodeId, RunId
-from . import owners, paths, schema
+from . import answer_rows, owners, paths, schema
 from . import writer as _writer
+from .answers import AnswerCallback
 from .base import RunningMeans, RunRecord, RunStore
 from .schema import MIGRATIONS, RUN_COLUMNS
 from .shipping import GATHER_SECONDS, Shipper
@@ -86,6 +87,8 @@ class SQLiteStore(Shipper, RunStore):
         self._init_shipping()
         self._cancel_watch: dict[RunId, tuple[asyncio.AbstractEventLoop, Callable[[], None]]] = {}
         self._cancel_seen: set[RunId] = set()
+        self._answer_watch: dict[RunId, tuple[asyncio.AbstractEventLoop, AnswerCallback]] = {}
+        self._answers_seen: set[str] = set()
         with self._read_lock:
             reader = self._open_reader()
             if reader is not None:  # the estimates of earlier runs, read once
@@ -340,6 +343,32 @@ class SQLiteStore(Shipper, RunStore):
                 self._cancel_seen.add(run_id)
                 self._seen_unsent.append(run_id)  # its finish answers the request
                 watcher[0].call_soon_threadsafe(watcher[1])
+        if self._answer_watch:
+            answer_rows.poll(conn, dict(self._answer_watch), self._answers_seen)
+
+    # ------------------------------------------------------------------ answers
+    def answer_approval(self, run_id: RunId, approval_id: str, answer: dict[str, Any]) -> None:
+        self.run(run_id)
+        conn = self._connect()
+        try:
+            answer_rows.insert(conn, run_id, approval_id, answer)
+        except sqlite3.Error as exc:
+            raise schema.explain(self.path, exc, self._busy_timeout, writing=True) from exc
+        finally:
+            conn.close()
+
+    def approval_answers(self, run_id: RunId) -> dict[str, dict[str, Any]]:
+        with self._read_lock:
+            reader = self._open_reader()
+            return {} if reader is None else answer_rows.of_run(reader, run_id)
+
+    def watch_answers(self, run_id: RunId, loop: asyncio.AbstractEventLoop,
+                      callback: AnswerCallback) -> None:
+        self._start_writer()  # the shipping thread polls for answers with the cancels
+        self._answer_watch[run_id] = (loop, callback)
+
+    def unwatch_answers(self, run_id: RunId) -> None:
+        self._answer_watch.pop(run_id, None)
 
     # ------------------------------------------------------------------ run index
     def claim(self, run_id: RunId, *, pid: int, host: str) -> None:

@@ -7,13 +7,15 @@
 - `SimulatedEngine`: the timing of a serving engine (slots, prefill and decode per
   token, a prefix cache) that an `OpenAIServer` can answer with: a simulation, for
   benchmarks that compare schedulers.
+- `ManualClock`: a clock for approvals' timeouts that moves only when a test says so.
 """
 
 from __future__ import annotations
 
+from .clock import ManualClock
 from .engine import SimulatedEngine
 from .openai_server import OpenAIServer, TokenBucket
 from .replies import RecordedRequest, Reply, ToolCall, Usage
 
-__all__ = ["OpenAIServer", "RecordedRequest", "Reply", "SimulatedEngine", "TokenBucket",
-           "ToolCall", "Usage"]
+__all__ = ["ManualClock", "OpenAIServer", "RecordedRequest", "Reply", "SimulatedEngine",
+           "TokenBucket", "ToolCall", "Usage"]

@@ -1,0 +1,201 @@
+"""``counterpoint approvals``, ``approve`` and ``reject``: answer what runs wait for.
+
+``approve``/``reject`` record the answer in the store (the first answer to an approval
+wins; a second one is an error). A run whose process is alive takes it from there; a run
+whose process ended (it crashed, or detached while waiting) is resumed in the foreground
+with the usual live view, unless ``--no-resume``. Exit codes: 0 answered (and the resumed
+run succeeded), 1 the resumed run failed, 2 misuse (unknown id, answered already, bad
+``--edit`` JSON), 3 the resumed run is waiting for other approvals again.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from .console import fail, make_console, reported
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ..approval import Answer
+    from ..results import RunResult
+    from ..store import RunStore
+
+WAITING_EXIT = 3
+"""Exit code of a run that ended its process to wait for approvals."""
+
+APPROVALS_HELP = "List approvals: pending ones of every unfinished run, or all of RUN."
+APPROVE_HELP = "Approve an approval (a tool call: --edit replaces its arguments)."
+REJECT_HELP = "Reject an approval, saying why (--reason)."
+
+Db = Annotated[str | None, typer.Option(
+    "--db", metavar="PATH",
+    help="The run store (default: $COUNTERPOINT_DB or .counterpoint/runs.db).")]
+By = Annotated[str | None, typer.Option("--by", metavar="NAME", help="Who answers.")]
+NoResume = Annotated[bool, typer.Option(
+    "--no-resume", help="Only record the answer; do not resume a run whose process ended.")]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No live view of a resumed run.")]
+Id = Annotated[str, typer.Argument(metavar="ID", help="The approval (see `approvals`).")]
+
+
+def approvals_command(
+    run_id: Annotated[str | None, typer.Argument(
+        metavar="[RUN]", help="Only this run's approvals (answered ones too).")] = None,
+    db: Db = None,
+    show_all: Annotated[bool, typer.Option(
+        "--all", help="Answered and withdrawn approvals too.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print them as JSON.")] = False,
+) -> None:
+    from ..answering import approvals
+    from .approvals_view import approval_dict, approvals_table
+    with reported():
+        store = _open(db)
+        try:
+            if run_id is not None:
+                from ..ids import RunId
+                store.run(RunId(run_id))  # an unknown run is an error, not an empty list
+            found = approvals(store, run_id)
+        finally:
+            store.close()
+    if not show_all and run_id is None:
+        found = [a for a in found if a.status == "pending"]
+    if as_json:
+        typer.echo(json.dumps([approval_dict(a) for a in found], indent=2, default=str))
+        return
+    out = make_console()
+    if not found:
+        out.print("no pending approvals" if run_id is None and not show_all
+                  else "no approvals", soft_wrap=True)
+        return
+    out.print(approvals_table(found, with_run=run_id is None), soft_wrap=True)
+
+
+def approve_command(
+    approval_id: Id,
+    db: Db = None,
+    edit: Annotated[Path | None, typer.Option(
+        "--edit", metavar="ARGS.json",
+        help="A JSON file with the arguments to call the tool with instead.")] = None,
+    by: By = None,
+    reason: Annotated[str | None, typer.Option("--reason", help="Why (optional).")] = None,
+    no_resume: NoResume = False,
+    quiet: Quiet = False,
+) -> None:
+    from ..approval import Answer
+    with reported():
+        edited = _read_edit(edit) if edit is not None else None
+        code = _answer(db, approval_id, Answer(approved=True, by=by, reason=reason,
+                                               edit=edited),
+                       resume=not no_resume, quiet=quiet)
+    raise typer.Exit(code)
+
+
+def reject_command(
+    approval_id: Id,
+    reason: Annotated[str, typer.Option("--reason", help="Why: the step (or the model, for "
+                                                         "a tool call) is told.")],
+    db: Db = None,
+    by: By = None,
+    no_resume: NoResume = False,
+    quiet: Quiet = False,
+) -> None:
+    from ..approval import Answer
+    with reported():
+        code = _answer(db, approval_id, Answer(approved=False, by=by, reason=reason),
+                       resume=not no_resume, quiet=quiet)
+    raise typer.Exit(code)
+
+
+def _answer(db: str | None, approval_id: str, given: Answer, *, resume: bool,
+            quiet: bool) -> int:
+    from ..answering import answer
+    from ..store.owners import run_owner_alive
+    out = make_console()
+    store = _open(db)
+    try:
+        answered = answer(store, approval_id, given)
+        verb = "approved" if given.approved else "rejected"
+        record = store.run(answered.run_id)
+        while record.parent is not None:  # a sub-run goes on with the run it is part of
+            record = store.run(record.parent)
+        where = f"run {answered.run_id}, node {answered.node!r}"
+        if run_owner_alive(record):
+            out.print(f"{verb} {approval_id} ({where}); process {record.owner_pid} "
+                      "continues the run", soft_wrap=True)
+            return 0
+        if not resume:
+            out.print(f"{verb} {approval_id} ({where}); the run continues when it is resumed "
+                      f"(`counterpoint resume {record.run_id}`)", soft_wrap=True)
+            return 0
+        out.print(f"{verb} {approval_id} ({where}); resuming run {record.run_id}",
+                  soft_wrap=True)
+        return _resume(store, record.run_id, out, quiet=quiet)
+    finally:
+        store.close()
+
+
+def _resume(store: RunStore, run_id: str, out: Console, *, quiet: bool) -> int:
+    from .. import api, loop
+    from ..errors import RunClaimed
+    from .live import Display, LineDisplay, LiveView, follow
+    display = Display() if quiet else LiveView(out) if out.is_terminal else LineDisplay(out)
+
+    async def resume_and_follow() -> RunResult:
+        handle = await api.start_resume(run_id, store=store)
+        return await follow(handle, display)
+
+    try:
+        result = loop.run(resume_and_follow())
+    except RunClaimed:  # another process took it over meanwhile: it takes the answer too
+        out.print(f"run {run_id} was resumed by another process, which continues it",
+                  soft_wrap=True)
+        return 0
+    return finished(result, out)
+
+
+def finished(result: RunResult, out: Console) -> int:
+    """Print how an execution ended; its exit code (:data:`WAITING_EXIT` while waiting)."""
+    from ..state import RunStatus
+    if result.status is RunStatus.RUNNING:
+        return waiting(result.run_id, list(result.state.asking), out)
+    out.print(f"run {result.run_id} {result.status.value}", soft_wrap=True)
+    return 0 if result.status is RunStatus.SUCCEEDED else 1
+
+
+def waiting(run_id: str, nodes: list[Any], out: Console) -> int:
+    """Say that ``run_id`` waits for approvals of ``nodes``; :data:`WAITING_EXIT`."""
+    out.print(f"run {run_id} is waiting for approvals (nodes {sorted(map(str, nodes))}); "
+              f"list them with `counterpoint approvals {run_id}`, answer with "
+              "`counterpoint approve ID` or `counterpoint reject ID --reason ...`",
+              soft_wrap=True)
+    return WAITING_EXIT
+
+
+def _read_edit(path: Path) -> Any:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        fail(f"--edit {path}: cannot be read ({exc.strerror or exc}); give a JSON file")
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        fail(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}; --edit takes a "
+             "JSON object of the tool's arguments")
+    if not isinstance(value, dict):
+        fail(f"{path}:1: --edit takes a JSON object of the tool's arguments, not "
+             f"{type(value).__name__}")
+    return value
+
+
+def _open(db: str | None) -> RunStore:
+    from ..errors import StoreError
+    from ..store import default_location, open_store
+    location = db or default_location()
+    if location not in ("memory", ":memory:") and not Path(location).exists():
+        raise StoreError(f"store {location} does not exist; pass --db PATH or set "
+                         "COUNTERPOINT_DB")
+    return open_store(location)
