@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .api import resume, run, run_sync, start, start_resume
     from .backend import Backend, InProcessBackend
+    from .board import Board, BoardConflict, ClaimLost, Key, Versioned, WorkQueue, board_at
     from .context import NodeContext
     from .errors import (
         AgentError,
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
     from .models import Generation, Message, Model, ScriptedModel, ToolCall, ToolSpec, Usage
     from .options import RunOptions
     from .patch import Edit, Patch
+    from .permissions import Capabilities, PermissionDenied
     from .policy import Backoff, Policy
     from .results import NodeResult, RunResult
     from .scheduler import RunHandle
@@ -71,6 +73,8 @@ if TYPE_CHECKING:
 _EXPORTS_BY_MODULE: dict[str, tuple[str, ...]] = {
     "api": ("resume", "run", "run_sync", "start", "start_resume"),
     "backend": ("Backend", "InProcessBackend"),
+    "board": ("Board", "BoardConflict", "ClaimLost", "Key", "Versioned", "WorkQueue",
+              "board_at"),
     "context": ("NodeContext",),
     "errors": ("AgentError", "Cancelled", "ConfigError", "ContextTooLong", "ControlSignal",
         "CounterpointError", "DeadlineExceeded", "FallbackFailed", "GraphError", "InvalidOutput",
@@ -88,6 +92,7 @@ _EXPORTS_BY_MODULE: dict[str, tuple[str, ...]] = {
     "models": ("Generation", "Message", "Model", "ScriptedModel", "ToolCall", "ToolSpec", "Usage"),
     "options": ("RunOptions",),
     "patch": ("Edit", "Patch"),
+    "permissions": ("Capabilities", "PermissionDenied"),
     "policy": ("Backoff", "Policy"),
     "results": ("NodeResult", "RunResult"),
     "scheduler": ("RunHandle",),
@@ -117,8 +122,12 @@ __all__ = [
     "AgentError",
     "Backend",
     "Backoff",
+    "Board",
+    "BoardConflict",
     "Cancelled",
+    "Capabilities",
     "Choose",
+    "ClaimLost",
     "ConfigError",
     "ContextTooLong",
     "ControlSignal",
@@ -135,6 +144,7 @@ __all__ = [
     "InProcessBackend",
     "InputRef",
     "InvalidOutput",
+    "Key",
     "MalformedResponse",
     "MemoryStore",
     "Message",
@@ -158,6 +168,7 @@ __all__ = [
     "OutputNotSerializable",
     "Patch",
     "PatchError",
+    "PermissionDenied",
     "PlanningError",
     "Policy",
     "RateLimited",
@@ -186,7 +197,10 @@ __all__ = [
     "UpstreamFailed",
     "Usage",
     "UserError",
+    "Versioned",
+    "WorkQueue",
     "__version__",
+    "board_at",
     "new_event_loop",
     "open_store",
     "ref",

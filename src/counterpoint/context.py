@@ -25,6 +25,8 @@ from .secrets import redact_data
 from .state import ModelTally, NodeStatus, RunState
 
 if TYPE_CHECKING:
+    from .board.access import BoardAccess
+    from .graph import Graph
     from .options import RunOptions
     from .store import RunStore
 
@@ -41,6 +43,7 @@ class RunAccess(Protocol):
     state: RunState
     options: RunOptions
     journal: dict[NodeId, list[Event]]
+    graph: Graph
 
     def emit(self, event: Event) -> None:
         """Apply, log and publish ``event`` (and what follows from it)."""
@@ -120,6 +123,12 @@ class NodeContext:
     @property
     def run_id(self) -> RunId:
         return self._execution.run_id
+
+    @property
+    def board(self) -> BoardAccess:
+        """The run's shared blackboard and work queues (:mod:`counterpoint.board`)."""
+        from .board.access import BoardAccess
+        return BoardAccess(self._execution, self.node, self.attempt)
 
     @property
     def store(self) -> RunStore:

@@ -10,7 +10,9 @@ import heapq
 from collections.abc import Mapping
 from dataclasses import replace
 
+from .board.projection import apply_to
 from .events import (
+    BOARD_EVENTS,
     MAP_EXPANDED,
     MODEL_CALL,
     NODE_BLOCKED,
@@ -124,6 +126,8 @@ def evolve(state: RunState, event: Event) -> None:
             if tally is None:
                 tally = state.node_models[event.node] = ModelTally()
             tally.add(event.data)
+    elif kind in BOARD_EVENTS:
+        apply_to(state, event)
 
 
 def _add_waits(ns: NodeState, waited: Mapping[str, float]) -> None:
