@@ -42,8 +42,10 @@ from .. import codec, loop
 from ..context import NodeContext, current_context
 from ..errors import (
     AgentError,
+    BoardConflict,
     InvalidOutput,
     OutputNotSerializable,
+    PermissionDenied,
     RunFailure,
     ToolError,
     UserError,
@@ -51,6 +53,8 @@ from ..errors import (
 from ..events import EventKind
 from ..ids import NodeId
 from ..models import Message, Model, Provider, Response, ToolCall, Usage
+from ..permissions import Capabilities, acting_as
+from .roles import check_capabilities, refused
 from .tools import Tool, arguments_schema, from_function
 
 if TYPE_CHECKING:
@@ -95,7 +99,8 @@ class Agent:
                  tools: Sequence[Tool | Agent | Graph | Callable[..., Any]] = (),
                  output: type[Any] | None = None, description: str = "", max_turns: int = 8,
                  max_tokens: int | None = None, turn_tokens: int = DEFAULT_TURN_TOKENS,
-                 deadline: float | None = None, temperature: float = 0.0) -> None:
+                 deadline: float | None = None, temperature: float = 0.0,
+                 capabilities: Capabilities | None = None) -> None:
         if not isinstance(name, str) or not name or "/" in name or "#" in name:
             raise UserError(f"agent name {name!r} must be a non-empty string without '/' or "
                             "'#' (they separate scopes in the run log)")
@@ -114,6 +119,11 @@ class Agent:
         duplicated = sorted({n for n in names if names.count(n) > 1})
         if duplicated:
             raise UserError(f"agent {name}: two tools are called {duplicated}; rename one")
+        if capabilities is not None:
+            check_capabilities(name, capabilities, names)
+        self.capabilities = capabilities
+        """What this role may do (``None``: anything its tools do); enforced, see
+        :mod:`counterpoint.permissions`."""
         self.output = output
         self._adapter: pydantic.TypeAdapter[Any] | None = \
             pydantic.TypeAdapter(output) if output is not None else None
@@ -163,8 +173,9 @@ class Agent:
         loop = _Loop(self, ctx, _scope(self.name, ctx), prompt)
         limit = asyncio.timeout(self.deadline)
         try:
-            async with limit:
-                return await loop.run(prompt)
+            with acting_as(f"agent {self.name}", self.capabilities):
+                async with limit:
+                    return await loop.run(prompt)
         except TimeoutError:
             if not limit.expired():
                 raise  # a tool's own timeout, not this agent's deadline
@@ -305,6 +316,17 @@ class _Loop:
             self.record(EventKind.TOOL_RESULT, {**base, "ok": False, "content": content,
                                                 "side_effects": False, "seconds": 0.0})
             return content
+        refusal = refused(self.agent, tool, call.arguments)
+        if refusal is not None:  # before anything of the tool runs, whatever the prompt said
+            what, why = refusal
+            self.record(EventKind.PERMISSION_DENIED, {**base, "role": f"agent {self.agent.name}",
+                                                      "what": what, "reason": why,
+                                                      "arguments": call.arguments})
+            content = f"error: permission denied: {why}"
+            self.record(EventKind.TOOL_RESULT, {**base, "ok": False, "content": content,
+                                                "side_effects": False, "seconds": 0.0,
+                                                "denied": True})
+            return content
         self.record(EventKind.TOOL_CALL, {**base, "arguments": call.arguments,
                                           "side_effects": tool.side_effects})
         if tool.side_effects and self.ctx is not None:
@@ -319,8 +341,9 @@ class _Loop:
         except OutputNotSerializable as exc:
             raise OutputNotSerializable(f"{self.where()}: tool {call.name} returned a value "
                                         f"that is not JSON: {exc}") from exc
-        except (ToolError, AgentError, InvalidOutput) as exc:
-            # the tool (or a nested agent) gave up: tell the model, let it try otherwise
+        except (ToolError, AgentError, InvalidOutput, PermissionDenied, BoardConflict) as exc:
+            # the tool (or a nested agent) gave up, or was refused (capabilities, a
+            # blackboard conflict): tell the model, let it try otherwise
             ok, content = False, f"error: {exc}"
         except Exception as exc:
             exc.add_note(f"raised by tool {call.name}, called by {self.where()} in turn "
