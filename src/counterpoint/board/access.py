@@ -10,7 +10,6 @@ steps and from sync steps' threads alike (:mod:`counterpoint.board.link`).
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -19,7 +18,7 @@ from ..errors import BoardConflict, PermissionDenied
 from ..events import EventKind
 from ..ids import NodeId
 from ..permissions import write_refusal
-from .link import Link, as_json
+from .link import Link, as_json, copy_json
 from .policies import decide
 from .projection import Conflict, Versioned, Write
 from .queue import QueueAccess
@@ -92,7 +91,7 @@ class BoardAccess:
     def snapshot(self) -> dict[str, Versioned]:
         """Every key's value (a copy) and version now."""
         return self._link.on_loop(lambda: {
-            k: Versioned(copy.deepcopy(e.value), e.version)
+            k: Versioned(copy_json(e.value), e.version)
             for k, e in self._link.board.entries.items()})
 
     def queue(self, name: str) -> QueueAccess:
@@ -111,7 +110,7 @@ class BoardAccess:
             spec = link.spec.key(key)
             current = Versioned(spec.initial() if spec is not None else None, 0)
         else:
-            current = Versioned(copy.deepcopy(entry.value), entry.version)
+            current = Versioned(copy_json(entry.value), entry.version)
         board.reads[link.node, link.attempt, key] = current.version
         return current
 
@@ -146,4 +145,4 @@ class BoardAccess:
             link.emit(EventKind.BOARD_WRITE, decision.write)
         entry = board.entries[key]  # a kept conflict has an entry: the first write made it
         board.reads[link.node, link.attempt, key] = entry.version
-        return Versioned(copy.deepcopy(entry.value), entry.version)
+        return Versioned(copy_json(entry.value), entry.version)

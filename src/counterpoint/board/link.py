@@ -81,10 +81,12 @@ class Link:
                 done.set_exception(exc)
 
         loop.call_soon_threadsafe(run)
-        while not concurrent.futures.wait((done,), timeout=_LIVENESS_SECONDS).done:
-            if not loop.is_running() and done.cancel():
-                raise self.over()
-        return done.result()
+        while True:
+            try:
+                return done.result(timeout=_LIVENESS_SECONDS)
+            except TimeoutError:
+                if not loop.is_running() and done.cancel():
+                    raise self.over() from None
 
     def over(self) -> BoardConflict:
         return BoardConflict(f"{self.where}: the run's event loop has stopped, so nothing "
@@ -107,6 +109,17 @@ class Link:
         event = Event(kind, time.time(), self.node, self.attempt, data=redact_data(data))
         self.execution.emit(event)
         return event
+
+
+def copy_json(value: Any) -> Any:
+    """A deep copy of JSON data (what board values are), several times quicker than
+    :func:`copy.deepcopy`."""
+    kind = type(value)
+    if kind is list:
+        return [copy_json(v) for v in value]
+    if kind is dict:
+        return {k: copy_json(v) for k, v in value.items()}
+    return value
 
 
 def as_json(value: Any, what: str) -> Any:
