@@ -12,9 +12,10 @@ back (:func:`board_at`).
 from __future__ import annotations
 
 from ..errors import BoardConflict, ClaimLost
+from .pool import pool
 from .projection import BoardState, Conflict, Versioned, Write, fold
 from .spec import Board, Key, WorkQueue
 from .store import board_at, board_of
 
 __all__ = ["Board", "BoardConflict", "BoardState", "ClaimLost", "Conflict", "Key",
-           "Versioned", "WorkQueue", "Write", "board_at", "board_of", "fold"]
+           "Versioned", "WorkQueue", "Write", "board_at", "board_of", "fold", "pool"]

@@ -1,0 +1,56 @@
+"""A pool of workers draining a work queue: ``pool(g, "workers", work, size=4, queue=...)``.
+
+Each worker is an ordinary node. It claims the oldest open item, runs ``work`` on the
+item's payload, completes the claim with the result and makes it durable before the next
+claim, until no item is open; its output is the ids of the items it completed. A worker
+that fails or is killed loses its claim (:mod:`counterpoint.board.queue`): its item is
+open again for the next claim, by another worker, the worker's own retry, or the workers
+of the resumed run, so every item is completed exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from ..errors import UserError
+
+if TYPE_CHECKING:
+    from ..graph import Graph, NodeRef
+
+
+def pool(graph: Graph, name: str, work: Callable[..., Any], *, size: int, queue: str,
+         lease: float | None = None, after: Iterable[NodeRef] = (),
+         retries: int | None = None) -> list[NodeRef]:
+    """Add ``size`` worker nodes ``<name>-1`` ... ``<name>-<size>`` to ``graph``.
+
+    ``work(payload)`` (or ``work(payload, ctx)`` if it takes a ``ctx`` parameter) may be
+    sync (it runs in a worker thread) or async. ``after`` are the nodes that fill the
+    queue: workers start when they have finished. ``lease`` bounds each claim in
+    seconds (default: the queue's). Returns the workers' refs.
+    """
+    if not isinstance(size, int) or size < 1:
+        raise UserError(f"pool {name!r}: size must be an int >= 1, got {size!r}")
+    takes_ctx = "ctx" in inspect.signature(work).parameters
+    is_async = inspect.iscoroutinefunction(work)
+    ordering = list(after)
+
+    async def worker(ctx: Any) -> list[str]:
+        claims = ctx.board.queue(queue)
+        done: list[str] = []
+        while (claim := claims.claim(lease=lease)) is not None:
+            args = (claim.payload, ctx) if takes_ctx else (claim.payload,)
+            if is_async:
+                result = await work(*args)
+            else:
+                result = await asyncio.to_thread(work, *args)
+            claims.complete(claim, result)
+            await ctx.flush()  # a completed item is never redone after a crash
+            done.append(claim.item)
+        return done
+
+    worker.__qualname__ = f"pool.{name}"
+    return [graph.add(f"{name}-{i}", worker, after=ordering, retries=retries)
+            for i in range(1, size + 1)]
