@@ -61,7 +61,7 @@ class BoardAccess:
         :class:`~counterpoint.PermissionDenied`.
         """
         refusal = write_refusal(key)  # in the caller's context: the agent it runs under
-        data = as_json(value, f"{self._link.where}: blackboard key {key!r}")
+        data = as_json(value, lambda: f"{self._link.where}: blackboard key {key!r}")
         return self._link.on_loop(lambda: self._write(key, data, read, refusal))
 
     def update(self, key: str, fn: Callable[[Any], Any]) -> Versioned:
@@ -72,7 +72,8 @@ class BoardAccess:
 
         def step() -> Versioned:
             current = self._read(key)
-            data = as_json(fn(current.value), f"{self._link.where}: blackboard key {key!r}")
+            data = as_json(fn(current.value),
+                           lambda: f"{self._link.where}: blackboard key {key!r}")
             return self._write(key, data, current.version, refusal)
 
         return self._link.on_loop(step)
@@ -118,15 +119,18 @@ class BoardAccess:
                refusal: tuple[str, str] | None) -> Versioned:
         link = self._link
         link.check_live()
-        where = f"{link.where}: blackboard key {key!r}"
+
+        def where() -> str:
+            return f"{link.where}: blackboard key {key!r}"
+
         if refusal is not None:
             role, why = refusal
             link.emit(EventKind.PERMISSION_DENIED, {"role": role, "what": "board_write",
                                                     "key": key, "reason": why})
-            raise PermissionDenied(f"{where}: refused: {why}")
+            raise PermissionDenied(f"{where()}: refused: {why}")
         spec = link.spec.key(key)
         if spec is None:
-            raise BoardConflict(f"{where}: the graph's Board declares no such key (and no "
+            raise BoardConflict(f"{where()}: the graph's Board declares no such key (and no "
                                 f"default); declared: {sorted(link.spec.keys)}", key=key,
                                 retryable=False)
         board = link.board
@@ -136,10 +140,10 @@ class BoardAccess:
         if decision.conflict is not None:
             link.emit(EventKind.BOARD_CONFLICT, decision.conflict)
             if decision.conflict["outcome"] == "overwrote":
-                _log.warning("%s (last_wins): %s", where, decision.conflict["message"])
+                _log.warning("%s (last_wins): %s", where(), decision.conflict["message"])
         if decision.refused:
             assert decision.conflict is not None
-            raise BoardConflict(f"{where} ({spec.name}): {decision.conflict['message']}",
+            raise BoardConflict(f"{where()} ({spec.name}): {decision.conflict['message']}",
                                 key=key, read=based, version=decision.conflict["version"])
         if decision.write is not None:
             link.emit(EventKind.BOARD_WRITE, decision.write)

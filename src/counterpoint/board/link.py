@@ -122,11 +122,13 @@ def copy_json(value: Any) -> Any:
     return value
 
 
-def as_json(value: Any, what: str) -> Any:
-    """``value`` as the JSON data the log keeps (what a replay will see), or an error."""
-    if value is None or type(value) in (int, str, bool):
+def as_json(value: Any, what: Callable[[], str]) -> Any:
+    """``value`` as the JSON data the log keeps (what a replay will see), or an error
+    naming ``what()``."""
+    kind = type(value)
+    if value is None or kind is int or kind is str or kind is bool or kind is float:
         return value
     try:
         return json.loads(codec.encode(value))
     except OutputNotSerializable as exc:
-        raise OutputNotSerializable(f"{what}: {exc}") from exc
+        raise OutputNotSerializable(f"{what()}: {exc}") from exc

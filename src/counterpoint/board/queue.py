@@ -52,7 +52,7 @@ class QueueAccess:
         and an attempt's n-th put without ``id`` is named ``<node>#<n>``: a node re-run
         after a crash puts the same items, not new ones."""
         refusal = write_refusal(f"queue:{self.name}")
-        data = as_json(payload, f"{self._link.where}: queue {self.name!r}")
+        data = as_json(payload, lambda: f"{self._link.where}: queue {self.name!r}")
         return self._link.on_loop(lambda: self._put(data, id, refusal))
 
     def claim(self, *, lease: float | None = None) -> Claim | None:
@@ -70,7 +70,8 @@ class QueueAccess:
         :class:`~counterpoint.BoardConflict` if the queue's ``verify`` refuses it (the
         claim stays held: fix the result and complete again)."""
         refusal = write_refusal(f"queue:{self.name}")
-        data = as_json(result, f"{self._link.where}: queue {self.name!r}, item {claim.item!r}")
+        data = as_json(result, lambda: f"{self._link.where}: queue {self.name!r}, "
+                                     f"item {claim.item!r}")
         verify = self._link.spec.queue(self.name).verify
         verdict = None if verify is None else verify(claim.payload, data)
         rejected = None if verdict is None or verdict is True else \
