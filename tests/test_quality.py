@@ -69,8 +69,9 @@ def test_readme_agent_example_runs_as_shown(tmp_path: Path) -> None:
     assert proc.stdout.strip() == "succeeded A compact capital of about half a million people."
 
 
-def test_readme_has_three_python_examples() -> None:
-    assert len(_fenced("python")) == 3
+def test_readme_has_four_python_examples() -> None:
+    # each runs in a test: the three above, and the blackboard's in tests/board/test_readme.py
+    assert len(_fenced("python")) == 4
 
 
 def test_trip_example_runs(tmp_path: Path) -> None:
