@@ -174,3 +174,33 @@ async def test_a_retried_producer_puts_the_same_items_not_new_ones() -> None:
     puts = _data(store, result.run_id, EventKind.QUEUE_PUT)
     assert [d["item"] for d in puts] == ["make#1", "make#2", "make#3", "fixed"]
     assert result.board.queues["tasks"].counts() == {"open": 4, "claimed": 0, "done": 0}
+
+
+async def test_an_idle_worker_takes_over_the_item_of_a_worker_that_failed_for_good() -> None:
+    g = cp.Graph("takeover", board=cp.Board(queues={"tasks": cp.WorkQueue()}))
+    holding = asyncio.Event()
+
+    async def work(payload: str, ctx: cp.NodeContext) -> str:
+        if payload == "slow" and ctx.node == "w-1":
+            holding.set()
+            await asyncio.sleep(0)  # the other worker finds nothing open, and waits
+            raise RuntimeError("w-1 dies holding its claim, with no retries left")
+        if payload == "quick":
+            await asyncio.wait_for(holding.wait(), WAIT)
+        return payload.upper()
+
+    def fill(ctx: cp.NodeContext) -> None:
+        for item in ("slow", "quick"):
+            ctx.board.queue("tasks").put(item, id=item)
+
+    filled = g.add("fill", fill)
+    pool(g, "w", work, size=2, queue="tasks", after=[filled])
+    store = MemoryStore()
+    result = await cp.run(g, store=store)
+    assert result.nodes["w-1"].status is cp.NodeStatus.FAILED  # the run fails for it...
+    items = result.board.queues["tasks"].items
+    assert {i: (items[i].status, items[i].result) for i in items} == {
+        "slow": ("done", "SLOW"), "quick": ("done", "QUICK")}  # ...but no item is lost
+    assert result["w-2"] == ["quick", "slow"]
+    done = Counter(d["item"] for d in _data(store, result.run_id, EventKind.CLAIM_DONE))
+    assert done == {"slow": 1, "quick": 1}
