@@ -91,8 +91,10 @@ INFORMATIONAL = frozenset({EventKind.MODEL_CALL, EventKind.AGENT_TURN, EventKind
 """Events that record what a node did without changing which nodes run."""
 BOARD_EVENTS = frozenset({EventKind.BOARD_WRITE, EventKind.QUEUE_PUT, EventKind.CLAIM_TAKEN,
                           EventKind.CLAIM_RELEASED, EventKind.CLAIM_EXPIRED,
-                          EventKind.CLAIM_DONE, EventKind.BOARD_CONFLICT})
-"""Events the run's blackboard is the projection of (see :mod:`counterpoint.board`)."""
+                          EventKind.CLAIM_DONE, EventKind.BOARD_CONFLICT,
+                          EventKind.PERMISSION_DENIED})
+"""Events the run's blackboard is the projection of (see :mod:`counterpoint.board`);
+it keeps the refusals of agents' capabilities too, so ``show`` lists them."""
 JOURNALED = frozenset({EventKind.AGENT_TURN, EventKind.TOOL_RESULT})
 """Events an interrupted node's next attempt gets back (see ``NodeContext.journal``)."""
 

@@ -45,7 +45,7 @@ class Capabilities:
     tools: frozenset[str] = frozenset()
     board_write: frozenset[str] = frozenset()
     side_effects: bool = False
-    args: Mapping[str, Constraint] = field(default_factory=dict)
+    args: Mapping[str, Constraint] = field(default_factory=dict, hash=False)
 
     def __init__(self, *, tools: Iterable[str] = (), board_write: Iterable[str] = (),
                  side_effects: bool = False,
@@ -54,6 +54,10 @@ class Capabilities:
             if isinstance(names, str):
                 raise UserError(f"Capabilities({what}={names!r}): give a set of names, "
                                 f"not one string: {what}={{{names!r}}}")
+            odd = [n for n in names if not isinstance(n, str) or not n]
+            if odd:
+                raise UserError(f"Capabilities({what}=...): names must be non-empty "
+                                f"strings, got {odd!r}")
         object.__setattr__(self, "tools", frozenset(tools))
         object.__setattr__(self, "board_write", frozenset(board_write))
         object.__setattr__(self, "side_effects", bool(side_effects))

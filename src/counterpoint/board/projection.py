@@ -72,6 +72,19 @@ class Conflict:
     message: str = ""
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Denial:
+    """A call outside an agent's capabilities, refused before it ran."""
+
+    seq: int
+    node: NodeId | None
+    attempt: int
+    role: str
+    what: str
+    """``tool``, ``args``, ``side_effects`` or ``board_write``."""
+    reason: str
+
+
 @dataclass(slots=True)
 class Entry:
     """One key of the board."""
@@ -125,6 +138,8 @@ class BoardState:
     entries: dict[str, Entry] = field(default_factory=dict)
     queues: dict[str, QueueState] = field(default_factory=dict)
     conflicts: list[Conflict] = field(default_factory=list)
+    denied: list[Denial] = field(default_factory=list)
+    """Calls refused by agents' capabilities (``permission_denied`` events)."""
     reads: dict[tuple[NodeId, int, str], int] = field(default_factory=dict)
     """(node, attempt, key) -> the version that attempt last read (not from the log: a
     write defaults to being based on it)."""
@@ -171,6 +186,11 @@ def apply(board: BoardState, event: Event) -> None:
         entry = board.entries.get(key)
         if entry is not None:
             entry.conflicts += 1
+    elif kind is EventKind.PERMISSION_DENIED:
+        board.denied.append(Denial(seq=event.seq, node=event.node, attempt=event.attempt,
+                                   role=str(data.get("role", "")),
+                                   what=str(data.get("what", "")),
+                                   reason=str(data.get("reason", ""))))
     else:
         _queue_event(board, event, data)
 

@@ -31,7 +31,8 @@ def board_section(state: RunState) -> list[Text]:
     if board is None:
         return []
     lines = [Text.assemble(("board     ", "bold"), f"{len(board.entries)} key(s), "
-                           f"{len(board.conflicts)} conflict(s), {len(board.queues)} queue(s)")]
+                           f"{len(board.conflicts)} conflict(s), {len(board.queues)} "
+                           f"queue(s), {len(board.denied)} call(s) refused")]
     for name, entry in list(board.entries.items())[:KEY_ROWS]:
         last = entry.history[-1] if entry.history else None
         extra = f"  {entry.conflicts} conflict(s)" if entry.conflicts else ""
@@ -46,6 +47,9 @@ def board_section(state: RunState) -> list[Text]:
                           f"{conflict.outcome}) by {conflict.node}: {conflict.message}",
                           style="yellow"))
     lines.extend(_queues(board, state))
+    for denial in board.denied[-CONFLICT_ROWS:]:
+        lines.append(Text(f"  refused #{denial.seq} {denial.role} in node {denial.node} "
+                          f"({denial.what}): {denial.reason}", style="red"))
     return lines
 
 
@@ -91,4 +95,6 @@ def board_payload(state: RunState) -> dict[str, Any] | None:
             i.id: {"status": i.status, "claim": i.claim, "expired": i.expired,
                    "holder": list(i.holder) if i.holder else None, "result": i.result}
             for i in q.items.values()}} for name, q in board.queues.items()},
+        "denied": [{"seq": d.seq, "node": d.node, "role": d.role, "what": d.what,
+                    "reason": d.reason} for d in board.denied],
     }
