@@ -213,3 +213,55 @@ async def test_each_mistake_gets_one_clear_error() -> None:
         cp.Board(keys={"a/b": cp.Key()})
     with pytest.raises(cp.UserError, match="lease must be > 0 seconds"):
         cp.WorkQueue(lease=0)
+
+
+async def test_a_commit_based_on_a_stale_read_set_writes_nothing() -> None:
+    g = cp.Graph("commits", board=cp.Board(keys={
+        "left": cp.Key(), "right": cp.Key(), "audit": cp.Key(policy="owner_only",
+                                                            owner="bank")}))
+    read_both = asyncio.Event()
+    moved = asyncio.Event()
+
+    async def bank(ctx: cp.NodeContext) -> dict[str, Any]:
+        ctx.board.commit({"left": 10, "right": 0})
+        tx = ctx.board.transaction()
+        left, right = tx.read("left"), tx.read("right")
+        read_both.set()
+        await asyncio.wait_for(moved.wait(), WAIT)
+        tx.write("left", left.value - 5)
+        tx.write("right", right.value + 5)
+        try:
+            tx.commit()
+        except cp.BoardConflict as exc:
+            stale = str(exc)
+        with ctx.board.transaction() as again:  # read afresh, commit on leaving the block
+            left, right = again.read("left"), again.read("right")
+            again.write("left", left.value - 5)
+            again.write("right", right.value + 5)
+            again.write("audit", "moved 5")
+        return {"stale": stale}
+
+    async def thief(ctx: cp.NodeContext) -> str:
+        await asyncio.wait_for(read_both.wait(), WAIT)
+        ctx.board.update("left", lambda v: v - 1)
+        moved.set()
+        ctx.board.read("right")
+        try:  # a commit whose one write its policy refuses writes none of them
+            ctx.board.commit({"right": 99, "audit": "mine"})
+        except cp.BoardConflict as exc:
+            return str(exc)
+        return "not refused"
+
+    g.add("bank", bank)
+    g.add("thief", thief)
+    result, store = await _run(g)
+    assert "stale: ['left']" in result["bank"]["stale"] and "nothing was written" in \
+        result["bank"]["stale"]
+    assert "owned by node 'bank'; node 'thief' may not write it" in result["thief"]
+    assert result.board.values() == {"left": 4, "right": 5, "audit": "moved 5"}
+    assert [w.value for w in result.board.entries["right"].history] == [0, 5]
+    outcomes = [(c.key, c.policy, c.outcome) for c in result.board.conflicts]
+    assert outcomes == [("audit", "owner_only", "refused"), ("left", "read_set", "raised")]
+    writes = [e.data or {} for e in store.events(result.run_id)
+              if e.kind is EventKind.BOARD_WRITE and (e.data or {})["key"] == "right"]
+    assert writes[-1]["reads"] == {"left": 2, "right": 1}  # the versions it was based on

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 import counterpoint as cp
 from counterpoint.board import fold
-from counterpoint.events import EventKind
+from counterpoint.board.access import BoardAccess
+from counterpoint.events import Event, EventKind
 from counterpoint.store import MemoryStore
 
 NODES = 64
@@ -26,6 +27,8 @@ BOARD = cp.Board(keys={
     "first": cp.Key(policy="first_wins"),
     "last": cp.Key(policy="last_wins"),
     "owned": cp.Key(policy="owner_only", owner="n0"),
+    "left": cp.Key(policy="error"),
+    "right": cp.Key(policy="error"),
 })
 
 
@@ -33,7 +36,7 @@ BOARD = cp.Board(keys={
 
 def _sync_node(ctx: cp.NodeContext, index: int, plan: list[int]) -> dict[str, int]:
     board = ctx.board
-    raised = refused = 0
+    raised = refused = stale_commits = 0
     for j, amount in enumerate(plan):
         board.write("total", amount)
         board.write("log", f"{index}:{j}")
@@ -45,18 +48,33 @@ def _sync_node(ctx: cp.NodeContext, index: int, plan: list[int]) -> dict[str, in
             except cp.BoardConflict:
                 raised += 1
         board.write("last", f"{index}:{j}")
+        stale_commits += _transfer(board)
     board.write("seen", {str(index): len(plan)})
     board.write("first", index)
     try:
         board.write("owned", index)
     except cp.BoardConflict:
         refused += 1
-    return {"raised": raised, "refused": refused}
+    return {"raised": raised, "refused": refused, "stale_commits": stale_commits}
+
+
+def _transfer(board: BoardAccess) -> int:
+    """Move 1 from ``left`` to ``right`` in one commit; returns the conflicts met."""
+    conflicts = 0
+    while True:
+        try:
+            with board.transaction() as tx:
+                left, right = tx.read("left"), tx.read("right")
+                tx.write("left", (left.value or 0) - 1)
+                tx.write("right", (right.value or 0) + 1)
+            return conflicts
+        except cp.BoardConflict:
+            conflicts += 1
 
 
 async def _async_node(ctx: cp.NodeContext, index: int, plan: list[int]) -> dict[str, int]:
     board = ctx.board
-    raised = refused = 0
+    raised = refused = stale_commits = 0
     for j, amount in enumerate(plan):
         board.write("total", amount)
         await asyncio.sleep(0)  # a yield, so writers interleave (not a wait for a state)
@@ -72,13 +90,21 @@ async def _async_node(ctx: cp.NodeContext, index: int, plan: list[int]) -> dict[
         board.read("last")
         await asyncio.sleep(0)
         board.write("last", f"{index}:{j}")
+        while True:  # the same transfer, with others writing between its reads and commit
+            left, right = board.read("left"), board.read("right")
+            await asyncio.sleep(0)
+            try:
+                board.commit({"left": (left.value or 0) - 1, "right": (right.value or 0) + 1})
+                break
+            except cp.BoardConflict:
+                stale_commits += 1
     board.write("seen", {str(index): len(plan)})
     board.write("first", index)
     try:
         board.write("owned", index)
     except cp.BoardConflict:
         refused += 1
-    return {"raised": raised, "refused": refused}
+    return {"raised": raised, "refused": refused, "stale_commits": stale_commits}
 
 
 async def _contend(plans: list[list[int]]) -> int:
@@ -108,6 +134,11 @@ async def _contend(plans: list[list[int]]) -> int:
     counter = board.get("counter")
     assert (counter.version if counter else 0) == increments == writes["counter"]
     raised = sum(result[f"n{i}"]["raised"] for i in range(len(plans)))
+    # commits: every transfer landed whole, every stale one was raised and wrote nothing
+    assert values.get("left", 0) == -increments and values.get("right", 0) == increments
+    assert writes["left"] == writes["right"] == increments
+    stale_commits = sum(result[f"n{i}"]["stale_commits"] for i in range(len(plans)))
+    assert _refused_commits(events) == stale_commits
     assert by_outcome["counter", "raised"] == raised
     # first_wins: the first logged write holds, every later one is a recorded conflict
     first_history = board.entries["first"].history
@@ -129,7 +160,13 @@ async def _contend(plans: list[list[int]]) -> int:
     assert replayed.values() == values
     assert {k: e.version for k, e in replayed.entries.items()} == \
         {k: e.version for k, e in board.entries.items()}
-    return raised
+    return raised + stale_commits
+
+
+def _refused_commits(events: list[Event]) -> int:
+    """Commits refused for a stale read set: each logs one ``read_set`` conflict."""
+    return sum(1 for ev in events if ev.kind is EventKind.BOARD_CONFLICT
+               and (ev.data or {})["policy"] == "read_set")
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -10,8 +10,9 @@ steps and from sync steps' threads alike (:mod:`counterpoint.board.link`).
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BoardConflict, PermissionDenied
@@ -19,11 +20,13 @@ from ..events import EventKind
 from ..ids import NodeId
 from ..permissions import write_refusal
 from .link import Link, as_json, copy_json
-from .policies import decide
+from .policies import Decision, decide
 from .projection import Conflict, Versioned, Write
 from .queue import QueueAccess
 
 if TYPE_CHECKING:
+    from types import TracebackType
+
     from ..context import RunAccess
 
 _log = logging.getLogger("counterpoint.board")
@@ -61,7 +64,7 @@ class BoardAccess:
         :class:`~counterpoint.PermissionDenied`.
         """
         refusal = write_refusal(key)  # in the caller's context: the agent it runs under
-        data = as_json(value, lambda: f"{self._link.where}: blackboard key {key!r}")
+        data = as_json(value, functools.partial(self._where, key))
         return self._link.on_loop(lambda: self._write(key, data, read, refusal))
 
     def update(self, key: str, fn: Callable[[Any], Any]) -> Versioned:
@@ -72,11 +75,35 @@ class BoardAccess:
 
         def step() -> Versioned:
             current = self._read(key)
-            data = as_json(fn(current.value),
-                           lambda: f"{self._link.where}: blackboard key {key!r}")
+            data = as_json(fn(current.value), functools.partial(self._where, key))
             return self._write(key, data, current.version, refusal)
 
         return self._link.on_loop(step)
+
+    def commit(self, writes: Mapping[str, Any], *,
+               read: Mapping[str, int] | None = None) -> dict[str, Versioned]:
+        """Write several keys at once, only if no key the writes are based on has changed.
+
+        ``read`` is the read set, key -> version (default: each written key at the
+        version this attempt last read of it; :meth:`transaction` gathers it as you
+        read). If any of them has moved on, nothing is written: one ``read_set``
+        conflict naming the stale keys is logged and :class:`~counterpoint.BoardConflict`
+        is raised
+        (read again and retry). Otherwise each key's policy decides its write as in
+        :meth:`write`, all or nothing: a write its policy refuses refuses the whole
+        commit. Returns the written keys as they are after.
+        """
+        refusals = {key: write_refusal(key) for key in writes}
+        data = {key: as_json(value, functools.partial(self._where, key))
+                for key, value in writes.items()}
+        basis = None if read is None else dict(read)
+        return self._link.on_loop(lambda: self._commit(data, basis, refusals))
+
+    def transaction(self) -> Transaction:
+        """A read-set transaction: ``with ctx.board.transaction() as tx:`` read with
+        ``tx.read``, stage writes with ``tx.write``; leaving the block commits them
+        (:meth:`commit`) based on exactly what ``tx`` read."""
+        return Transaction(self)
 
     def history(self, key: str) -> list[Write]:
         """Every write applied to ``key`` so far, oldest first."""
@@ -115,38 +142,117 @@ class BoardAccess:
         board.reads[link.node, link.attempt, key] = current.version
         return current
 
-    def _write(self, key: str, value: Any, read: int | None,
-               refusal: tuple[str, str] | None) -> Versioned:
+    def _where(self, key: str) -> str:
+        return f"{self._link.where}: blackboard key {key!r}"
+
+    def _decide(self, key: str, value: Any, read: int | None,
+                refusal: tuple[str, str] | None) -> tuple[Decision, str]:
+        """The decision on one write (and the key's policy), refusals logged and raised."""
         link = self._link
-        link.check_live()
-
-        def where() -> str:
-            return f"{link.where}: blackboard key {key!r}"
-
         if refusal is not None:
             role, why = refusal
             link.emit(EventKind.PERMISSION_DENIED, {"role": role, "what": "board_write",
                                                     "key": key, "reason": why})
-            raise PermissionDenied(f"{where()}: refused: {why}")
+            raise PermissionDenied(f"{self._where(key)}: refused: {why}")
         spec = link.spec.key(key)
         if spec is None:
-            raise BoardConflict(f"{where()}: the graph's Board declares no such key (and no "
-                                f"default); declared: {sorted(link.spec.keys)}", key=key,
-                                retryable=False)
+            raise BoardConflict(f"{self._where(key)}: the graph's Board declares no such key "
+                                f"(and no default); declared: {sorted(link.spec.keys)}",
+                                key=key, retryable=False)
         board = link.board
         based = read if read is not None else board.reads.get((link.node, link.attempt, key), 0)
-        entry = board.entries.get(key)
-        decision = decide(key, spec, entry, value, based, link.node)
+        decision = decide(key, spec, board.entries.get(key), value, based, link.node)
+        if decision.refused:
+            assert decision.conflict is not None
+            link.emit(EventKind.BOARD_CONFLICT, decision.conflict)
+            raise BoardConflict(f"{self._where(key)} ({spec.name}): "
+                                f"{decision.conflict['message']}", key=key, read=based,
+                                version=decision.conflict["version"])
+        return decision, spec.name
+
+    def _apply(self, key: str, decision: Decision, reads: dict[str, int] | None) -> Versioned:
+        """Log what ``decision`` says; returns the key as it is after."""
+        link = self._link
         if decision.conflict is not None:
             link.emit(EventKind.BOARD_CONFLICT, decision.conflict)
             if decision.conflict["outcome"] == "overwrote":
-                _log.warning("%s (last_wins): %s", where(), decision.conflict["message"])
-        if decision.refused:
-            assert decision.conflict is not None
-            raise BoardConflict(f"{where()} ({spec.name}): {decision.conflict['message']}",
-                                key=key, read=based, version=decision.conflict["version"])
+                _log.warning("%s (last_wins): %s", self._where(key),
+                             decision.conflict["message"])
         if decision.write is not None:
-            link.emit(EventKind.BOARD_WRITE, decision.write)
-        entry = board.entries[key]  # a kept conflict has an entry: the first write made it
-        board.reads[link.node, link.attempt, key] = entry.version
+            link.emit(EventKind.BOARD_WRITE, decision.write if reads is None
+                      else {**decision.write, "reads": reads})
+        entry = link.board.entries[key]  # a kept conflict has an entry: the first write's
+        link.board.reads[link.node, link.attempt, key] = entry.version
         return Versioned(copy_json(entry.value), entry.version)
+
+    def _write(self, key: str, value: Any, read: int | None,
+               refusal: tuple[str, str] | None) -> Versioned:
+        self._link.check_live()
+        decision, _ = self._decide(key, value, read, refusal)
+        return self._apply(key, decision, None)
+
+    def _commit(self, writes: dict[str, Any], read: dict[str, int] | None,
+                refusals: dict[str, tuple[str, str] | None]) -> dict[str, Versioned]:
+        link = self._link
+        link.check_live()
+        board = link.board
+        if read is None:  # each written key, at the version this attempt last read
+            read = {k: board.reads.get((link.node, link.attempt, k), 0) for k in writes}
+        stale = {}
+        for key, version in read.items():
+            entry = board.entries.get(key)
+            current = entry.version if entry is not None else 0
+            if current != version:
+                stale[key] = (version, current)
+        if stale:  # one conflict for the commit, on its first stale key, naming them all
+            first, (version, current) = next(iter(stale.items()))
+            message = (f"the commit of {sorted(writes)} was based on version {version}, but "
+                       f"the key is at version {current} (stale: {sorted(stale)}); nothing "
+                       "was written; read again and commit anew")
+            link.emit(EventKind.BOARD_CONFLICT, {
+                "key": first, "policy": "read_set", "outcome": "raised", "read": version,
+                "version": current, "message": message,
+                "stale": {k: list(v) for k, v in stale.items()}})
+            raise BoardConflict(f"{self._where(first)}: {message}", key=first, read=version,
+                                version=current)
+        decisions = [(key, self._decide(key, value, read.get(key), refusals[key])[0])
+                     for key, value in writes.items()]  # all decided before any is logged
+        return {key: self._apply(key, decision, read) for key, decision in decisions}
+
+
+class Transaction:
+    """Reads and staged writes committed together, based on what was read (see
+    :meth:`BoardAccess.transaction`). Not for use from two threads at once."""
+
+    __slots__ = ("_access", "reads", "writes")
+
+    def __init__(self, access: BoardAccess) -> None:
+        self._access = access
+        self.reads: dict[str, int] = {}
+        """Key -> the version this transaction read: its read set."""
+        self.writes: dict[str, Any] = {}
+        """Key -> the value staged for it."""
+
+    def read(self, key: str) -> Versioned:
+        """The key now (a staged write is not visible here); joins the read set."""
+        current = self._access.read(key)
+        self.reads.setdefault(key, current.version)
+        return current
+
+    def write(self, key: str, value: Any) -> None:
+        """Stage ``value`` for ``key``; nothing is written before :meth:`commit`."""
+        self.writes[key] = value
+
+    def commit(self) -> dict[str, Versioned]:
+        """Write the staged values if nothing read has changed since (else
+        :class:`~counterpoint.BoardConflict`, and nothing is written)."""
+        writes, self.writes = self.writes, {}
+        return self._access.commit(writes, read=self.reads) if writes else {}
+
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if kind is None:
+            self.commit()
