@@ -128,6 +128,25 @@ async def test_blackboard_keys_outside_the_role_are_refused_and_the_board_is_unt
     assert [(d["what"], d["key"]) for d in denied] == [("board_write", "verdict")]
 
 
+async def test_a_work_queue_is_granted_by_name() -> None:
+    @tool
+    def enqueue(queue: str, item: str, ctx: cp.NodeContext) -> str:
+        """Put an item in a work queue."""
+        return ctx.board.queue(queue).put(item, id=item)
+
+    scripted = ScriptedModel([[_call("enqueue", "1", queue="urls", item="a.html"),
+                               _call("enqueue", "2", queue="admin", item="drop-all")], "ok"])
+    agent = Agent("feeder", model=scripted, tools=[enqueue], capabilities=cp.Capabilities(
+        tools={"enqueue"}, board_write={"queue:urls"}))
+    result, _ = await _run(agent, "Feed the crawler.")
+    seen = _tool_messages(scripted, 1)
+    assert seen["1"] == "a.html"
+    assert "queue 'admin': put refused: agent feeder may not write blackboard key " \
+        "'queue:admin'" in seen["2"]
+    assert list(result.board.queues) == ["urls"]
+    assert [(d.what, d.role) for d in result.board.denied] == [("board_write", "agent feeder")]
+
+
 async def test_an_agent_called_as_a_tool_cannot_widen_its_callers_side_effects() -> None:
     effects: list[str] = []
 

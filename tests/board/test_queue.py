@@ -204,3 +204,33 @@ async def test_an_idle_worker_takes_over_the_item_of_a_worker_that_failed_for_go
     assert result["w-2"] == ["quick", "slow"]
     done = Counter(d["item"] for d in _data(store, result.run_id, EventKind.CLAIM_DONE))
     assert done == {"slow": 1, "quick": 1}
+
+
+async def test_release_reopens_an_item_and_the_views_read_the_board() -> None:
+    g = cp.Graph("views", board=cp.Board(keys={"k": cp.Key(policy="first_wins")}))
+
+    def step(ctx: cp.NodeContext) -> dict[str, Any]:
+        q = ctx.board.queue("jobs")
+        q.put("one", id="1")
+        claim = q.claim()
+        assert claim is not None
+        q.release(claim)
+        with pytest.raises(cp.ClaimLost, match="claim 1 is no longer held"):
+            q.complete(claim, "too late: released")
+        again = q.claim()
+        assert again is not None and again.number == 2
+        q.complete(again, "ONE")
+        ctx.board.write("k", "a")
+        ctx.board.write("k", "b")  # kept out: first_wins
+        return {"counts": q.counts(), "results": q.results(),
+                "snapshot": {k: [v.value, v.version] for k, v in ctx.board.snapshot().items()},
+                "conflicts": [c.outcome for c in ctx.board.conflicts()],
+                "history": [w.value for w in ctx.board.history("k")]}
+
+    g.add("s", step)
+    store = MemoryStore()
+    result = await cp.run(g, store=store)
+    assert result["s"] == {"counts": {"open": 0, "claimed": 0, "done": 1},
+                           "results": {"1": "ONE"}, "snapshot": {"k": ["a", 1]},
+                           "conflicts": ["kept"], "history": ["a"]}
+    assert [d["claim"] for d in _data(store, result.run_id, EventKind.CLAIM_RELEASED)] == [1]
