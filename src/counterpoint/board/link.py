@@ -108,6 +108,9 @@ class Link:
         """Log a board event of this attempt (applied to the board as it is logged)."""
         event = Event(kind, time.time(), self.node, self.attempt, data=redact_data(data))
         self.execution.emit(event)
+        # applied (numbered) at once: steps never run inside an emit, so the board that
+        # the next decision reads already holds this event
+        assert event.seq, "a board event was queued behind another emit"
         return event
 
 
