@@ -69,8 +69,10 @@ def test_readme_agent_example_runs_as_shown(tmp_path: Path) -> None:
     assert proc.stdout.strip() == "succeeded A compact capital of about half a million people."
 
 
-def test_readme_has_four_python_examples() -> None:
-    assert len(_fenced("python")) == 4
+def test_readme_has_five_python_examples() -> None:
+    # each runs in a test: the three first ones and the picture's here, the blackboard's in
+    # tests/board/test_readme.py (the approvals example is fenced ```py, run in tests/approvals)
+    assert len(_fenced("python")) == 5
 
 
 def test_readme_picture_example_prints_the_mermaid_shown(tmp_path: Path) -> None:
@@ -111,7 +113,10 @@ def test_public_api_is_pinned() -> None:
         "EventLoopPolicy", "new_event_loop",
         # approvals: waiting for people (counterpoint.approval, counterpoint.answering)
         "Answer", "Approval", "ApprovalAnswered", "ApprovalError", "ApprovalNotFound",
-        "Escalate", "approvals", "approve", "reject", "use_clock"])
+        "Escalate", "approvals", "approve", "reject", "use_clock",
+        # the run's blackboard and agents' capabilities (counterpoint.board, .permissions)
+        "Board", "BoardConflict", "Capabilities", "ClaimLost", "Key", "PermissionDenied",
+        "Versioned", "WorkQueue", "board_at"])
     for name in cp.__all__:
         assert hasattr(cp, name), name
     # the lazily imported names (counterpoint/__init__.py) are exactly the public ones

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from .api import resume, run, run_sync, start, start_resume
     from .approval import Answer, Approval, Escalate, use_clock
     from .backend import Backend, InProcessBackend
+    from .board import Board, BoardConflict, ClaimLost, Key, Versioned, WorkQueue, board_at
     from .context import NodeContext
     from .errors import (
         AgentError,
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
     from .models import Generation, Message, Model, ScriptedModel, ToolCall, ToolSpec, Usage
     from .options import RunOptions
     from .patch import Edit, Patch
+    from .permissions import Capabilities, PermissionDenied
     from .policy import Backoff, Policy
     from .results import NodeResult, RunResult
     from .scheduler import RunHandle
@@ -78,6 +80,8 @@ _EXPORTS_BY_MODULE: dict[str, tuple[str, ...]] = {
     "api": ("resume", "run", "run_sync", "start", "start_resume"),
     "approval": ("Answer", "Approval", "Escalate", "use_clock"),
     "backend": ("Backend", "InProcessBackend"),
+    "board": ("Board", "BoardConflict", "ClaimLost", "Key", "Versioned", "WorkQueue",
+              "board_at"),
     "context": ("NodeContext",),
     "errors": ("AgentError", "ApprovalAnswered", "ApprovalError", "ApprovalNotFound",
         "Cancelled", "ConfigError", "ContextTooLong", "ControlSignal",
@@ -96,6 +100,7 @@ _EXPORTS_BY_MODULE: dict[str, tuple[str, ...]] = {
     "models": ("Generation", "Message", "Model", "ScriptedModel", "ToolCall", "ToolSpec", "Usage"),
     "options": ("RunOptions",),
     "patch": ("Edit", "Patch"),
+    "permissions": ("Capabilities", "PermissionDenied"),
     "policy": ("Backoff", "Policy"),
     "results": ("NodeResult", "RunResult"),
     "scheduler": ("RunHandle",),
@@ -130,8 +135,12 @@ __all__ = [
     "ApprovalNotFound",
     "Backend",
     "Backoff",
+    "Board",
+    "BoardConflict",
     "Cancelled",
+    "Capabilities",
     "Choose",
+    "ClaimLost",
     "ConfigError",
     "ContextTooLong",
     "ControlSignal",
@@ -149,6 +158,7 @@ __all__ = [
     "InProcessBackend",
     "InputRef",
     "InvalidOutput",
+    "Key",
     "MalformedResponse",
     "MemoryStore",
     "Message",
@@ -172,6 +182,7 @@ __all__ = [
     "OutputNotSerializable",
     "Patch",
     "PatchError",
+    "PermissionDenied",
     "PlanningError",
     "Policy",
     "RateLimited",
@@ -200,9 +211,12 @@ __all__ = [
     "UpstreamFailed",
     "Usage",
     "UserError",
+    "Versioned",
+    "WorkQueue",
     "__version__",
     "approvals",
     "approve",
+    "board_at",
     "new_event_loop",
     "open_store",
     "ref",

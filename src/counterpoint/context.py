@@ -27,6 +27,8 @@ from .state import ModelTally, NodeStatus, RunState
 
 if TYPE_CHECKING:
     from .approval import Answer, Ledger, OnTimeout
+    from .board.access import BoardAccess
+    from .graph import Graph
     from .options import RunOptions
     from .store import RunStore
 
@@ -43,6 +45,7 @@ class RunAccess(Protocol):
     state: RunState
     options: RunOptions
     journal: dict[NodeId, list[Event]]
+    graph: Graph
 
     @property
     def approvals(self) -> Ledger:
@@ -147,6 +150,12 @@ class NodeContext:
     @property
     def run_id(self) -> RunId:
         return self._execution.run_id
+
+    @property
+    def board(self) -> BoardAccess:
+        """The run's shared blackboard and work queues (:mod:`counterpoint.board`)."""
+        from .board.access import BoardAccess
+        return BoardAccess(self._execution, self.node, self.attempt)
 
     @property
     def store(self) -> RunStore:

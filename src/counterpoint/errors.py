@@ -32,6 +32,10 @@
     │   ├── ToolError                 a tool's failure, given to the model as the tool's result
     │   ├── AgentError                an agent stopped without an answer (turns, tokens, time)
     │   ├── PlanningError             the planner produced no usable plan
+    │   ├── BoardConflict             a blackboard write based on a stale read, or refused
+    │   │   │                         by its key's policy (catch it, read again, retry)
+    │   │   └── ClaimLost             a work-queue claim expired or was completed already
+    │   └── PermissionDenied          a call outside the agent's capabilities (refused)
     │   └── ModelError                a model call failed (names the model and the cause)
     │       ├── ModelUnavailable      5xx, timeout, connection error, cut-off stream (retryable)
     │       │   └── RateLimited       429 or a provider's "overloaded" (retryable, retry_after)
@@ -191,6 +195,36 @@ class AgentError(RunFailure):
 
 class PlanningError(RunFailure):
     """The planner produced no usable plan within its attempts."""
+
+    retryable = False
+
+
+class BoardConflict(RunFailure):
+    """A write to the run's blackboard was not applied: it was based on a stale read of a
+    key whose policy is ``error``, or refused by the key's policy (``owner_only``), or a
+    work-queue result failed its check. Retryable: read the key again and write anew."""
+
+    def __init__(self, message: str, *, key: str = "", read: int | None = None,
+                 version: int = 0, retryable: bool | None = None) -> None:
+        super().__init__(message, retryable=retryable)
+        self.key = key
+        """The key (or ``queue/item``) written."""
+        self.read = read
+        """The version the write was based on."""
+        self.version = version
+        """The key's version when the write came in."""
+
+
+class ClaimLost(BoardConflict):
+    """A work-queue claim is no longer held: its lease expired (another agent may hold the
+    item now) or the item was completed already. The result was not recorded."""
+
+    retryable = False
+
+
+class PermissionDenied(RunFailure):
+    """A call outside the calling agent's capabilities (a tool, its arguments, a side
+    effect or a blackboard key it may not write). Refused before it ran, and recorded."""
 
     retryable = False
 

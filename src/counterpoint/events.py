@@ -57,6 +57,22 @@ class EventKind(enum.StrEnum):
     """An approval's timeout passed and it was handed to someone else (``data["to"]``)."""
     APPROVAL_WITHDRAWN = "approval_withdrawn"
     """The attempt that asked ended (cancelled, timed out) before an answer came."""
+    BOARD_WRITE = "board_write"
+    """A write applied to the run's blackboard (:mod:`counterpoint.board`)."""
+    BOARD_CONFLICT = "board_conflict"
+    """A blackboard write that met a newer version, or that its key's policy refused."""
+    QUEUE_PUT = "queue_put"
+    """An item put in one of the blackboard's work queues."""
+    CLAIM_TAKEN = "claim_taken"
+    """A work-queue item claimed by a node's attempt, under a lease."""
+    CLAIM_RELEASED = "claim_released"
+    """A claim given back by its holder: the item is open again."""
+    CLAIM_EXPIRED = "claim_expired"
+    """A claim whose holder's attempt ended, or whose lease ran out: the item is open again."""
+    CLAIM_DONE = "claim_done"
+    """A claimed item completed with its (checked) result."""
+    PERMISSION_DENIED = "permission_denied"
+    """A call outside an agent's capabilities, refused before it ran."""
 
 
 # Module-level aliases: attribute access on an Enum class costs ~100 ns, which the
@@ -81,11 +97,21 @@ APPROVAL_WITHDRAWN = EventKind.APPROVAL_WITHDRAWN
 INFORMATIONAL = frozenset({EventKind.MODEL_CALL, EventKind.AGENT_TURN, EventKind.TOOL_CALL,
                            EventKind.TOOL_RESULT, EventKind.PLAN_ROUND,
                            EventKind.APPROVAL_REQUESTED, EventKind.APPROVAL_ANSWERED,
-                           EventKind.APPROVAL_ESCALATED, EventKind.APPROVAL_WITHDRAWN})
+                           EventKind.APPROVAL_ESCALATED, EventKind.APPROVAL_WITHDRAWN,
+                           EventKind.BOARD_WRITE, EventKind.BOARD_CONFLICT,
+                           EventKind.QUEUE_PUT, EventKind.CLAIM_TAKEN,
+                           EventKind.CLAIM_RELEASED, EventKind.CLAIM_EXPIRED,
+                           EventKind.CLAIM_DONE, EventKind.PERMISSION_DENIED})
 """Events that record what a node did without changing which nodes run."""
 APPROVALS = frozenset({EventKind.APPROVAL_REQUESTED, EventKind.APPROVAL_ANSWERED,
                        EventKind.APPROVAL_ESCALATED, EventKind.APPROVAL_WITHDRAWN})
 """Events of approvals: they move a node between RUNNING and WAITING, nothing more."""
+BOARD_EVENTS = frozenset({EventKind.BOARD_WRITE, EventKind.QUEUE_PUT, EventKind.CLAIM_TAKEN,
+                          EventKind.CLAIM_RELEASED, EventKind.CLAIM_EXPIRED,
+                          EventKind.CLAIM_DONE, EventKind.BOARD_CONFLICT,
+                          EventKind.PERMISSION_DENIED})
+"""Events the run's blackboard is the projection of (see :mod:`counterpoint.board`);
+it keeps the refusals of agents' capabilities too, so ``show`` lists them."""
 JOURNALED = frozenset({EventKind.AGENT_TURN, EventKind.TOOL_RESULT})
 """Events an interrupted node's next attempt gets back (see ``NodeContext.journal``)."""
 

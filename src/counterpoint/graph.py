@@ -14,7 +14,7 @@ import hashlib
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .annotations import is_assignable
 from .callables import NO_FACTS as _NO_FACTS
@@ -47,6 +47,9 @@ from .nodes import ref as ref
 from .policy import DEFAULT_POLICY, Backoff, Policy
 from .topology import Topology as Topology
 from .topology import find_cycle as find_cycle
+
+if TYPE_CHECKING:
+    from .board.spec import Board
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -114,10 +117,12 @@ class Graph(_GraphChecks):
     nodes' outputs (:class:`NodeRef`); ``after=`` adds ordering-only edges.
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, *, board: Board | None = None) -> None:
         if not name or not isinstance(name, str):
             raise GraphError("Graph name must be a non-empty string")
         self.name = name
+        self.board = board
+        """The run's blackboard: its keys' policies and its work queues (``ctx.board``)."""
         self.nodes: dict[NodeId, NodeSpec] = {}
         self.inputs: dict[str, Any] = {}
         self.output_ref: NodeRef | None = None

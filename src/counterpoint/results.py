@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from .board.projection import BoardState
 from .errors import DeadlineExceeded, NodeFailed, RunFailure, UpstreamFailed
 from .graph import NodeRef
 from .ids import NodeId, RunId
@@ -66,6 +67,11 @@ class RunResult:
                 else None
         return {k: ns.output for k, ns in self.state.nodes.items()
                 if not ns.dependents and ns.status is NodeStatus.SUCCEEDED}
+
+    @property
+    def board(self) -> BoardState:
+        """The run's blackboard as it ended: keys, histories, conflicts, queues."""
+        return self.state.board or BoardState()
 
     @property
     def usage(self) -> ModelTally:

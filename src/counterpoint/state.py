@@ -24,10 +24,13 @@ import enum
 import heapq
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .graph import NodeKind, NodeSpec, Topology
 from .ids import NodeId, RunId
+
+if TYPE_CHECKING:
+    from .board.projection import BoardState
 
 DEFAULT_ESTIMATE = 1.0
 """Estimated duration of a step never seen before (the unit of upward rank)."""
@@ -209,6 +212,8 @@ class RunState:
     asking: dict[NodeId, set[str]] = field(default_factory=dict)
     """Nodes WAITING for people -> the ids of the approvals they wait for (a WAITING node
     holds no concurrency slot and no resource: see :mod:`counterpoint.approval`)."""
+    board: BoardState | None = None
+    """The run's blackboard, the projection of its board events; ``None`` until used."""
 
     @classmethod
     def new(cls, run_id: RunId, graph: str, specs: Iterable[NodeSpec], *,

@@ -10,10 +10,12 @@ import heapq
 from collections.abc import Mapping
 from dataclasses import replace
 
+from .board.projection import apply_to
 from .events import (
     APPROVAL_ANSWERED,
     APPROVAL_REQUESTED,
     APPROVAL_WITHDRAWN,
+    BOARD_EVENTS,
     MAP_EXPANDED,
     MODEL_CALL,
     NODE_BLOCKED,
@@ -132,6 +134,8 @@ def evolve(state: RunState, event: Event) -> None:
             if tally is None:
                 tally = state.node_models[event.node] = ModelTally()
             tally.add(event.data)
+    elif kind in BOARD_EVENTS:
+        apply_to(state, event)
 
 
 def _wait(state: RunState, event: Event) -> None:

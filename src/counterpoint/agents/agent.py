@@ -28,22 +28,22 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import hashlib
-import json
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pydantic
-import pydantic_core
 
 from .. import codec, loop
 from ..context import NodeContext, current_context
 from ..errors import (
     AgentError,
+    BoardConflict,
     InvalidOutput,
     OutputNotSerializable,
+    PermissionDenied,
     RunFailure,
     ToolError,
     UserError,
@@ -51,6 +51,10 @@ from ..errors import (
 from ..events import EventKind
 from ..ids import NodeId
 from ..models import Message, Model, Provider, Response, ToolCall, Usage
+from ..permissions import Capabilities, acting_as
+from .prompting import key as _key
+from .prompting import task_text as _task_text
+from .roles import check_capabilities, denial, refused
 from .tools import Tool, arguments_schema, from_function
 
 if TYPE_CHECKING:
@@ -95,7 +99,8 @@ class Agent:
                  tools: Sequence[Tool | Agent | Graph | Callable[..., Any]] = (),
                  output: type[Any] | None = None, description: str = "", max_turns: int = 8,
                  max_tokens: int | None = None, turn_tokens: int = DEFAULT_TURN_TOKENS,
-                 deadline: float | None = None, temperature: float = 0.0) -> None:
+                 deadline: float | None = None, temperature: float = 0.0,
+                 capabilities: Capabilities | None = None) -> None:
         if not isinstance(name, str) or not name or "/" in name or "#" in name:
             raise UserError(f"agent name {name!r} must be a non-empty string without '/' or "
                             "'#' (they separate scopes in the run log)")
@@ -114,6 +119,11 @@ class Agent:
         duplicated = sorted({n for n in names if names.count(n) > 1})
         if duplicated:
             raise UserError(f"agent {name}: two tools are called {duplicated}; rename one")
+        if capabilities is not None:
+            check_capabilities(name, capabilities, names)
+        self.capabilities = capabilities
+        """What this role may do (``None``: anything its tools do); enforced, see
+        :mod:`counterpoint.permissions`."""
         self.output = output
         self._adapter: pydantic.TypeAdapter[Any] | None = \
             pydantic.TypeAdapter(output) if output is not None else None
@@ -163,8 +173,9 @@ class Agent:
         loop = _Loop(self, ctx, _scope(self.name, ctx), prompt)
         limit = asyncio.timeout(self.deadline)
         try:
-            async with limit:
-                return await loop.run(prompt)
+            with acting_as(f"agent {self.name}", self.capabilities):
+                async with limit:
+                    return await loop.run(prompt)
         except TimeoutError:
             if not limit.expired():
                 raise  # a tool's own timeout, not this agent's deadline
@@ -305,6 +316,9 @@ class _Loop:
             self.record(EventKind.TOOL_RESULT, {**base, "ok": False, "content": content,
                                                 "side_effects": False, "seconds": 0.0})
             return content
+        refusal = refused(self.agent, tool, call.arguments)
+        if refusal is not None:  # before anything of the tool runs, whatever the prompt said
+            return self.deny(call.arguments, refusal, base)
         arguments = call.arguments
         if tool.approval:
             approved = await self.approve(tool, call, key, base)
@@ -312,6 +326,9 @@ class _Loop:
                 return approved  # rejected, or made already under this approval
             if approved is not None:
                 arguments = approved
+                refusal = refused(self.agent, tool, arguments)
+                if refusal is not None:  # an edit cannot widen what the role may do
+                    return self.deny(arguments, refusal, base)
         self.record(EventKind.TOOL_CALL, {**base, "arguments": arguments,
                                           "side_effects": tool.side_effects})
         if tool.side_effects and self.ctx is not None:
@@ -326,8 +343,9 @@ class _Loop:
         except OutputNotSerializable as exc:
             raise OutputNotSerializable(f"{self.where()}: tool {call.name} returned a value "
                                         f"that is not JSON: {exc}") from exc
-        except (ToolError, AgentError, InvalidOutput) as exc:
-            # the tool (or a nested agent) gave up: tell the model, let it try otherwise
+        except (ToolError, AgentError, InvalidOutput, PermissionDenied, BoardConflict) as exc:
+            # the tool (or a nested agent) gave up, or was refused (capabilities, a
+            # blackboard conflict): tell the model, let it try otherwise
             ok, content = False, f"error: {exc}"
         except Exception as exc:
             exc.add_note(f"raised by tool {call.name}, called by {self.where()} in turn "
@@ -338,6 +356,13 @@ class _Loop:
             "seconds": round(time.perf_counter() - started, 6)})
         if tool.side_effects and self.ctx is not None:
             await self.ctx.flush()  # the result is durable: a resume will not repeat it
+        return content
+
+    def deny(self, arguments: dict[str, Any], refusal: tuple[str, str],
+             base: dict[str, Any]) -> str:
+        denied, result, content = denial(self.agent.name, arguments, refusal, base)
+        self.record(EventKind.PERMISSION_DENIED, denied)
+        self.record(EventKind.TOOL_RESULT, result)
         return content
 
     async def approve(self, tool: Tool, call: ToolCall, key: str,
@@ -453,35 +478,3 @@ def graph_tool(graph: Graph, *, name: str | None = None,
 
     return Tool(name=tool_name, description=description or f"Run graph {graph.name}",
                 parameters=schema, validator=validator, runner=runner)
-
-
-def _task_text(task: str, context: Any) -> str:
-    if context is None or (isinstance(context, str | Mapping) and not context):
-        return task
-    if isinstance(context, str):
-        body = context
-    elif isinstance(context, Mapping):
-        body = "\n\n".join(f"## {k}\n{_text(v)}" for k, v in context.items())
-    else:
-        body = _text(context)
-    return f"{task}\n\n# Context\n{body}"
-
-
-def _text(value: Any) -> str:
-    """``value`` as prompt text: the same for an object and for its JSON round trip, so
-    a resumed run (whose inputs come back from the log) sends the same prompt."""
-    if isinstance(value, str):
-        return value
-    try:
-        return pydantic_core.to_json(value, indent=1).decode()
-    except (pydantic_core.PydanticSerializationError, TypeError, ValueError):
-        return str(value)
-
-
-def _key(ctx: NodeContext | None, scope: str, task: str, turn: int, index: int,
-         call: ToolCall) -> str:
-    """The idempotency key of a tool call: the same after a crash and resume."""
-    where = f"{ctx.run_id}/{ctx.node}" if ctx is not None else "-"
-    body = json.dumps([where, scope, task, turn, index, call.name, call.arguments],
-                      sort_keys=True, default=str)
-    return hashlib.sha256(body.encode()).hexdigest()[:32]

@@ -17,6 +17,7 @@ from ..ids import NodeId
 from ..metrics import Metrics
 from ..state import ModelTally, NodeState, NodeStatus, RunState
 from ..store import RunRecord
+from .board import board_payload, board_section
 
 NODE_ROWS = 30
 """Most node rows a summary lists (failed and unfinished nodes are chosen first)."""
@@ -139,6 +140,9 @@ def summary(report: Report, *, inspect: str | None) -> RenderableType:
     parts.append(metrics_table(report.metrics, deps_known=report.deps_known))
     if state.models.calls or state.models.cache_hits or state.models.failed:
         parts.append(Text.assemble(("models    ", "bold"), usage_line(state.models)))
+    board = board_section(state)
+    if board:
+        parts.extend([Text(), *board])
     if report.output not in (None, {}, []):
         parts.append(Text())
         parts.append(Text("output", style="bold"))
@@ -356,6 +360,7 @@ def payload(report: Report) -> dict[str, Any]:
                   for k, ns in state.nodes.items()},
         "metrics": metrics,
         "models": usage_dict(state.models),
+        **({"board": board_payload(state)} if state.board is not None else {}),
     }
 
 
