@@ -1,5 +1,6 @@
 """Runs as a store records them: is their process alive, what their log says, and
-closing for good a run whose process died."""
+closing for good a run whose process died (the last two live in
+:mod:`counterpoint.history`, which the web view shares)."""
 
 from __future__ import annotations
 
@@ -7,20 +8,13 @@ import time
 from collections.abc import Sequence
 
 from ..events import Event, EventKind
-from ..ids import RunId
+from ..history import mark_cancelled, project, shown_status
 from ..metrics import compute
-from ..state import RunStatus
-from ..store import RunRecord, RunStore
+from ..store import RunRecord
 from ..store.owners import run_owner_alive as owner_alive
-from .projection import project
 from .render import Report
 
-
-def shown_status(record: RunRecord) -> str:
-    """The run's status, with ``interrupted`` for a running run whose process is gone."""
-    if record.status == RunStatus.RUNNING and not owner_alive(record):
-        return "interrupted"
-    return record.status
+__all__ = ["log_report", "mark_cancelled", "shown_status"]
 
 
 def log_report(record: RunRecord, events: Sequence[Event]) -> Report:
@@ -46,17 +40,3 @@ def log_report(record: RunRecord, events: Sequence[Event]) -> Report:
     return Report(run_id=record.run_id, graph=state.graph if state.graph != "?" else record.graph,
                   status=status, state=state, metrics=compute(state, now),
                   deps_known=projection.deps_known, declared=projection.declared, note=note)
-
-
-def mark_cancelled(store: RunStore, run_id: RunId,
-                   reason: str = "cancelled while not running") -> None:
-    """End a run whose process died: append a final ``run_finished`` (cancelled) event.
-
-    A resume replays it and finds the run finished, so nothing of it runs again.
-    """
-    events = store.events(run_id)
-    last = events[-1].seq if events else 0
-    store.append(run_id, Event(EventKind.RUN_FINISHED, time.time(),
-                               data={"status": RunStatus.CANCELLED.value, "reason": reason},
-                               seq=last + 1))
-    store.flush_sync()
