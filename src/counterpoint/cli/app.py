@@ -25,6 +25,7 @@ from ..ids import RunId
 from . import goals
 from .console import make_console, reported
 from .models import ASK_HELP, MODELS_HELP, ask_command, models_command
+from .ui import UI_HELP, ui_command
 
 # Only what the commands' signatures name is imported here: `counterpoint --help` builds
 # every command from its signature, so the library (scheduler, models, store, rich
@@ -63,6 +64,7 @@ AsJson = Annotated[bool, typer.Option("--json", help="Print the result as JSON o
 app.command("models", help=MODELS_HELP)(models_command)
 app.command("ask", help=ASK_HELP)(ask_command)
 app.command("plan")(goals.plan_command)
+app.command("ui", help=UI_HELP)(ui_command)
 
 
 def main() -> None:
