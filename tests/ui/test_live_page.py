@@ -6,11 +6,13 @@ README (docs/ui-run.png) is taken here."""
 from __future__ import annotations
 
 import re
+import signal
 from pathlib import Path
 from typing import Any
 
 from conftest import Workdir
 
+from counterpoint.ids import RunId
 from counterpoint.store import RunStore
 from counterpoint.ui.server import Server
 
@@ -107,3 +109,57 @@ def test_a_live_run_changes_state_shows_its_prompt_and_is_cancelled_from_the_pag
             proc.wait()
     assert ui_store.run(run_id).status == "cancelled"
     assert page.get_attribute('#dag [data-node="ask"]', "data-status") == "succeeded"
+
+
+SLOW = """
+import asyncio
+from pathlib import Path
+
+import counterpoint as cp
+
+HERE = Path(__file__).parent
+
+
+def first() -> int:
+    return 1
+
+
+async def wait(x: int) -> int:
+    for _ in range(1200):  # at most 60 s if the test never releases it
+        if (HERE / "release").exists():
+            return x + 1
+        await asyncio.sleep(0.05)
+    raise TimeoutError("never released")
+
+
+def last(y: int) -> int:
+    return y * 10
+
+
+graph = cp.Graph("slow")
+graph.add("last", last, y=graph.add("wait", wait, x=graph.add("first", first)))
+"""
+
+
+def test_a_run_whose_process_died_is_resumed_from_the_page(
+        work: Workdir, served: Server, ui_store: RunStore, page: Any) -> None:
+    work.write("slow.py", SLOW)
+    proc = work.start("run", "slow.py", "--quiet")
+    try:
+        page.goto(served.url)
+        page.wait_for_selector("tr[data-run] a").click()
+        page.wait_for_selector(node("wait", "running"))
+        run_id = page.url.rpartition("/")[2].partition("?")[0]
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    page.wait_for_selector('#run-head .badge[data-status="interrupted"]')
+    (work.path / "release").touch()
+    page.click("#resume")
+    page.wait_for_selector('#run-head .badge[data-status="succeeded"]')
+    page.wait_for_selector(node("last", "succeeded"))
+    assert "resumed in process" in page.inner_text("#note")
+    assert ui_store.run(RunId(run_id)).status == "succeeded"

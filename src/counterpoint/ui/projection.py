@@ -127,6 +127,7 @@ class RunView:
         self.record = record
         self.projector = Projector(RunId(record.run_id))
         self._changed = True
+        self._shown = shown_status(record)
 
     @property
     def seq(self) -> int:
@@ -136,9 +137,12 @@ class RunView:
     def feed(self, events: Iterable[Event], record: RunRecord | None = None) -> None:
         """Fold in new events (and the run's newer index record, if there is one)."""
         before = self.projector.seq
-        if record is not None and record != self.record:
-            self.record = record
-            self._changed = True
+        if record is not None:
+            shown = shown_status(record)  # a run whose process died turns interrupted
+            if record != self.record or shown != self._shown:
+                self.record = record
+                self._shown = shown
+                self._changed = True
         self.projector.feed(events)
         self._changed = self._changed or self.projector.seq != before
 

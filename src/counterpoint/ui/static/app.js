@@ -169,26 +169,26 @@ function runPage(runId, nodeParam) {
 
 function header(host, u, runId) {
   const r = u.run;
-  const note = h("span", {id: "note", class: "muted"});
+  // the note outlives the header's redraws: a control's answer stays shown
+  const note = host.querySelector("#note") || h("span", {id: "note", class: "muted"});
   const act = (label, id, path) => h("button", {id, onclick: async () => {
     note.textContent = label + "…";
     try {
       note.textContent = (await api(`/api/runs/${enc(runId)}/${path}`, {method: "POST"})).message;
     } catch (e) { note.textContent = e.message; note.className = "error"; }
   }}, label);
-  const old = host.querySelector("#note");
   host.replaceChildren(
     h("h2", {}, r.graph, " ", h("span", {class: "muted"}, r.run_id), " ", badge(r.status)),
     h("div", {class: "facts"},
       h("span", {}, "started ", when(r.created_at)), h("span", {}, "duration ", secs(r.duration)),
-      h("span", {}, `${u.nodes.length ? "" : ""}${u.declared} nodes`),
+      h("span", {}, `${u.declared} nodes`),
       h("span", {}, `${r.calls} model calls, ${r.tokens} tokens, `, money(r.cost)),
       r.owner ? h("span", {class: "muted"}, r.owner) : null,
       r.stop_reason ? h("span", {}, "stopped: ", r.stop_reason) : null,
       r.parent ? h("a", {href: "/runs/" + enc(r.parent)}, "parent run") : null),
     h("div", {class: "actions"},
       r.can_cancel ? act("Cancel run", "cancel", "cancel") : null,
-      r.can_resume ? act("Resume run", "resume", "resume") : null, old || note));
+      r.can_resume ? act("Resume run", "resume", "resume") : null, note));
 }
 
 function metrics(host, m) {
