@@ -84,3 +84,7 @@ def served(ui_store: RunStore, work: Workdir) -> Iterator[Server]:
     server = Server(ui_store, cwd=work.path).start()
     yield server
     server.stop()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "ui_args(*args): arguments of `counterpoint ui`")

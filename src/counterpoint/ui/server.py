@@ -51,6 +51,7 @@ class Server:
             self.socket.close()
             raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}; pick another "
                               "--port (0 picks a free one)") from None
+        self.socket.listen(128)  # connections made before uvicorn runs wait in the backlog
         self.port: int = self.socket.getsockname()[1]
         shown = f"[{bare}]" if family == socket.AF_INET6 else bare
         self.url = f"http://{shown}:{self.port}/" + (f"?token={token}" if token else "")
