@@ -47,6 +47,7 @@ def serving(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[st
 @pytest.mark.ui_args("--port", "0")
 def test_it_prints_the_url_it_serves(serving: tuple[str, str]) -> None:
     line, url = serving
+    assert "runs.db" in line  # it says which store it serves
     assert url.startswith("http://127.0.0.1:") and "token" not in url
     with urllib.request.urlopen(url + "api/runs", timeout=10) as response:
         assert json.load(response)["runs"] == []

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import (
@@ -93,7 +93,7 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         query = request.query_params.get("q", "")
         status = request.query_params.get("status", "")
         found = await read(rows.rows, limit)
-        return JSONResponse({"runs": [r for r in found if matches(r, query, status)],
+        return _JSON({"runs": [r for r in found if matches(r, query, status)],
                              "store": store.location})
 
     async def runs_stream(request: Request) -> Response:
@@ -116,7 +116,7 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         view.feed(await read(store.events, run_id))
         data = view.snapshot()
         data["children"] = await read(_children, store, run_id)
-        return JSONResponse(data)
+        return _JSON(data)
 
     async def run_stream(request: Request) -> Response:
         run_id = RunId(request.path_params["run"])
@@ -128,7 +128,11 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
             first = True
             async for batch in follow(store, run_id, 0, poll=poll):
                 view.feed(batch.events, batch.record)
-                update = view.snapshot() if first else view.update()
+                if first:
+                    update: dict[str, Any] | None = {
+                        **view.snapshot(), "children": await read(_children, store, run_id)}
+                else:
+                    update = view.update()
                 first = False
                 if update is not None:
                     yield _frame("update", update)
@@ -142,7 +146,7 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         state = Projector(run_id).feed(events).state
         if node_id not in state.nodes:
             return _error(404, f"run {run_id} has no node {node_id!r}")
-        return JSONResponse(node_detail(state, node_id, events))
+        return _JSON(node_detail(state, node_id, events))
 
     async def value(request: Request) -> Response:
         run_id = RunId(request.path_params["run"])
@@ -163,14 +167,14 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
     async def cancel(request: Request) -> Response:
         outcome = await read(control.cancel, store, RunId(request.path_params["run"]))
         return _error(outcome.status, outcome.message) if outcome.status >= 400 else \
-            JSONResponse({"message": outcome.message}, status_code=outcome.status)
+            _JSON({"message": outcome.message}, status_code=outcome.status)
 
     async def resume(request: Request) -> Response:
         outcome = await asyncio.to_thread(control.resume, store,
                                           RunId(request.path_params["run"]), cwd=workdir)
         if outcome.status >= 400:
             return _error(outcome.status, outcome.message)
-        return JSONResponse({"message": outcome.message, "pid": outcome.pid},
+        return _JSON({"message": outcome.message, "pid": outcome.pid},
                             status_code=outcome.status)
 
     async def page(request: Request) -> Response:
@@ -243,8 +247,13 @@ def _int(text: str | None, default: int) -> int:
         return default
 
 
+class _JSON(JSONResponse):
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content)  # a run of thousands of nodes is megabytes of JSON
+
+
 def _frame(kind: str, data: Any) -> str:
-    return f"event: {kind}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
+    return f"event: {kind}\ndata: {orjson.dumps(data).decode()}\n\n"
 
 
 def _stream(frames: AsyncIterator[str]) -> StreamingResponse:
@@ -253,7 +262,7 @@ def _stream(frames: AsyncIterator[str]) -> StreamingResponse:
 
 
 def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+    return _JSON({"error": message}, status_code=status)
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import fields
 from typing import Any
 
 from ..events import Event, EventKind
@@ -25,6 +26,8 @@ from ..store.owners import run_owner_alive
 
 PREVIEW_CHARS = 2000
 """Longest value sent inline; a longer one is sent clipped and fetched whole on demand."""
+METRICS_SECONDS = 1.0
+"""A live run's metrics (a pass over every node) are recomputed at most this often."""
 
 _ATTEMPT_EVENTS = frozenset({EventKind.NODE_READY, EventKind.NODE_STARTED,
                              EventKind.NODE_SUCCEEDED, EventKind.NODE_FAILED,
@@ -115,9 +118,8 @@ def run_header(record: RunRecord, state: RunState, last_at: float) -> dict[str, 
 def metrics_view(state: RunState, now: float) -> dict[str, Any]:
     """The run's metrics (as ``counterpoint show`` computes them), without the per-node
     table the timeline already draws."""
-    metrics = compute(state, now).as_dict()
-    metrics.pop("nodes", None)
-    return metrics
+    metrics = compute(state, now)
+    return {f.name: getattr(metrics, f.name) for f in fields(metrics) if f.name != "nodes"}
 
 
 class RunView:
@@ -128,6 +130,8 @@ class RunView:
         self.projector = Projector(RunId(record.run_id))
         self._changed = True
         self._shown = shown_status(record)
+        self._metrics: dict[str, Any] | None = None
+        self._metrics_at = 0.0
 
     @property
     def seq(self) -> int:
@@ -174,8 +178,13 @@ class RunView:
     def _common(self) -> dict[str, Any]:
         state = self.projector.state
         last = self.projector.last_at
-        now = state.finished_at or (time.time() if run_owner_alive(self.record) else last)
-        metrics = metrics_view(state, now)
+        live = run_owner_alive(self.record)
+        now = state.finished_at or (time.time() if live else last)
+        clock = time.monotonic()
+        if self._metrics is None or not live or clock - self._metrics_at >= METRICS_SECONDS:
+            self._metrics = metrics_view(state, now)
+            self._metrics_at = clock
+        metrics = self._metrics
         return {"run": run_header(self.record, state, last), "metrics": metrics,
                 "critical": list(metrics["critical_path_nodes"]),
                 "deps_known": self.projector.deps_known,

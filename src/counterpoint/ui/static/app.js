@@ -48,9 +48,14 @@ function live(on) {
 function stream(url, handlers) {
   closeStream();
   const es = new EventSource(withToken(url));
-  for (const kind in handlers) es.addEventListener(kind, ev => handlers[kind](JSON.parse(ev.data)));
+  for (const kind in handlers) {
+    if (kind !== "failed") es.addEventListener(kind, ev => handlers[kind](JSON.parse(ev.data)));
+  }
   es.onopen = () => live(true);
-  es.onerror = () => live(false);
+  es.onerror = () => {  // a lost connection is retried; a refused one (404, 401) is not
+    live(false);
+    if (es.readyState === EventSource.CLOSED && handlers.failed) handlers.failed();
+  };
   es.addEventListener("end", () => { es.close(); live(false); });
   closeStream = () => es.close();
 }
@@ -104,7 +109,7 @@ function runPage(runId, nodeParam) {
   document.title = "counterpoint: " + runId;
   const nodes = new Map();
   const state = {run: null, critical: [], metrics: null, selected: nodeParam, unfolded: new Set(),
-    dag: null, drawn: false, ganttDue: false};
+    dag: null, drawn: false};
   const head = h("section", {id: "run-head"});
   const dagHost = h("div", {id: "dag", class: "panel"});
   const ganttHost = h("div", {id: "gantt", class: "panel"});
@@ -131,40 +136,61 @@ function runPage(runId, nodeParam) {
       window.__dagDrawn = performance.now();
     }
   };
-  const gantt = () => {  // at most a few times a second: a live run may change constantly
-    if (state.ganttDue) return;
-    state.ganttDue = true;
-    setTimeout(() => {
-      state.ganttDue = false;
-      Gantt.draw(ganttHost, nodes, state.run, state.critical, select);
-    }, 250);
+  // An update only records what changed; drawing happens at most once a frame, and the
+  // timeline (redrawn whole) less often the longer it takes, so a page never falls behind a run that changes constantly.
+  const due = {reshaped: false, changed: new Set(), critical: false, last: null};
+  let scheduled = false, ganttAt = 0, ganttCost = 0;
+  const render = () => {
+    scheduled = false;
+    const u = due.last;
+    const now = performance.now();
+    if (due.reshaped || !state.dag) {
+      redraw();
+      due.critical = false;
+    } else {
+      state.dag.paint(due.changed);
+      if (due.critical) state.dag.mark(state.critical, state.selected);  // only what moved
+      due.critical = false;
+    }
+    header(head, u, runId);
+    metrics(metricsHost, u.metrics);
+    const done = !["running"].includes(u.run.status);
+    if (done && window.__finishedAt === undefined) window.__finishedAt = Date.now();
+    if (due.reshaped || done || now - ganttAt > Math.max(250, 8 * ganttCost)) {
+      const t = performance.now();
+      Gantt.draw(ganttHost, nodes, state.run, state.critical, (id, all) => {
+        if (all) { state.ganttAll = true; ganttAt = 0; schedule(); } else select(id);
+      }, state.ganttAll);
+      ganttCost = performance.now() - t;
+      ganttAt = t;
+    } else setTimeout(schedule, Math.max(250, 8 * ganttCost));  // the timeline catches up
+    if (state.selected && due.changed.has(state.selected)) showNode(detail, runId, state.selected);
+    due.reshaped = false;
+    due.changed = new Set();
+  };
+  const schedule = () => {
+    if (!scheduled && due.last) { scheduled = true; requestAnimationFrame(render); }
   };
   const apply = u => {
     state.run = u.run;
-    if (u.reshaped) nodes.clear();
-    for (const n of u.nodes) nodes.set(n.id, n);
-    const critChanged = JSON.stringify(u.critical) !== JSON.stringify(state.critical);
+    if (u.reshaped) { nodes.clear(); due.reshaped = true; }
+    for (const n of u.nodes) { nodes.set(n.id, n); due.changed.add(n.id); }
+    if (JSON.stringify(u.critical) !== JSON.stringify(state.critical)) due.critical = true;
     state.critical = u.critical;
-    if (u.reshaped || !state.dag) redraw();
-    else if (critChanged) state.dag.mark(state.critical, state.selected);
-    else state.dag.paint(u.nodes.map(n => n.id));
-    header(head, u, runId);
-    metrics(metricsHost, u.metrics);
-    gantt();
-    if (state.selected && nodes.has(state.selected) &&
-        u.nodes.some(n => n.id === state.selected)) showNode(detail, runId, state.selected);
+    due.last = u;
+    schedule();
   };
-  api("/api/runs/" + enc(runId)).then(data => {
-    apply(data);
-    if (state.selected) showNode(detail, runId, state.selected);
-    if (data.children.length) {
-      childrenHost.replaceChildren(h("details", {open: ""}, h("summary", {},
-        `${data.children.length} sub-run(s)`), h("ul", {}, data.children.map(c =>
-        h("li", {}, badge(c.status), " ", h("a", {href: "/runs/" + enc(c.run_id)}, c.run_id),
-          " ", c.graph)))));
-    }
-    stream("/api/runs/" + enc(runId) + "/stream", {update: apply});
-  }).catch(err => main.replaceChildren(h("p", {class: "error"}, err.message)));
+  const children = list => {
+    if (!list || !list.length) return;
+    childrenHost.replaceChildren(h("details", {open: ""}, h("summary", {},
+      `${list.length} sub-run(s)`), h("ul", {}, list.map(c =>
+      h("li", {}, badge(c.status), " ", h("a", {href: "/runs/" + enc(c.run_id)}, c.run_id),
+        " ", c.graph)))));
+  };
+  if (state.selected) showNode(detail, runId, state.selected);
+  stream("/api/runs/" + enc(runId) + "/stream", {update: u => { children(u.children); apply(u); },
+    failed: () => api("/api/runs/" + enc(runId)).catch(err =>
+      main.replaceChildren(h("p", {class: "error"}, err.message)))});
 }
 
 function header(host, u, runId) {

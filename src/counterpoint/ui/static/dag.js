@@ -9,13 +9,6 @@ const DAG = (() => {
   const SVGNS = "http://www.w3.org/2000/svg";
   const W = 132, H = 26, GAPX = 40, GAPY = 10, FOLD = 8;
 
-  function el(tag, attrs, parent) {
-    const e = document.createElementNS(SVGNS, tag);
-    for (const k in attrs) e.setAttribute(k, attrs[k]);
-    if (parent) parent.appendChild(e);
-    return e;
-  }
-
   // The map node a child id such as "fetch[3]" belongs to, if that map is in the graph.
   function parentMap(id, nodes) {
     const m = /^(.*)\[(\d+)\]$/.exec(id);
@@ -88,47 +81,82 @@ const DAG = (() => {
     return {box, children, deps, xy, layers};
   }
 
-  // Draw the graph into `host`; returns a handle to update node states in place.
+  const esc = t => String(t).replace(/[&<>"]/g, c => ({"&": "&amp;", "<": "&lt;", ">": "&gt;",
+    '"': "&quot;"}[c]));
+
+  // Draw the graph into `host`; returns a handle to update node states in place. The SVG
+  // is built as one string and parsed once (creating tens of thousands of elements one by
+  // one is what made a 5,000-node graph slow to appear), and clicks are handled once, on
+  // the SVG, for every node.
   function draw(host, nodes, opts) {
     const unfolded = opts.unfolded;
     const {box, children, deps, xy, layers} = layout(nodes, unfolded);
     const width = Math.max(1, layers.length) * (W + GAPX);
     const height = Math.max(1, ...layers.map(l => l.length)) * (H + GAPY);
-    host.textContent = "";
-    const svg = el("svg", {width, height, viewBox: `0 0 ${width} ${height}`, class: "dag"});
-    const edges = el("g", {class: "edges"}, svg);
-    const critical = new Set(opts.critical || []);
-    const paths = [];
+    const critical = new Set();  // filled by the first mark() below
+    const out = [`<svg xmlns="${SVGNS}" class="dag" width="${width}" height="${height}" ` +
+      `viewBox="0 0 ${width} ${height}"><g class="edges">`];
+    const ends = [];
     for (const [b, ds] of deps) {
       const [x2, y2] = xy.get(b);
       for (const d of ds) {
         const [x1, y1] = xy.get(d);
-        const p = el("path", {d: `M${x1 + W},${y1 + H / 2} C${x1 + W + GAPX / 2},${y1 + H / 2} ` +
-          `${x2 - GAPX / 2},${y2 + H / 2} ${x2},${y2 + H / 2}`}, edges);
-        paths.push([p, d, b]);
+        out.push(`<path d="M${x1 + W},${y1 + H / 2} C${x1 + W + GAPX / 2},${y1 + H / 2} ` +
+          `${x2 - GAPX / 2},${y2 + H / 2} ${x2},${y2 + H / 2}"/>`);
+        ends.push([d, b]);
       }
     }
-    const boxes = new Map();
+    out.push("</g>");
+    const order = [];
     for (const [b, [x, y]] of xy) {
-      const g = el("g", {transform: `translate(${x},${y})`, class: "node"}, svg);
-      el("rect", {width: W, height: H, rx: 5}, g);
-      const label = el("text", {x: 8, y: H / 2 + 4}, g);
-      const title = el("title", {}, g);
+      order.push(b);
+      let attr, label, title;
       if (b.startsWith("group:")) {
-        const p = b.slice(6);
-        g.dataset.group = p;
-        label.textContent = `${p}[…] ×${children.get(p).length}`;
-        title.textContent = `${children.get(p).length} map children of ${p}: click to unfold`;
-        g.addEventListener("click", () => opts.onUnfold(p));
+        const p = b.slice(6), n = children.get(p).length;
+        attr = `data-group="${esc(p)}"`;
+        label = `${p}[…] ×${n}`;
+        title = `${n} map children of ${p}: click to unfold`;
       } else {
-        g.dataset.node = b;
-        label.textContent = b.length > 17 ? b.slice(0, 16) + "…" : b;
-        title.textContent = b;
-        g.addEventListener("click", () => opts.onSelect(b));
+        attr = `data-node="${esc(b)}"`;
+        label = b.length > 17 ? b.slice(0, 16) + "…" : b;
+        title = b;
       }
-      boxes.set(b, g);
+      out.push(`<g class="node" ${attr} transform="translate(${x},${y})"><rect width="${W}" ` +
+        `height="${H}" rx="5"/><text x="8" y="${H / 2 + 4}">${esc(label)}</text>` +
+        `<title>${esc(title)}</title></g>`);
     }
-    host.appendChild(svg);
+    out.push("</svg>");
+    host.innerHTML = out.join("");
+    const svg = host.firstChild;
+    const boxes = new Map();
+    const gs = svg.querySelectorAll("g.node");
+    order.forEach((b, i) => boxes.set(b, gs[i]));
+    const paths = [...svg.querySelectorAll(".edges path")].map((p, i) => [p, ...ends[i]]);
+    svg.addEventListener("click", e => {
+      const g = e.target.closest("g.node");
+      if (!g) return;
+      if (g.dataset.group) opts.onUnfold(g.dataset.group);
+      else opts.onSelect(g.dataset.node);
+    });
+    const classOf = b => {
+      const status = b.startsWith("group:") ? groupStatus(children.get(b.slice(6)), nodes)
+        : nodes.get(b).status;
+      return [status, `node st-${status}` + (critical.has(b) ? " critical" : "") +
+        (opts.selected === b ? " selected" : "")];
+    };
+    const incident = new Map();  // box -> the edges that end at it
+    for (const e of paths) {
+      for (const b of [e[1], e[2]]) (incident.get(b) || incident.set(b, []).get(b)).push(e);
+    }
+    const repaint = touched => {
+      for (const b of touched) {
+        const g = boxes.get(b);
+        if (!g) continue;
+        const [status, cls] = classOf(b);
+        if (g.getAttribute("class") !== cls) g.setAttribute("class", cls);
+        if (g.dataset.status !== status) g.dataset.status = status;
+      }
+    };
     const handle = {
       box, boxes,
       // Give each box its node's state (a group: the most pressing of its children's).
@@ -138,25 +166,33 @@ const DAG = (() => {
           const b = box.get(id);
           if (b !== undefined) touched.add(b);
         }
-        for (const b of touched) {
-          const g = boxes.get(b);
-          const status = b.startsWith("group:") ? groupStatus(children.get(b.slice(6)), nodes)
-            : nodes.get(b).status;
-          g.setAttribute("class", `node st-${status}` + (critical.has(b) ? " critical" : "") +
-            (opts.selected === b ? " selected" : ""));
-          g.dataset.status = status;
-        }
+        repaint(touched);
       },
+      // Highlight the critical path (and the selected node), touching only the boxes and
+      // edges whose highlight changes: a live run's critical path moves with every update.
       mark(criticalIds, selected) {
-        critical.clear();
-        for (const c of criticalIds || []) critical.add(box.get(c) || c);
-        opts.selected = selected;
-        for (const [p, d, b] of paths) {
-          p.setAttribute("class", critical.has(d) && critical.has(b) ? "critical" : "");
+        const next = new Set();
+        for (const c of criticalIds || []) next.add(box.get(c) || c);
+        const changed = new Set();
+        for (const b of critical) if (!next.has(b)) changed.add(b);
+        for (const b of next) if (!critical.has(b)) changed.add(b);
+        if (opts.selected !== selected) {
+          changed.add(box.get(opts.selected) || opts.selected);
+          changed.add(box.get(selected) || selected);
         }
-        handle.paint(nodes.keys());
+        critical.clear();
+        for (const b of next) critical.add(b);
+        opts.selected = selected;
+        const edges = new Set();
+        for (const b of changed) for (const e of incident.get(b) || []) edges.add(e);
+        for (const [p, d, b] of edges) {
+          const cls = critical.has(d) && critical.has(b) ? "critical" : "";
+          if ((p.getAttribute("class") || "") !== cls) p.setAttribute("class", cls);
+        }
+        repaint(changed);
       },
     };
+    handle.paint(nodes.keys());
     handle.mark(opts.critical, opts.selected);
     return handle;
   }
