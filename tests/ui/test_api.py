@@ -162,3 +162,20 @@ def test_a_post_needs_the_header_a_cross_site_form_cannot_send(client: TestClien
                                                                run_id: RunId) -> None:
     forged = client.post(f"/api/runs/{run_id}/cancel")
     assert forged.status_code == 403 and "X-Counterpoint" in forged.json()["error"]
+
+
+def test_a_replan_is_shown_as_a_diff_of_the_plan() -> None:
+    from counterpoint.ui.projection import plan_diffs
+    plan = {"subtasks": [{"id": "t1", "worker": "w", "task": "find flights", "needs": []},
+                         {"id": "t2", "worker": "w", "task": "find hotels", "needs": []}]}
+    replan = {"phase": "replan", "round": 1, "applied": True, "cancelled": ["t2"],
+              "edits": {"add": [{"id": "t3", "worker": "w", "task": "compare",
+                                 "needs": ["t1"]}],
+                        "redo": [{"id": "t1", "task": "find cheap flights"}], "cancel": ["t2"]}}
+    first, second = plan_diffs([{"phase": "plan", "plan": plan, "problems": []},
+                                {"phase": "verify", "round": 1}, replan])
+    assert first["diff"] == [] and len(first["lines"]) == 2
+    changed = [line for line in second["diff"] if line[:1] in "+-" and line[:3] not in
+               ("+++", "---")]
+    assert changed == ["-  t1 [w] find flights", "-  t2 [w] find hotels",
+                       "+  t1 [w] find cheap flights", "+    t3 [w] compare  (needs t1)"]

@@ -232,24 +232,39 @@ def node_detail(state: RunState, node: NodeId, events: Sequence[Event]) -> dict[
                         "value": clip(state.nodes[dep].value)} for dep in ns.spec.deps],
             "history": attempts, "model_calls": calls, "agent_turns": turns,
             "tool_calls": tools, "plan_rounds": rounds,
-            "plan_diffs": plan_diffs([ev.data or {} for ev in mine
-                                      if ev.kind is EventKind.PLAN_ROUND])}
+            # the plan's history is the run's: its rounds are recorded by several nodes
+            "plan_diffs": plan_diffs([ev.data or {} for ev in events
+                                      if ev.kind is EventKind.PLAN_ROUND]) if rounds else []}
 
 
 def plan_diffs(rounds: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Each accepted plan as lines, and how it differs from the plan before it (a unified
-    diff of :func:`~counterpoint.plan_text.plan_tree`), from a node's planning rounds."""
+    """The plan after each round that changed it, as lines
+    (:func:`~counterpoint.plan_text.plan_tree`), and a unified diff from the plan before.
+
+    A ``plan`` round records the whole plan; an applied ``replan`` records its edits
+    (subtasks added, redone with a new task, cancelled), applied here to the plan before.
+    """
     out: list[dict[str, Any]] = []
-    before: list[str] | None = None
+    current: dict[str, Any] | None = None
     for data in rounds:
+        phase = data.get("phase")
         plan = data.get("plan")
-        if not isinstance(plan, Mapping) or data.get("problems"):
+        if phase == "plan" and isinstance(plan, Mapping) and not data.get("problems"):
+            new = dict(plan)
+        elif phase == "replan" and data.get("applied") and current is not None:
+            edits = data.get("edits") or {}
+            gone = set(data.get("cancelled") or edits.get("cancel") or ())
+            redo = {r.get("id"): r.get("task") for r in edits.get("redo") or ()}
+            subtasks = [{**s, "task": redo.get(s.get("id")) or s.get("task", "")}
+                        for s in current.get("subtasks") or () if s.get("id") not in gone]
+            new = {**current, "subtasks": [*subtasks, *(edits.get("add") or ())]}
+        else:
             continue
-        lines = plan_tree(plan)
+        before = plan_tree(current) if current is not None else None
+        lines = plan_tree(new)
         diff = [] if before is None else list(difflib.unified_diff(
-            before, lines, "plan before", f"{data.get('phase')} round {data.get('round', 0)}",
+            before, lines, "plan before", f"after {phase} round {data.get('round', 0)}",
             lineterm="", n=2))
-        out.append({"phase": data.get("phase"), "round": data.get("round"), "lines": lines,
-                    "diff": diff})
-        before = lines
+        out.append({"phase": phase, "round": data.get("round"), "lines": lines, "diff": diff})
+        current = new
     return out
