@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -54,26 +55,41 @@ STATIC = Path(__file__).parent / "static"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
 LIST_LIMIT = 200
 """Most runs the list holds."""
+LIVE_ROW_SECONDS = 5.0
+"""A running run's tokens and cost in the runs list are at most this old."""
 
 
 class _Rows:
-    """Runs-list rows, computed once for finished runs (their log no longer changes)."""
+    """Runs-list rows. A row's tokens and cost need the run's whole log: a finished run's
+    are computed once (its log no longer changes), a running one's at most every
+    :data:`LIVE_ROW_SECONDS` (its status and times follow the index at every look)."""
 
     def __init__(self, store: RunStore) -> None:
         self.store = store
         self.done: dict[str, dict[str, Any]] = {}
+        self.live: dict[str, tuple[float, dict[str, Any]]] = {}
 
     def rows(self, limit: int) -> list[dict[str, Any]]:
         out = []
+        now = time.monotonic()
         for record in self.store.runs(limit):
             row = self.done.get(record.run_id)
             if row is None:
-                try:
-                    row = run_row(record, self.store.events(record.run_id))
-                except RunNotFound:
-                    row = run_row(record)
-                if record.status != RunStatus.RUNNING:
-                    self.done[record.run_id] = row
+                seen = self.live.get(record.run_id)
+                if seen is not None and now - seen[0] < LIVE_ROW_SECONDS and \
+                        record.status == RunStatus.RUNNING:
+                    row = {**seen[1], **run_row(record), **{
+                        k: seen[1][k] for k in ("tokens", "cost", "nodes")}}
+                else:
+                    try:
+                        row = run_row(record, self.store.events(record.run_id))
+                    except RunNotFound:
+                        row = run_row(record)
+                    if record.status != RunStatus.RUNNING:
+                        self.done[record.run_id] = row
+                        self.live.pop(record.run_id, None)
+                    else:
+                        self.live[record.run_id] = (now, row)
             out.append(row)
         return out
 
