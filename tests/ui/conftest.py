@@ -22,9 +22,12 @@ from counterpoint.ui.server import Server
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """Headless chromium. Fails (never skips) when it is missing: these tests must run."""
+    """Headless chromium. Fails (never skips) when it is missing: these tests must run.
+
+    One per test module, not per session: Playwright's sync API keeps an event loop of
+    its own while it runs, which the async tests of later modules must not find."""
     from playwright.sync_api import sync_playwright
     executable = shutil.which("chromium")
     if executable is None:
