@@ -27,7 +27,9 @@ from ..store.owners import run_owner_alive
 PREVIEW_CHARS = 2000
 """Longest value sent inline; a longer one is sent clipped and fetched whole on demand."""
 METRICS_SECONDS = 1.0
-"""A live run's metrics (a pass over every node) are recomputed at most this often."""
+"""A live run's metrics (a pass over every node) are recomputed at most this often; an
+update sent with older metrics is followed by one with fresh metrics at the follower's
+next look, even if no event came in between."""
 
 _ATTEMPT_EVENTS = frozenset({EventKind.NODE_READY, EventKind.NODE_STARTED,
                              EventKind.NODE_SUCCEEDED, EventKind.NODE_FAILED,
@@ -132,6 +134,7 @@ class RunView:
         self._shown = shown_status(record)
         self._metrics: dict[str, Any] | None = None
         self._metrics_at = 0.0
+        self._metrics_seq = -1
 
     @property
     def seq(self) -> int:
@@ -167,8 +170,8 @@ class RunView:
         state = projector.state
         if projector.reshaped:
             return self.snapshot()
-        if not self._changed:
-            return None
+        if not self._changed and self._metrics_seq == self.seq:
+            return None  # nothing new, and the metrics sent are those of the last event
         touched = projector.touched
         nodes = [node_view(state.nodes[n], state) for n in touched if n in state.nodes]
         touched.clear()
@@ -184,6 +187,7 @@ class RunView:
         if self._metrics is None or not live or clock - self._metrics_at >= METRICS_SECONDS:
             self._metrics = metrics_view(state, now)
             self._metrics_at = clock
+            self._metrics_seq = self.seq
         metrics = self._metrics
         return {"run": run_header(self.record, state, last), "metrics": metrics,
                 "critical": list(metrics["critical_path_nodes"]),
