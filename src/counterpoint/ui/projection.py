@@ -26,10 +26,12 @@ from ..store.owners import run_owner_alive
 
 PREVIEW_CHARS = 2000
 """Longest value sent inline; a longer one is sent clipped and fetched whole on demand."""
+SMALL_RUN = 1000
+"""A live run of fewer nodes has its metrics recomputed at every update."""
 METRICS_SECONDS = 1.0
-"""A live run's metrics (a pass over every node) are recomputed at most this often; an
-update sent with older metrics is followed by one with fresh metrics at the follower's
-next look, even if no event came in between."""
+"""A larger live run's metrics (a pass over every node) are recomputed at most this
+often; an update sent with older metrics is followed by one with fresh metrics at the
+follower's next look, even if no event came in between."""
 
 _ATTEMPT_EVENTS = frozenset({EventKind.NODE_READY, EventKind.NODE_STARTED,
                              EventKind.NODE_SUCCEEDED, EventKind.NODE_FAILED,
@@ -184,7 +186,8 @@ class RunView:
         live = run_owner_alive(self.record)
         now = state.finished_at or (time.time() if live else last)
         clock = time.monotonic()
-        if self._metrics is None or not live or clock - self._metrics_at >= METRICS_SECONDS:
+        if self._metrics is None or not live or len(state.nodes) < SMALL_RUN or \
+                clock - self._metrics_at >= METRICS_SECONDS:
             self._metrics = metrics_view(state, now)
             self._metrics_at = clock
             self._metrics_seq = self.seq
