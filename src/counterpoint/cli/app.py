@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -21,12 +19,14 @@ from .. import __version__
 from ..garbage import tune_gc
 from ..ids import RunId
 from . import approvals as approvals_cli
-from . import goals
-from .console import fail, make_console, reported
+from . import goals, inspect
+from .args import AsJson, Db, Quiet, RunName
+from .console import make_console, reported
 from .models import ASK_HELP, MODELS_HELP, ask_command, models_command
 from .pictures import GRAPH_HELP, TRACE_HELP, graph_command, trace_command
 from .stores import importable_cwd as _importable_cwd
 from .stores import open_existing as open_existing
+from .ui import UI_HELP, ui_command
 
 # Only what the commands' signatures name is imported here: `counterpoint --help` builds
 # every command from its signature, so the library (scheduler, models, store, rich
@@ -53,17 +53,6 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-CANCEL_POLL_SECONDS = 0.1
-
-Db = Annotated[str | None, typer.Option(
-    "--db", metavar="PATH",
-    help="The run store (default: $COUNTERPOINT_DB or .counterpoint/runs.db).")]
-Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No live view or progress lines.")]
-AsJson = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")]
-RunName = Annotated[str, typer.Argument(
-    metavar="RUN_ID", help="The run: its id, a unique start of it (or of its hex serial), "
-                           "or last (the newest run).")]
-
 
 app.command("models", help=MODELS_HELP)(models_command)
 app.command("ask", help=ASK_HELP)(ask_command)
@@ -73,6 +62,10 @@ app.command("trace", help=TRACE_HELP)(trace_command)
 app.command("approvals", help=approvals_cli.APPROVALS_HELP)(approvals_cli.approvals_command)
 app.command("approve", help=approvals_cli.APPROVE_HELP)(approvals_cli.approve_command)
 app.command("reject", help=approvals_cli.REJECT_HELP)(approvals_cli.reject_command)
+app.command("ui", help=UI_HELP)(ui_command)
+app.command("show")(inspect.show)
+app.command("runs")(inspect.runs)
+app.command("cancel")(inspect.cancel)
 
 
 def main() -> None:
@@ -338,163 +331,3 @@ def _resume(run_id: str, store: RunStore, *, db: str | None, quiet: bool, as_jso
     if not as_json and store.run(RunId(run_id)).source.get("builder") == goals.GOAL_BUILDER:
         goals.print_answer(result.output, out)  # a goal run ends with its answer, as `run` does
     return code
-
-
-# ------------------------------------------------------------------ inspect
-@app.command()
-def show(
-    run_id: RunName,
-    db: Db = None,
-    as_json: AsJson = False,
-    calls: Annotated[bool, typer.Option(
-        "--calls", help="Also list every model call: node, model, tokens, cost, latency.")] = False,
-    full: Annotated[bool, typer.Option(
-        "--full", help="With --calls: each call's prompt and answer too.")] = False,
-    call: Annotated[int | None, typer.Option(
-        "--call", metavar="N", help="Show model call N (the call column of --calls) in "
-                                    "full, prompt and answer.")] = None,
-) -> None:
-    """Show a run from its log (nothing runs; the graph's code is not imported)."""
-    from ..approval import project
-    from ..events import EventKind
-    from .approvals_view import approval_dict, approvals_table
-    from .calls import call_record, call_view, calls_table
-    from .recorded import log_report, resolve_run
-    from .render import dumps, payload, summary
-    with reported():
-        if full and not calls and call is None:
-            raise typer.BadParameter("--full goes with --calls (or use --call N)",
-                                     param_hint="'--full'")
-        store = open_existing(db, run_id)
-        try:
-            run = resolve_run(store, run_id)
-            record = store.run(run)
-            events = store.events(run)
-            model_calls = [e for e in events if e.kind is EventKind.MODEL_CALL]
-            if call is not None:
-                model_calls = [e for e in model_calls if e.seq == call]
-                if not model_calls:
-                    fail(f"run {run} has no model call {call}; list them with `counterpoint "
-                         f"show {run} --calls`")
-            texts = {d: store.blob(d) for e in model_calls if full or call is not None
-                     for d in ((e.data or {}).get("request"), (e.data or {}).get("response"))
-                     if isinstance(d, str)}
-            approvals = list(project(record.run_id, events,
-                                     store.approval_answers(record.run_id)).values())
-        finally:
-            store.close()
-        report = log_report(record, events)
-    out = make_console()
-    if call is not None:
-        if as_json:
-            typer.echo(dumps(call_record(model_calls[0], texts.get)))
-        else:
-            out.print(call_view(model_calls[0], texts.get), soft_wrap=True)
-        return
-    if as_json:
-        data = payload(report)
-        if calls:
-            data["calls"] = [call_record(e, texts.get) if full else
-                             {"call": e.seq, "at": e.at, "node": e.node, **(e.data or {})}
-                             for e in model_calls]
-        if approvals:
-            data["approvals"] = [approval_dict(a) for a in approvals]
-        typer.echo(dumps(data))
-        return
-    out.print(summary(report, inspect=None), soft_wrap=True)
-    if approvals:
-        out.print()
-        out.print("approvals", style="bold")
-        out.print(approvals_table(approvals, with_run=False), soft_wrap=True)
-    if calls:
-        out.print()
-        out.print(calls_table(model_calls), soft_wrap=True)
-        if full:
-            for e in model_calls:
-                out.print()
-                out.print(call_view(e, texts.get), soft_wrap=True)
-
-
-@app.command()
-def runs(
-    db: Db = None,
-    limit: Annotated[int, typer.Option("--limit", metavar="N", min=1,
-                                       help="Most runs to list.")] = 20,
-) -> None:
-    """List runs, newest first."""
-    from ..store import default_location, open_store
-    from .recorded import shown_status
-    from .render import runs_table
-    out = make_console()
-    location = db or default_location()
-    with reported():
-        if location not in ("memory", ":memory:") and not Path(location).exists():
-            out.print(f"no runs: there is no store at {location}", soft_wrap=True)
-            return
-        store = open_store(location)
-        try:
-            records = store.runs(limit)
-        finally:
-            store.close()
-    if not records:
-        out.print(f"no runs in {location}", soft_wrap=True)
-        return
-    out.print(runs_table(records, shown_status), soft_wrap=True)
-
-
-# ------------------------------------------------------------------ cancel
-@app.command()
-def cancel(
-    run_id: RunName,
-    db: Db = None,
-    wait: Annotated[float, typer.Option(
-        "--wait", metavar="SECONDS", min=0,
-        help="How long to wait for a running process to stop the run.")] = 10.0,
-) -> None:
-    """Cancel a run: ask its process to stop it, or end it for good if that process died."""
-    from .recorded import resolve_run
-    out = make_console()
-    with reported():
-        store = open_existing(db, run_id)
-        try:
-            code = _cancel(store, resolve_run(store, run_id), wait, out)
-        finally:
-            store.close()
-    raise typer.Exit(code)
-
-
-def _cancel(store: RunStore, run_id: RunId, wait: float, out: Console) -> int:
-    from ..state import RunStatus
-    from ..store.owners import run_owner_alive as owner_alive
-    from .recorded import mark_cancelled
-    record = store.run(run_id)
-    if record.status != RunStatus.RUNNING:
-        out.print(f"run {run_id} already finished: {record.status}", soft_wrap=True)
-        return 0
-    if owner_alive(record):
-        store.request_cancel(run_id)
-        out.print(f"cancel of run {run_id} requested from process {record.owner_pid}; waiting "
-                  f"up to {wait:g}s", soft_wrap=True)
-        until = time.monotonic() + wait
-        while True:
-            record = store.run(run_id)
-            if record.status != RunStatus.RUNNING or time.monotonic() >= until:
-                break
-            if not owner_alive(record):  # the process died while we waited
-                return _cancel(store, run_id, 0, out)
-            time.sleep(CANCEL_POLL_SECONDS)
-        if record.status == RunStatus.CANCELLED:
-            out.print(f"run {run_id} cancelled", soft_wrap=True)
-            return 0
-        if record.status != RunStatus.RUNNING:
-            out.print(f"run {run_id} finished ({record.status}) before the cancel took effect",
-                      soft_wrap=True)
-            return 0
-        out.print(f"run {run_id} is still running after {wait:g}s; its process "
-                  f"({record.owner_pid}) will stop it when it sees the request",
-                  soft_wrap=True)
-        return 1
-    mark_cancelled(store, run_id)
-    out.print(f"run {run_id} cancelled: its process ({record.owner_pid}) was no longer "
-              "running. It can no longer be resumed.", soft_wrap=True)
-    return 0

@@ -1,5 +1,6 @@
 """Runs as a store records them: which run a name means, is its process alive, what its
-log says, and closing for good a run whose process died."""
+log says, and closing for good a run whose process died (the last two live in
+:mod:`counterpoint.history`, which the web view shares)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,15 @@ from typing import Any
 
 from ..errors import RunAmbiguous, RunNotFound
 from ..events import Event, EventKind
+from ..history import mark_cancelled, project, shown_status
 from ..ids import NodeId, RunId
 from ..metrics import compute
-from ..state import RunStatus
 from ..store import RunRecord, RunStore
 from ..store.owners import run_owner_alive as owner_alive
-from .projection import project
 from .render import Report
+
+__all__ = ["failed_attempts", "log_report", "mark_cancelled", "resolve_run",
+           "shown_status"]
 
 LAST = "last"
 """Names the newest run (not a sub-run) of the store."""
@@ -72,13 +75,6 @@ def failed_attempts(events: Sequence[Event]) -> dict[NodeId, list[dict[str, Any]
     return failed
 
 
-def shown_status(record: RunRecord) -> str:
-    """The run's status, with ``interrupted`` for a running run whose process is gone."""
-    if record.status == RunStatus.RUNNING and not owner_alive(record):
-        return "interrupted"
-    return record.status
-
-
 def log_report(record: RunRecord, events: Sequence[Event]) -> Report:
     """The summary of a recorded run, rebuilt from its log alone."""
     projection = project(record.run_id, events)
@@ -103,17 +99,3 @@ def log_report(record: RunRecord, events: Sequence[Event]) -> Report:
                   status=status, state=state, metrics=compute(state, now),
                   deps_known=projection.deps_known, declared=projection.declared, note=note,
                   failed_attempts=failed_attempts(events))
-
-
-def mark_cancelled(store: RunStore, run_id: RunId,
-                   reason: str = "cancelled while not running") -> None:
-    """End a run whose process died: append a final ``run_finished`` (cancelled) event.
-
-    A resume replays it and finds the run finished, so nothing of it runs again.
-    """
-    events = store.events(run_id)
-    last = events[-1].seq if events else 0
-    store.append(run_id, Event(EventKind.RUN_FINISHED, time.time(),
-                               data={"status": RunStatus.CANCELLED.value, "reason": reason},
-                               seq=last + 1))
-    store.flush_sync()

@@ -1,0 +1,69 @@
+"""``counterpoint ui``: serve the web view over the run store on this machine.
+
+The server (Starlette under uvicorn) is imported when the command runs, never by
+``counterpoint --help``.
+"""
+
+from __future__ import annotations
+
+import secrets
+import webbrowser
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..errors import ConfigError
+from .console import make_console, reported
+
+UI_HELP = ("Serve a live web view of the runs in the store: runs list, each run's DAG, "
+           "timeline and metrics, node details, cancel and resume.")
+
+
+def ui_command(
+    db: Annotated[str | None, typer.Option(
+        "--db", metavar="PATH",
+        help="The run store (default: $COUNTERPOINT_DB or .counterpoint/runs.db).")] = None,
+    host: Annotated[str, typer.Option(
+        "--host", metavar="ADDRESS",
+        help="Address to listen on; anything but loopback needs a token.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(
+        "--port", metavar="N", min=0, max=65535,
+        help="Port to listen on (0: any free port; the URL printed says which).")] = 8321,
+    token: Annotated[str | None, typer.Option(
+        "--token", metavar="TEXT", envvar="COUNTERPOINT_UI_TOKEN",
+        help="Token the page must present (generated when --host is not loopback and none "
+             "is given; also read from $COUNTERPOINT_UI_TOKEN).")] = None,
+    open_browser: Annotated[bool, typer.Option(
+        "--open", help="Open the page in the default browser.")] = False,
+) -> None:
+    """Serve the web view; runs written by other processes show up as they happen."""
+    from ..store import default_location, open_store
+    from ..ui.server import Server, is_loopback
+    out = make_console()
+    with reported():
+        if token is None and not is_loopback(host):
+            token = secrets.token_urlsafe(24)
+        location = db or default_location()
+        if location in ("memory", ":memory:"):
+            raise ConfigError("counterpoint ui needs a store in a file (--db PATH): an "
+                              "in-memory store holds no runs of other processes")
+        if not Path(location).exists():
+            out.print(f"no store at {location} yet: the page fills in once a run writes it",
+                      soft_wrap=True)
+        store = open_store(location)
+        try:
+            server = Server(store, host=host, port=port, token=token)
+        except BaseException:
+            store.close()
+            raise
+    out.print(f"counterpoint ui: {server.url}  (store {location}; Ctrl-C stops)",
+              soft_wrap=True)
+    if open_browser:
+        webbrowser.open(server.url)
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        store.close()

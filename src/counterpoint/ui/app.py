@@ -1,0 +1,289 @@
+"""The web view's HTTP side: the page, its JSON API and its live streams, over one store.
+
+=====================================  ==================================================
+``GET /``                              the page (``static/``: no build step, no CDN)
+``GET /api/runs?q=&status=&limit=``    the runs list, filtered and searched
+``GET /api/runs/stream``               the runs list again whenever the index changes (SSE)
+``GET /api/runs/{run}``                a run: header, nodes, metrics, critical path
+``GET /api/runs/{run}/stream``        the run, then what changes in it (SSE)
+``GET /api/runs/{run}/nodes/{node}``   one node: inputs, output, attempts, calls, rounds
+``GET /api/runs/{run}/values/{node}``  a node's whole output (the page shows it clipped)
+``GET /api/blobs/{sha256}``            a stored text: a model call's request or response
+``POST /api/runs/{run}/cancel``        as ``counterpoint cancel``
+``POST /api/runs/{run}/resume``        as ``counterpoint resume``, in a detached process
+=====================================  ==================================================
+
+Access: with a token, every ``/api`` request must present it (``Authorization: Bearer``,
+or ``?token=`` for the page's event streams). Without one (the server is on loopback)
+requests must name a loopback host, so a web page elsewhere cannot reach the API through
+a DNS name rebound to 127.0.0.1. A ``POST`` must carry ``X-Counterpoint: 1``, which a
+cross-site form cannot send.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import (
+    FileResponse,
+    JSONResponse,
+    PlainTextResponse,
+    Response,
+    StreamingResponse,
+)
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from ..errors import CounterpointError, RunNotFound
+from ..history import Projector
+from ..ids import NodeId, RunId
+from ..state import RunStatus
+from ..store import RunStore
+from . import control
+from .projection import RunView, matches, node_detail, run_row
+from .tail import POLL_SECONDS, follow
+
+STATIC = Path(__file__).parent / "static"
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
+LIST_LIMIT = 200
+"""Most runs the list holds."""
+LIVE_ROW_SECONDS = 5.0
+"""A running run's tokens and cost in the runs list are at most this old."""
+
+
+class _Rows:
+    """Runs-list rows. A row's tokens and cost need the run's whole log: a finished run's
+    are computed once (its log no longer changes), a running one's at most every
+    :data:`LIVE_ROW_SECONDS` (its status and times follow the index at every look)."""
+
+    def __init__(self, store: RunStore) -> None:
+        self.store = store
+        self.done: dict[str, dict[str, Any]] = {}
+        self.live: dict[str, tuple[float, dict[str, Any]]] = {}
+
+    def rows(self, limit: int) -> list[dict[str, Any]]:
+        out = []
+        now = time.monotonic()
+        for record in self.store.runs(limit):
+            row = self.done.get(record.run_id)
+            if row is None:
+                seen = self.live.get(record.run_id)
+                if seen is not None and now - seen[0] < LIVE_ROW_SECONDS and \
+                        record.status == RunStatus.RUNNING:
+                    row = {**seen[1], **run_row(record), **{
+                        k: seen[1][k] for k in ("tokens", "cost", "nodes")}}
+                else:
+                    try:
+                        row = run_row(record, self.store.events(record.run_id))
+                    except RunNotFound:
+                        row = run_row(record)
+                    if record.status != RunStatus.RUNNING:
+                        self.done[record.run_id] = row
+                        self.live.pop(record.run_id, None)
+                    else:
+                        self.live[record.run_id] = (now, row)
+            out.append(row)
+        return out
+
+
+def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = None,
+               poll: float = POLL_SECONDS) -> Starlette:
+    """The web view over ``store``; ``token`` (if given) guards the API; ``cwd`` is where
+    a resumed run's process starts (where its graph is importable from)."""
+    rows = _Rows(store)
+    workdir = cwd or Path.cwd()
+
+    async def read(fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.to_thread(fn, *args)
+
+    async def runs(request: Request) -> Response:
+        limit = _int(request.query_params.get("limit"), LIST_LIMIT)
+        query = request.query_params.get("q", "")
+        status = request.query_params.get("status", "")
+        found = await read(rows.rows, limit)
+        return _JSON({"runs": [r for r in found if matches(r, query, status)],
+                             "store": store.location})
+
+    async def runs_stream(request: Request) -> Response:
+        limit = _int(request.query_params.get("limit"), LIST_LIMIT)
+
+        async def frames() -> AsyncIterator[str]:
+            seen: Any = None
+            while True:
+                found = await read(rows.rows, limit)
+                key = [(r["run_id"], r["status"], r["updated_at"]) for r in found]
+                if key != seen:
+                    seen = key
+                    yield _frame("runs", {"runs": found, "store": store.location})
+                await asyncio.sleep(poll * 5)
+        return _stream(frames())
+
+    async def run(request: Request) -> Response:
+        run_id = RunId(request.path_params["run"])
+        view = RunView(await read(store.run, run_id))
+        view.feed(await read(store.events, run_id))
+        data = view.snapshot()
+        data["children"] = await read(_children, store, run_id)
+        return _JSON(data)
+
+    async def run_stream(request: Request) -> Response:
+        run_id = RunId(request.path_params["run"])
+        record = await read(store.run, run_id)  # an unknown run is a 404, not a stream
+
+        async def frames() -> AsyncIterator[str]:
+            # the first frame is the whole run, so a page that reconnects starts afresh
+            view = RunView(record)
+            first = True
+            async for batch in follow(store, run_id, 0, poll=poll):
+                view.feed(batch.events, batch.record)
+                if first:
+                    update: dict[str, Any] | None = {
+                        **view.snapshot(), "children": await read(_children, store, run_id)}
+                else:
+                    update = view.update()
+                first = False
+                if update is not None:
+                    yield _frame("update", update)
+            yield _frame("end", {"seq": view.seq})
+        return _stream(frames())
+
+    async def node(request: Request) -> Response:
+        run_id = RunId(request.path_params["run"])
+        node_id = NodeId(request.path_params["node"])
+        events = await read(store.events, run_id)
+        state = Projector(run_id).feed(events).state
+        if node_id not in state.nodes:
+            return _error(404, f"run {run_id} has no node {node_id!r}")
+        return _JSON(node_detail(state, node_id, events))
+
+    async def value(request: Request) -> Response:
+        run_id = RunId(request.path_params["run"])
+        node_id = NodeId(request.path_params["node"])
+        state = Projector(run_id).feed(await read(store.events, run_id)).state
+        ns = state.nodes.get(node_id)
+        if ns is None or ns.value is None:
+            return _error(404, f"run {run_id}: node {node_id!r} has no recorded output")
+        return PlainTextResponse(ns.value, media_type="application/json")
+
+    async def blob(request: Request) -> Response:
+        digest = request.path_params["digest"]
+        text = await read(store.blob, digest)
+        if text is None:
+            return _error(404, f"no stored text {digest} in store {store.location}")
+        return PlainTextResponse(text, media_type="application/json")
+
+    async def cancel(request: Request) -> Response:
+        outcome = await read(control.cancel, store, RunId(request.path_params["run"]))
+        return _error(outcome.status, outcome.message) if outcome.status >= 400 else \
+            _JSON({"message": outcome.message}, status_code=outcome.status)
+
+    async def resume(request: Request) -> Response:
+        outcome = await asyncio.to_thread(control.resume, store,
+                                          RunId(request.path_params["run"]), cwd=workdir)
+        if outcome.status >= 400:
+            return _error(outcome.status, outcome.message)
+        return _JSON({"message": outcome.message, "pid": outcome.pid},
+                            status_code=outcome.status)
+
+    async def page(request: Request) -> Response:
+        return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-store"})
+
+    routes = [
+        Route("/", page), Route("/runs/{rest:path}", page),
+        Route("/api/runs", runs), Route("/api/runs/stream", runs_stream),
+        Route("/api/runs/{run}", run), Route("/api/runs/{run}/stream", run_stream),
+        Route("/api/runs/{run}/nodes/{node:path}", node),
+        Route("/api/runs/{run}/values/{node:path}", value),
+        Route("/api/blobs/{digest}", blob),
+        Route("/api/runs/{run}/cancel", cancel, methods=["POST"]),
+        Route("/api/runs/{run}/resume", resume, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ]
+    app = Starlette(routes=routes, exception_handlers={
+        RunNotFound: _not_found, CounterpointError: _failed})
+    app.add_middleware(_Guard, token=token)
+    return app
+
+
+class _Guard:
+    """Token, loopback host and POST header checks (see the module docstring)."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]], token: str | None) -> None:
+        self.app = app
+        self.token = token
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        refusal = self.refusal(request)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def refusal(self, request: Request) -> Response | None:
+        api = request.url.path.startswith("/api/")
+        if self.token is None:
+            host = (request.headers.get("host") or "").rpartition(":")[0] or \
+                request.headers.get("host", "")
+            if host not in LOOPBACK_HOSTS:
+                return _error(403, f"host {host!r} refused: this server answers on loopback "
+                                   "only; start it with --host and --token to serve others")
+        elif api:
+            given = request.query_params.get("token") or ""
+            header = request.headers.get("authorization", "")
+            if header.lower().startswith("bearer "):
+                given = header[7:]
+            if not hmac.compare_digest(given.encode(), self.token.encode()):
+                return _error(401, "this server needs its token: open the URL that "
+                                   "`counterpoint ui` printed (it ends in ?token=...)")
+        if api and request.method == "POST" and request.headers.get("x-counterpoint") != "1":
+            return _error(403, "a POST to this API must carry the header X-Counterpoint: 1")
+        return None
+
+
+def _children(store: RunStore, run_id: RunId) -> list[dict[str, Any]]:
+    return [run_row(r) for r in store.runs(LIST_LIMIT * 5) if r.parent == run_id]
+
+
+def _int(text: str | None, default: int) -> int:
+    try:
+        return max(0, int(text)) if text else default
+    except ValueError:
+        return default
+
+
+class _JSON(JSONResponse):
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content)  # a run of thousands of nodes is megabytes of JSON
+
+
+def _frame(kind: str, data: Any) -> str:
+    return f"event: {kind}\ndata: {orjson.dumps(data).decode()}\n\n"
+
+
+def _stream(frames: AsyncIterator[str]) -> StreamingResponse:
+    return StreamingResponse(frames, media_type="text/event-stream",
+                             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return _JSON({"error": message}, status_code=status)
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    return _error(404, str(exc))
+
+
+async def _failed(request: Request, exc: Exception) -> Response:
+    return _error(500, str(exc))

@@ -1,0 +1,86 @@
+"""What the page's buttons do: cancel a run and resume an interrupted one, as the
+``counterpoint cancel`` and ``counterpoint resume`` commands do."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..history import mark_cancelled, shown_status
+from ..ids import RunId
+from ..state import RunStatus
+from ..store import RunStore
+from ..store.owners import run_owner_alive
+
+RESUME_SETTLE_SECONDS = 5.0
+"""How long a resume request waits for the new process to take the run over (or fail)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Outcome:
+    """What a control did, for the page: an HTTP status and one line saying what happened."""
+
+    status: int
+    message: str
+    pid: int | None = None
+
+
+def cancel(store: RunStore, run_id: RunId) -> Outcome:
+    """Ask the run's process to cancel it, or end it for good if that process died.
+
+    Returns at once: the page sees the run end in its stream.
+    """
+    record = store.run(run_id)
+    if record.status != RunStatus.RUNNING:
+        return Outcome(status=409, message=f"run {run_id} already finished: {record.status}")
+    if run_owner_alive(record):
+        store.request_cancel(run_id)
+        return Outcome(status=202, message=f"cancel of run {run_id} requested from process "
+                                           f"{record.owner_pid}")
+    mark_cancelled(store, run_id)
+    return Outcome(status=200, message=f"run {run_id} cancelled: its process "
+                                       f"({record.owner_pid}) was no longer running; it can "
+                                       "no longer be resumed")
+
+
+def resume(store: RunStore, run_id: RunId, *, cwd: Path,
+           settle: float = RESUME_SETTLE_SECONDS) -> Outcome:
+    """Start ``counterpoint resume RUN_ID`` as a detached process in ``cwd`` (where the
+    run's graph must be importable from, as for the command), and wait until it has
+    taken the run over, or has failed (its error line is the message)."""
+    record = store.run(run_id)
+    if shown_status(record) != "interrupted":
+        return Outcome(status=409, message=f"run {run_id} is {shown_status(record)}: only an "
+                                           "interrupted run (its process died) can be resumed")
+    if store.location in ("memory", ":memory:"):
+        return Outcome(status=409, message="a run in an in-memory store cannot be resumed "
+                                           "by another process")
+    argv = [sys.executable, "-m", "counterpoint.cli", "resume", run_id, "--db",
+            store.location, "--quiet"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH"))
+        if p)}
+    with tempfile.TemporaryFile(mode="w+") as errors:
+        proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=errors, env=env,
+                                start_new_session=True)
+        until = time.monotonic() + settle
+        while time.monotonic() < until:
+            code = proc.poll()
+            if code is not None and code != 0:
+                errors.seek(0)
+                lines = [line for line in errors.read().splitlines() if line.strip()]
+                return Outcome(status=409, message=lines[-1] if lines else
+                               f"`counterpoint resume {run_id}` exited with code {code}")
+            now = store.run(run_id)
+            if code == 0 or now.owner_pid == proc.pid or now.status != RunStatus.RUNNING:
+                return Outcome(status=202, message=f"run {run_id} resumed in process "
+                                                   f"{proc.pid}", pid=proc.pid)
+            time.sleep(0.05)  # a process elsewhere: nothing to wait on but its record
+    return Outcome(status=202, message=f"resuming run {run_id} in process {proc.pid}",
+                   pid=proc.pid)

@@ -1,0 +1,86 @@
+"""Serving the web view: a listening socket and uvicorn, in the foreground (the command)
+or in a background thread (tests, benchmarks, a notebook)."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import threading
+import time
+from pathlib import Path
+
+import uvicorn
+
+from ..errors import ConfigError
+from ..store import RunStore
+from .app import create_app
+
+START_SECONDS = 10.0
+"""How long :meth:`Server.start` waits for the server to listen."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only (``localhost``, 127.0.0.0/8, ``::1``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class Server:
+    """The web view over ``store``, listening on ``host:port`` once constructed (port 0
+    picks a free one; :attr:`url` names the one taken, with the token if there is one).
+
+    The store stays the caller's to close.
+    """
+
+    def __init__(self, store: RunStore, *, host: str = "127.0.0.1", port: int = 0,
+                 token: str | None = None, cwd: Path | None = None) -> None:
+        if token is None and not is_loopback(host):
+            raise ConfigError(f"serving the web view on {host} (not loopback) needs a token: "
+                              "pass --token, or let `counterpoint ui` generate one")
+        bare = host.strip("[]")
+        family = socket.AF_INET6 if ":" in bare else socket.AF_INET
+        self.socket = socket.socket(family, socket.SOCK_STREAM)
+        self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self.socket.bind((bare, port))
+        except OSError as exc:
+            self.socket.close()
+            raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}; pick another "
+                              "--port (0 picks a free one)") from None
+        self.socket.listen(128)  # connections made before uvicorn runs wait in the backlog
+        self.port: int = self.socket.getsockname()[1]
+        shown = f"[{bare}]" if family == socket.AF_INET6 else bare
+        self.url = f"http://{shown}:{self.port}/" + (f"?token={token}" if token else "")
+        """The page's address, with ``?token=`` when the server has one."""
+        self.base = f"http://{shown}:{self.port}"
+        """The server's address, without a path or a token."""
+        self.app = create_app(store, token=token, cwd=cwd)
+        self._server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning",
+                                                     lifespan="off"))
+        self._thread: threading.Thread | None = None
+
+    def run(self) -> None:
+        """Serve until interrupted (Ctrl-C) or :meth:`stop`."""
+        self._server.run(sockets=[self.socket])
+
+    def start(self) -> Server:
+        """Serve in a daemon thread; returns once the server accepts connections."""
+        self._thread = threading.Thread(target=self.run, name="counterpoint-ui", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + START_SECONDS
+        while not self._server.started:  # uvicorn says so only through this flag
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise ConfigError(f"the web view on {self.base} did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        """Stop serving (open event streams are closed) and wait for the thread."""
+        self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self.socket.close()

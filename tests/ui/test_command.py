@@ -1,0 +1,86 @@
+"""``counterpoint ui`` as a user starts it: a real process, its printed URL, its errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import SRC
+
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    p for p in (str(SRC), os.environ.get("PYTHONPATH")) if p)}
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "counterpoint.cli", *args], cwd=cwd,
+                          env=ENV, capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def serving(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
+    """``counterpoint ui`` started with the marker's arguments; yields (its first line,
+    the URL in it)."""
+    args = request.node.get_closest_marker("ui_args").args
+    proc = subprocess.Popen([sys.executable, "-m", "counterpoint.cli", "ui", "--db",
+                             str(tmp_path / "runs.db"), *args], cwd=tmp_path, env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = ""
+        while "counterpoint ui:" not in line:  # blocks until the server prints its URL
+            line = proc.stdout.readline()
+            assert line, f"counterpoint ui exited: {proc.stderr.read() if proc.stderr else ''}"
+        yield line, line.split()[2]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+@pytest.mark.ui_args("--port", "0")
+def test_it_prints_the_url_it_serves(serving: tuple[str, str]) -> None:
+    line, url = serving
+    assert "runs.db" in line  # it says which store it serves
+    assert url.startswith("http://127.0.0.1:") and "token" not in url
+    with urllib.request.urlopen(url + "api/runs", timeout=10) as response:
+        assert json.load(response)["runs"] == []
+    with urllib.request.urlopen(url, timeout=10) as response:
+        assert b"<title>counterpoint</title>" in response.read()
+
+
+@pytest.mark.ui_args("--port", "0", "--host", "0.0.0.0")
+def test_another_address_gets_a_generated_token_the_api_requires(
+        serving: tuple[str, str]) -> None:
+    _, url = serving
+    base, _, token = url.partition("?token=")
+    assert len(token) >= 20
+    port = base.rstrip("/").rpartition(":")[2]
+    local = f"http://127.0.0.1:{port}/api/runs"
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(local, timeout=10)
+    assert refused.value.code == 401
+    with urllib.request.urlopen(f"{local}?token={token}", timeout=10) as response:
+        assert json.load(response)["runs"] == []
+
+
+def test_a_port_in_use_is_one_error_line(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = _cli("ui", "--db", str(tmp_path / "runs.db"), "--port", str(port), cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: cannot listen on 127.0.0.1:") and "--port" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_store_in_memory_is_refused(tmp_path: Path) -> None:
+    done = _cli("ui", "--db", "memory", cwd=tmp_path)
+    assert done.returncode == 2 and "needs a store in a file" in done.stderr

@@ -1,0 +1,71 @@
+"""The page over finished runs, in a real headless chromium: the runs list's filter and
+search, a map's children folded into one box and unfolded, a failed node's traceback."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import counterpoint as cp
+from counterpoint.store import RunStore
+from counterpoint.ui.server import Server
+
+
+def _fan(n: int) -> cp.Graph:
+    def items() -> list[int]:
+        return list(range(n))
+
+    def square(x: int) -> int:
+        return x * x
+
+    g = cp.Graph("fan")
+    g.map("square", square, over=g.add("items", items))
+    return g
+
+
+def _broken() -> cp.Graph:
+    def explode() -> int:
+        raise ValueError("the fuse was lit")
+
+    g = cp.Graph("broken")
+    g.add("explode", explode)
+    return g
+
+
+def test_the_runs_list_filters_by_status_and_searches(served: Server, ui_store: RunStore,
+                                                     page: Any) -> None:
+    fan = cp.run_sync(_fan(3), store=ui_store)
+    broken = cp.run_sync(_broken(), store=ui_store)
+    page.goto(served.url)
+    page.wait_for_selector(f'tr[data-run="{fan.run_id}"]')
+    page.wait_for_selector(f'tr[data-run="{broken.run_id}"]')
+    page.select_option("#status-filter", "failed")
+    page.wait_for_selector(f'tr[data-run="{fan.run_id}"]', state="detached")
+    assert page.locator("tr[data-run]").count() == 1
+    page.select_option("#status-filter", "")
+    page.fill("#search", "fan")
+    page.wait_for_selector(f'tr[data-run="{broken.run_id}"]', state="detached")
+    assert page.inner_text(f'tr[data-run="{fan.run_id}"] td:nth-child(3)') == "fan"
+    page.fill("#search", "no such run")
+    page.wait_for_selector("text=no run matches")
+
+
+def test_a_large_map_folds_into_one_box_that_unfolds(served: Server, ui_store: RunStore,
+                                                     page: Any) -> None:
+    run = cp.run_sync(_fan(12), store=ui_store)
+    page.goto(f"{served.base}/runs/{run.run_id}")
+    group = page.wait_for_selector('#dag [data-group="square"][data-status="succeeded"]')
+    assert "×12" in group.text_content()
+    assert page.locator("#dag [data-node^='square[']").count() == 0
+    group.click()
+    page.wait_for_selector('#dag [data-node="square[11]"][data-status="succeeded"]')
+    assert page.locator("#dag [data-node^='square[']").count() == 12
+
+
+def test_a_failed_node_shows_its_error_and_traceback(served: Server, ui_store: RunStore,
+                                                     page: Any) -> None:
+    run = cp.run_sync(_broken(), store=ui_store)
+    page.goto(f"{served.base}/runs/{run.run_id}?node=explode")
+    page.wait_for_selector("#detail >> text=ValueError: the fuse was lit")
+    page.click("#detail summary:has-text('traceback')")
+    assert 'raise ValueError("the fuse was lit")' in page.inner_text("#detail pre.tb")
+    assert page.get_attribute('#dag [data-node="explode"]', "data-status") == "failed"
