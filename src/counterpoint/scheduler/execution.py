@@ -24,6 +24,7 @@ from ..events import RUN_CREATED, RUN_RESUMED, Event
 from ..graph import Graph
 from ..ids import RunId, new_run_id
 from ..loader import load_recorded, source_record
+from ..observers import observers_for
 from ..options import RunOptions
 from ..results import RunResult
 from ..state import RunState
@@ -74,6 +75,9 @@ class Execution(Attempts):
         self._done = loop.create_future()
         self._capacity.join(self)
         self.store.watch_cancel(self.run_id, loop, self._cancel_requested)
+        observers = observers_for(self)  # tracing and log records (counterpoint.observers)
+        if observers:
+            self._subscribers = (*self._subscribers, *observers)
         try:
             if self.options.deadline is not None:
                 self._deadline = loop.call_later(self.options.deadline, self.stop,
