@@ -313,3 +313,40 @@ async def test_nothing_is_traced_once_tracing_is_shut_down(receiver: OTLPReceive
     assert {s.name for s in before} == {"run before", "node one"}
     await cp.run(g, store="memory")
     assert receiver.spans == before
+
+
+async def test_a_run_torn_down_and_resumed_is_two_run_spans_of_one_run(
+        receiver: OTLPReceiver, tracing: telemetry.Tracing) -> None:
+    from support import stop_executing
+    store = cp.MemoryStore()
+    started = asyncio.Event()
+    release = asyncio.Event()
+
+    async def waits() -> str:
+        started.set()
+        await release.wait()
+        return "done"
+
+    g = cp.Graph("interrupted")
+    g.add("waits", waits)
+    handle = await cp.start(g, store=store)
+    await asyncio.wait_for(started.wait(), 10)
+    await stop_executing(handle)  # as a process shutting down: the run stays resumable
+    release.set()
+    result = await cp.resume(handle.run_id, store=store, graph=g)
+    assert result.ok
+    tracing.force_flush()
+    spans = receiver.wait_for(lambda spans: sum(s.name == "run interrupted"
+                                                for s in spans) == 2)
+    first, second = sorted((s for s in spans if s.name == "run interrupted"),
+                           key=lambda s: s.start_ns)
+    assert first.attributes["counterpoint.run_id"] == second.attributes["counterpoint.run_id"]
+    assert first.attributes["counterpoint.status"] == "interrupted"
+    assert "counterpoint.resumed" not in first.attributes
+    assert second.attributes["counterpoint.resumed"] is True
+    assert second.attributes["counterpoint.status"] == "succeeded"
+    cut = _children(spans, first)
+    assert [s.attributes["counterpoint.status"] for s in cut] == ["interrupted"]
+    again = _children(spans, second)
+    assert [s.attributes["counterpoint.status"] for s in again] == ["succeeded"]
+    assert first.end_ns <= second.start_ns

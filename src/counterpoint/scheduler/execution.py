@@ -66,6 +66,9 @@ class Execution(Attempts):
         return self.result()
 
     async def _run(self, first: Event) -> None:
+        observers = observers_for(self)  # tracing and log records (counterpoint.observers)
+        if observers:
+            self._subscribers = (*self._subscribers, *observers)
         loop = self._loop = asyncio.get_running_loop()
         self._thread = threading.get_ident()
         sends = _SENDS.get(loop)
@@ -75,9 +78,6 @@ class Execution(Attempts):
         self._done = loop.create_future()
         self._capacity.join(self)
         self.store.watch_cancel(self.run_id, loop, self._cancel_requested)
-        observers = observers_for(self)  # tracing and log records (counterpoint.observers)
-        if observers:
-            self._subscribers = (*self._subscribers, *observers)
         try:
             if self.options.deadline is not None:
                 self._deadline = loop.call_later(self.options.deadline, self.stop,
@@ -91,6 +91,9 @@ class Execution(Attempts):
             self.store.unwatch_cancel(self.run_id)
             self._capacity.leave(self)
             self._end_tasks()
+            if observers and not self.state.status.terminal:  # torn down: no more events
+                for observer in observers:
+                    observer.put_nowait(None)
 
     def _end_tasks(self) -> None:
         """Cancel timers and every node task still going (none, normally): the task group

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -89,8 +90,10 @@ class RunSpans:
 
     # ----------------------------------------------------------------- the stream
     def put_nowait(self, event: Event | None, /) -> None:
-        if event is None:
-            self._close(self.last)
+        if event is None:  # the run ended, or was torn down before it could
+            if self.span is not None:
+                self.span.set_attribute(a.STATUS, "interrupted")
+            self._close(max(self.last, time.time()))
             return
         self.last = event.at
         handler = _HANDLERS.get(event.kind)
