@@ -96,9 +96,9 @@ def observers_for(run: ObservedRun) -> tuple[RunObserver, ...]:
     if not _defaults_loaded:
         _load_defaults()
     value = os.environ.get(ENVIRONMENT_VARIABLE)
-    if value != _environment:
-        _environment = value
+    if value != _environment:  # acted on once it worked: a failure is reported every run
         importlib.import_module("counterpoint.telemetry").from_environment()
+        _environment = value
     if not _factories:
         return ()
     found = []

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -137,6 +138,8 @@ async def test_the_span_tree_of_a_run_with_a_sub_run_a_retry_an_edit_and_an_agen
     run = _one(spans, "run traced")
     assert run.parent_span_id == "" and run.attributes["counterpoint.run_id"] == result.run_id
     assert run.attributes["counterpoint.status"] == "succeeded"
+    assert run.attributes["gen_ai.operation.name"] == "invoke_workflow"
+    assert run.attributes["gen_ai.workflow.name"] == "traced"
     assert run.resource["service.name"] == "counterpoint" and run.scope == "counterpoint"
 
     # node attempts are children of the run, timed by the log
@@ -350,3 +353,11 @@ async def test_a_run_torn_down_and_resumed_is_two_run_spans_of_one_run(
     again = _children(spans, second)
     assert [s.attributes["counterpoint.status"] for s in again] == ["succeeded"]
     assert first.end_ns <= second.start_ns
+
+
+def test_tracing_without_the_sdk_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+                        None)  # as if the exporter were not installed
+    with pytest.raises(cp.UserError, match=r"pip install 'counterpoint\[otel\]'"):
+        telemetry.instrument(endpoint="http://127.0.0.1:9")
+    assert telemetry.active() is None

@@ -4,9 +4,10 @@ One :class:`RunSpans` observes one run (:mod:`counterpoint.observers`). Each spa
 its start and end from the events' own timestamps, so the trace shows what the log
 says, whatever the exporter's latency:
 
-* the run: ``run {graph}``, a root span, or for a sub-run (a graph node) a child of
-  the parent node's attempt, and for a run started by an agent's tool (a graph tool)
-  a child of that tool call;
+* the run: ``run {graph}`` (GenAI operation ``invoke_workflow``), a child of the
+  caller's current span or a root; for a sub-run (a graph node) a child of the parent
+  node's attempt, and for a run started by an agent's tool (a graph tool) a child of
+  that tool call;
 * each node attempt: ``node {id}`` (run id, node, attempt, status, error), with span
   events for a retry and a fallback; edits (``patch_applied``), stops and map
   expansions are events of the run span;
@@ -114,7 +115,8 @@ class RunSpans:
             return
         data = event.data or {}
         graph = data.get("graph") or self.run.state.graph
-        attributes: dict[str, Any] = {a.RUN_ID: self.run_id, a.GRAPH: graph}
+        attributes: dict[str, Any] = {a.OPERATION: a.INVOKE_WORKFLOW, a.WORKFLOW_NAME: graph,
+                                      a.RUN_ID: self.run_id, a.GRAPH: graph}
         if self.run.parent is not None:
             attributes[a.PARENT_RUN_ID] = str(self.run.parent)
         if event.kind is EventKind.RUN_RESUMED:
