@@ -198,6 +198,8 @@ async def test_the_span_tree_of_a_run_with_a_sub_run_a_retry_an_edit_and_an_agen
              if e.kind is EventKind.AGENT_TURN and (e.data or {}).get("agent") == "boss"]
     recorded = {c["name"]: c["id"] for c in turns[0]["response"]["tool_calls"]}
     assert {n: s.attributes["gen_ai.tool.call.id"] for n, s in tools.items()} == recorded
+    for span in [*chats, *tools.values()]:  # children inside their parents, in time
+        assert boss.start_ns <= span.start_ns <= span.end_ns <= boss.end_ns
     for span in tools.values():
         assert span.attributes["gen_ai.operation.name"] == "execute_tool"
         assert asked.end_ns <= span.start_ns <= span.end_ns <= answered.start_ns

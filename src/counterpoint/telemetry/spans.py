@@ -280,7 +280,7 @@ class RunSpans:
     def model_call(self, event: Event) -> None:
         data = event.data or {}
         if "invalid_output" in data:  # a re-ask: the answer did not validate
-            span = self._model_parent(event, data)
+            span = self._model_parent(event, data, event.at)
             span.add_event("counterpoint.invalid_output", {
                 "counterpoint.problems": redact(str(data["invalid_output"]))[:2000],
                 "counterpoint.re_ask": int(data.get("re_ask", 0))}, timestamp=_ns(event.at))
@@ -316,19 +316,24 @@ class RunSpans:
             attributes["counterpoint.purpose"] = str(data["purpose"])
         if self.content:
             attributes.update(self._messages(data))
-        parent = self._model_parent(event, data)
-        span = self._start(f"{a.CHAT} {requested}", parent, event.at - latency, attributes,
+        started = event.at - latency
+        parent = self._model_parent(event, data, started)
+        span = self._start(f"{a.CHAT} {requested}", parent, started, attributes,
                            SpanKind.CLIENT)
         if message is not None:
             span.set_status(Status(StatusCode.ERROR, message))
         span.end(end_time=_ns(event.at))
 
-    def _model_parent(self, event: Event, data: dict[str, Any]) -> Span:
+    def _model_parent(self, event: Event, data: dict[str, Any], started: float) -> Span:
+        """The agent loop a model call belongs to (started by it, if it is the loop's
+        first), else the attempt that made it."""
         match = _PURPOSE.fullmatch(str(data.get("purpose") or ""))
         if match is not None:
-            span: Span = self._agent(event.node, event.attempt, match["scope"], event.at)[0]
+            agent = self._agent(event.node, event.attempt, match["scope"], started)
+            agent[1] = max(agent[1], event.at)
+            span: Span = agent[0]
             return span
-        return self._attempt(event.node, event.attempt, event.at)
+        return self._attempt(event.node, event.attempt, started)
 
     def _messages(self, data: dict[str, Any]) -> dict[str, Any]:
         found: dict[str, Any] = {}

@@ -4,6 +4,9 @@
   Completions API, answering with scripted `Reply` objects (text, JSON, tool calls,
   refusals, HTTP errors, hangs, cut-off streams, malformed bodies) and optionally
   enforcing a rate limit. Standard library only.
+- `counterpoint.testing.otlp.OTLPReceiver`: a real OTLP/HTTP trace receiver on
+  loopback that decodes what an exporter sends (imported from its module, as it
+  needs the ``otel`` extra).
 """
 
 from __future__ import annotations
