@@ -363,3 +363,21 @@ def test_tracing_without_the_sdk_says_what_to_install(monkeypatch: pytest.Monkey
     with pytest.raises(cp.UserError, match=r"pip install 'counterpoint\[otel\]'"):
         telemetry.instrument(endpoint="http://127.0.0.1:9")
     assert telemetry.active() is None
+
+
+async def test_a_sampler_that_keeps_nothing_exports_nothing_and_the_run_is_unchanged(
+        server: OpenAIServer, receiver: OTLPReceiver) -> None:
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+    provider = TracerProvider(sampler=ALWAYS_OFF)
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(
+        endpoint=receiver.endpoint + "/v1/traces")))
+    with telemetry.instrument(tracer_provider=provider) as tracing:
+        _script(server)
+        result = await cp.run(_graph(server), store="memory")
+        assert tracing.force_flush()
+    provider.shutdown()
+    assert result.ok and result["agent"] == "All done: 5, helped, 8."
+    assert receiver.requests == 0 and receiver.spans == []
