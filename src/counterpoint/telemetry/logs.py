@@ -4,7 +4,8 @@
 logger                   records
 =======================  =========================================================
 ``counterpoint.run``     started / resumed (INFO), edited, stopping (INFO), finished:
-                         INFO if it succeeded, WARNING if cancelled, ERROR if failed
+                         INFO if it succeeded, WARNING if cancelled or timed out,
+                         ERROR if failed
 ``counterpoint.node``    started, succeeded (DEBUG); retried (WARNING); failed for
                          good (ERROR); cancelled, skipped, blocked (INFO)
 ``counterpoint.model``   a model call (DEBUG); a failed call or an answer that did not
@@ -36,7 +37,8 @@ NODE = logging.getLogger("counterpoint.node")
 MODEL = logging.getLogger("counterpoint.model")
 TOOL = logging.getLogger("counterpoint.tool")
 _LOGGERS = (RUN, NODE, MODEL, TOOL)
-_FINISHED = {"succeeded": logging.INFO, "cancelled": logging.WARNING}
+_FINISHED = {"succeeded": logging.INFO, "cancelled": logging.WARNING,
+             "timed_out": logging.WARNING}
 
 
 def _handled(logger: logging.Logger) -> bool:

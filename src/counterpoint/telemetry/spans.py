@@ -128,8 +128,8 @@ class RunSpans:
         status = str((event.data or {}).get("status", ""))
         if self.span is not None:
             self.span.set_attribute(a.STATUS, status)
-            if status == "failed":
-                self.span.set_status(Status(StatusCode.ERROR, f"run {self.run_id} failed"))
+            if status in ("failed", "timed_out"):
+                self.span.set_status(Status(StatusCode.ERROR, f"run {self.run_id} {status}"))
         self._close(event.at)
 
     def run_event(self, event: Event) -> None:
