@@ -381,3 +381,27 @@ async def test_a_sampler_that_keeps_nothing_exports_nothing_and_the_run_is_uncha
     provider.shutdown()
     assert result.ok and result["agent"] == "All done: 5, helped, 8."
     assert receiver.requests == 0 and receiver.spans == []
+
+
+async def test_an_event_that_cannot_be_traced_is_reported_and_the_run_goes_on(
+        receiver: OTLPReceiver, tracing: telemetry.Tracing,
+        caplog: pytest.LogCaptureFixture) -> None:
+    g = cp.Graph("odd")
+
+    async def planner(ctx: cp.NodeContext) -> str:  # a plan round, then a model call
+        ctx.record(EventKind.PLAN_ROUND, {"phase": "plan", "attempt": 1})
+        ctx.record(EventKind.MODEL_CALL, {"model": "m", "latency": "not a number"})
+        return "planned"
+
+    g.add("planner", planner)
+    result = await cp.run(g, store="memory")
+    assert result.ok
+    tracing.force_flush()
+    spans = receiver.wait_for(lambda spans: any(s.name == "run odd" for s in spans))
+    node = _one(spans, "node planner")
+    assert node.attributes["counterpoint.status"] == "succeeded"
+    assert [(e.name, e.attributes) for e in node.events] == [
+        ("counterpoint.plan_round", {"counterpoint.phase": "plan",
+                                     "counterpoint.plan.attempt": "1"})]
+    failures = [r for r in caplog.records if r.name == "counterpoint.telemetry"]
+    assert len(failures) == 1 and "(model_call) could not be traced" in failures[0].message

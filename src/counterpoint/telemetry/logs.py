@@ -76,7 +76,12 @@ class LogRecords:
             return
         handler = _HANDLERS.get(event.kind)
         if handler is not None:
-            handler(self, event)
+            try:
+                handler(self, event)
+            except Exception:  # a record never breaks a run
+                logging.getLogger("counterpoint.telemetry").exception(
+                    "run %s: event %d (%s) could not be logged", self.run_id, event.seq,
+                    event.kind.value)
 
     def _log(self, logger: logging.Logger, level: int, event: Event, message: str,
              *args: Any) -> None:

@@ -25,6 +25,7 @@ with it; what is open when the run ends, ends with the run.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from collections.abc import Callable
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 
     from ..observers import ObservedRun
 
+_log = logging.getLogger("counterpoint.telemetry")
 _PURPOSE = re.compile(r"agent (?P<scope>.+) turn (?P<turn>\d+)")
 _OK = Status(StatusCode.OK)
 
@@ -99,7 +101,11 @@ class RunSpans:
         self.last = event.at
         handler = _HANDLERS.get(event.kind)
         if handler is not None:
-            handler(self, event)
+            try:
+                handler(self, event)
+            except Exception:  # tracing never breaks a run: the event goes untraced
+                _log.exception("run %s: event %d (%s) could not be traced", self.run_id,
+                               event.seq, event.kind.value)
 
     def _context(self, span: Span | None) -> Context | None:
         return trace.set_span_in_context(span) if span is not None else self.parent
@@ -235,9 +241,10 @@ class RunSpans:
     def plan_round(self, event: Event) -> None:
         data = event.data or {}
         span = self._attempt(event.node, event.attempt, event.at)
-        span.add_event("counterpoint.plan_round", {
-            "counterpoint.phase": str(data.get("phase", "")),
-            "counterpoint.round": int(data.get("round", 0) or 0)}, timestamp=_ns(event.at))
+        attributes = {"counterpoint.phase": str(data.get("phase", ""))}
+        if "attempt" in data:  # a number, or "repaired"
+            attributes["counterpoint.plan.attempt"] = str(data["attempt"])
+        span.add_event("counterpoint.plan_round", attributes, timestamp=_ns(event.at))
 
     # ---------------------------------------------------------------- agents
     def _agent(self, node: NodeId | None, attempt: int, scope: str, at: float) -> list[Any]:
