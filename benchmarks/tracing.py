@@ -129,7 +129,7 @@ def _report(title: str, seconds: dict[str, list[float]], unit: Callable[[float],
     print(f"\n{title} ({len(seconds['plain'])} trials, medians)")
     for variant, median in medians.items():
         ratio = median / medians["plain"]
-        print(f"  {variant:<6} {median * 1e3:9.2f} ms  {unit(median):>14}  "
+        print(f"  {variant:<9} {median * 1e3:9.2f} ms  {unit(median):>14}  "
               f"{variant} / plain = {ratio:.3f}")
     print(f"  spans exported: {spans[0]:,} of {spans[1]:,} expected")
     return {"median_s": medians, "ratios": {f"{v}/plain": medians[v] / medians["plain"]
