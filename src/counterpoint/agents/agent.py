@@ -337,6 +337,7 @@ class _Loop:
         started = time.perf_counter()
         ok = True
         _SCOPE.set(f"{self.scope}/{self.turns}.{index}")  # this task's own context
+        _TOOL_CALL.set(key)
         try:
             value = await tool.call(arguments, key=key)
             content = value if isinstance(value, str) else codec.encode(value)
@@ -407,6 +408,17 @@ class _Loop:
 _SCOPE: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "counterpoint_agent_scope", default=None)
 """The tool call an agent runs under (``outer/turn.index``), when it runs as a tool."""
+
+_TOOL_CALL: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "counterpoint_tool_call", default=None)
+"""The idempotency key of the tool call the caller runs under (see :func:`current_tool_call`)."""
+
+
+def current_tool_call() -> str | None:
+    """The key of the agent tool call the caller runs inside, if any: a run a tool starts
+    (a graph tool) is traced under that call."""
+    return _TOOL_CALL.get()
+
 
 _STARTED: weakref.WeakKeyDictionary[Any, dict[tuple[NodeId, int, str], int]] = \
     weakref.WeakKeyDictionary()

@@ -253,7 +253,8 @@ class _Call:
             return
         usage = response.usage
         data: dict[str, Any] = {
-            "model": binding.config.name, "served_by": response.model, "attempt": attempt,
+            "model": binding.config.name, "provider": binding.config.provider,
+            "requested": binding.config.model, "served_by": response.model, "attempt": attempt,
             "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
             "cached_tokens": usage.cached_tokens, "cost": usage.cost,
             "usage_estimated": usage.estimated,
@@ -271,10 +272,12 @@ class _Call:
         if self.ctx is None:
             return
         self._node_event(EventKind.MODEL_CALL, {
-            "model": binding.config.name, "attempt": attempt, "error": str(exc),
+            "model": binding.config.name, "provider": binding.config.provider,
+            "requested": binding.config.model, "attempt": attempt, "error": str(exc),
             "error_type": type(exc).__name__, "status": exc.status,
             "retryable": exc.retryable, "retry_in": retry_in, "latency": round(latency, 6),
-            "request": self._blob(request.model_dump_json(by_alias=True))})
+            "request": self._blob(request.model_dump_json(by_alias=True)),
+            **({"purpose": self.purpose} if self.purpose else {})})
 
     def record_invalid(self, binding: _Binding, ask: int, problems: str) -> None:
         self._node_event(EventKind.MODEL_CALL, {

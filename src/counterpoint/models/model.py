@@ -101,6 +101,7 @@ class Model:
             if config is None:
                 config = self._given[spec] = ModelConfig(
                     name=spec.name, provider=type(spec).__name__,
+                    model=str(getattr(spec, "model", "") or ""),
                     retries=3 if self.retries is None else self.retries,
                     max_concurrency=self._limits[0], rpm=self._limits[1], tpm=self._limits[2])
             return bind_given(config, spec)

@@ -24,6 +24,7 @@ from ..events import RUN_CREATED, RUN_RESUMED, Event
 from ..graph import Graph
 from ..ids import RunId, new_run_id
 from ..loader import load_recorded, source_record
+from ..observers import observers_for
 from ..options import RunOptions
 from ..results import RunResult
 from ..state import RunState
@@ -65,6 +66,9 @@ class Execution(Attempts):
         return self.result()
 
     async def _run(self, first: Event) -> None:
+        observers = observers_for(self)  # tracing and log records (counterpoint.observers)
+        if observers:
+            self._subscribers = (*self._subscribers, *observers)
         loop = self._loop = asyncio.get_running_loop()
         self._thread = threading.get_ident()
         sends = _SENDS.get(loop)
@@ -89,6 +93,9 @@ class Execution(Attempts):
             self.approvals.stop()
             self._capacity.leave(self)
             self._end_tasks()
+            if observers and not self.state.status.terminal:  # torn down: no more events
+                for observer in observers:
+                    observer.put_nowait(None)
 
     def _end_tasks(self) -> None:
         """Cancel timers and every node task still going (none, normally): the task group

@@ -8,6 +8,9 @@
   token, a prefix cache) that an `OpenAIServer` can answer with: a simulation, for
   benchmarks that compare schedulers.
 - `ManualClock`: a clock for approvals' timeouts that moves only when a test says so.
+- `counterpoint.testing.otlp.OTLPReceiver`: a real OTLP/HTTP trace receiver on
+  loopback that decodes what an exporter sends (imported from its module, as it
+  needs the ``otel`` extra).
 """
 
 from __future__ import annotations

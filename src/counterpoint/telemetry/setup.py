@@ -1,0 +1,196 @@
+"""Turning tracing on and off: the OpenTelemetry SDK configured from options or the
+environment, and the observer factory that gives each run its spans.
+
+Tracing is off by default and then nothing from OpenTelemetry is imported. It is on
+after :func:`instrument` (or with ``COUNTERPOINT_OTEL=1`` in the environment), and
+exports OTLP over HTTP to any collector: the endpoint, headers and timeouts come from
+the standard ``OTEL_EXPORTER_OTLP_*`` variables unless given, the resource from
+``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES`` (service name ``counterpoint`` by
+default). Prompts, answers, tool arguments and results are recorded only when content
+capture is asked for (``content=True`` or ``COUNTERPOINT_OTEL_CONTENT=1``).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import TYPE_CHECKING
+
+from ..errors import UserError
+from ..observers import ENVIRONMENT_VARIABLE, ObservedRun, add_observer, remove_observer
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter
+    from opentelemetry.trace import TracerProvider as AnyTracerProvider
+
+    from .spans import OpenSpans, RunSpans
+
+__all__ = ["CONTENT_VARIABLE", "Tracing", "active", "from_environment", "instrument",
+           "uninstrument"]
+
+CONTENT_VARIABLE = "COUNTERPOINT_OTEL_CONTENT"
+_OFF = frozenset({"", "0", "false", "no", "off"})
+_INSTALL = "pip install 'counterpoint[otel]'"
+
+_lock = threading.Lock()
+_active: Tracing | None = None
+_from_environment = False
+"""Whether the active tracing was turned on by ``COUNTERPOINT_OTEL``."""
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in _OFF
+
+
+class Tracing:
+    """Tracing turned on in this process: every run that starts from now on is traced.
+
+    Safe to use from any thread. :meth:`shutdown` stops tracing new runs, exports what
+    is pending and, for a provider :func:`instrument` built, shuts it down.
+    """
+
+    def __init__(self, provider: AnyTracerProvider, *, content: bool, owns: bool) -> None:
+        from .spans import OpenSpans
+        self.provider = provider
+        """The tracer provider the spans come from."""
+        self.content = content
+        """Whether prompts, answers and tool arguments and results are recorded."""
+        self._owns = owns
+        self._tracer = provider.get_tracer("counterpoint")
+        self._open: OpenSpans = OpenSpans()
+
+    def observe(self, run: ObservedRun) -> RunSpans:
+        """The spans of ``run`` (the observer factory of :mod:`counterpoint.observers`)."""
+        from .spans import RunSpans
+        return RunSpans(self._tracer, run, self._open, self._parent(run),
+                        content=self.content)
+
+    def _parent(self, run: ObservedRun) -> Context | None:
+        """Where a run starting now belongs: under the node attempt running its sub-graph,
+        under the agent tool call that started it, under the node it was started from;
+        else under the caller's current span (``None``: OpenTelemetry's current context)."""
+        from opentelemetry import trace
+
+        from ..agents.agent import current_tool_call
+        from ..context import current_context
+        key = current_tool_call()
+        span = self._open.tools.get(key) if key is not None else None
+        if span is None:
+            ctx = current_context()
+            if ctx is not None and ctx.run_id != run.run_id:
+                span = self._open.attempts.get((str(ctx.run_id), str(ctx.node), ctx.attempt))
+        return trace.set_span_in_context(span) if span is not None else None
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Export every span ended so far; ``False`` if that did not finish in time."""
+        flush = getattr(self.provider, "force_flush", None)
+        return bool(flush(timeout_millis)) if flush is not None else True
+
+    def shutdown(self) -> None:
+        """Stop tracing new runs; flush (and shut down a provider built here)."""
+        global _active, _from_environment
+        with _lock:
+            remove_observer(self.observe)
+            if _active is self:
+                _active, _from_environment = None, False
+        if self._owns:
+            self.provider.shutdown()  # type: ignore[attr-defined]
+        else:
+            self.force_flush()
+
+    def __enter__(self) -> Tracing:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.shutdown()
+
+
+def instrument(*, endpoint: str | None = None, content: bool | None = None,
+               tracer_provider: AnyTracerProvider | None = None,
+               exporter: SpanExporter | None = None,
+               service_name: str | None = None) -> Tracing:
+    """Trace every run that starts from now on; returns the :class:`Tracing` to stop it.
+
+    ``endpoint`` is the OTLP/HTTP base URL (``http://collector:4318``; spans go to its
+    ``/v1/traces``), default ``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``localhost:4318``.
+    ``exporter`` replaces the OTLP exporter (any OpenTelemetry ``SpanExporter``), and
+    ``tracer_provider`` replaces the provider altogether (yours, e.g. the global one:
+    then ``endpoint``, ``exporter`` and ``service_name`` do not apply). ``content``
+    (default ``COUNTERPOINT_OTEL_CONTENT``) records prompts, answers and tool
+    arguments and results. Tracing already on is shut down first.
+    """
+    global _active, _from_environment
+    if tracer_provider is not None and (endpoint or exporter or service_name):
+        raise UserError("instrument(): tracer_provider brings its own exporters and "
+                        "resource; pass either it or endpoint/exporter/service_name")
+    owns = tracer_provider is None
+    provider = tracer_provider or _provider(endpoint, exporter, service_name)
+    tracing = Tracing(provider, content=_flag(CONTENT_VARIABLE) if content is None
+                      else content, owns=owns)
+    with _lock:
+        previous, _active, _from_environment = _active, tracing, False
+        add_observer(tracing.observe)
+    if previous is not None:
+        previous.shutdown()
+    return tracing
+
+
+def _provider(endpoint: str | None, exporter: SpanExporter | None,
+              service_name: str | None) -> TracerProvider:
+    try:
+        from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError as exc:
+        raise UserError(f"tracing needs the OpenTelemetry SDK ({exc.name} is missing); "
+                        f"{_INSTALL}") from None
+    if exporter is None:
+        try:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+                OTLPSpanExporter,
+            )
+        except ImportError as exc:
+            raise UserError(f"tracing needs the OTLP/HTTP exporter ({exc.name} is "
+                            f"missing); {_INSTALL}") from None
+        url = None if endpoint is None else endpoint.rstrip("/") + "/v1/traces"
+        exporter = OTLPSpanExporter(endpoint=url)
+    attributes = {}
+    if service_name is not None or not (os.environ.get("OTEL_SERVICE_NAME") or "service.name"
+                                        in os.environ.get("OTEL_RESOURCE_ATTRIBUTES", "")):
+        attributes[SERVICE_NAME] = service_name or "counterpoint"
+    provider = TracerProvider(resource=Resource.create(attributes))
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    return provider
+
+
+def uninstrument() -> None:
+    """Stop tracing new runs (what was traced is exported first)."""
+    tracing = active()
+    if tracing is not None:
+        tracing.shutdown()
+
+
+def active() -> Tracing | None:
+    """The tracing on in this process, if any."""
+    return _active
+
+
+def from_environment() -> Tracing | None:
+    """Turn tracing on or off as ``COUNTERPOINT_OTEL`` says (called when a run starts
+    and the variable changed: :mod:`counterpoint.observers`).
+
+    Off it only turns off tracing that the variable turned on, never tracing that
+    :func:`instrument` was asked for.
+    """
+    global _from_environment
+    if _flag(ENVIRONMENT_VARIABLE):
+        if _active is None:
+            tracing = instrument()
+            _from_environment = True
+            return tracing
+        return _active
+    if _from_environment and _active is not None:
+        _active.shutdown()
+    return _active
