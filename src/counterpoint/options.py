@@ -23,6 +23,9 @@ class RunOptions:
     """Seconds after which what is left is cancelled and the partial result returned."""
     seed: int | None = None
     """Seed for retry jitter, for reproducible runs."""
+    cache: bool = True
+    """Answer model calls from the run store's response cache (``False``: every call asks
+    its model, and nothing is cached)."""
 
     def __post_init__(self) -> None:
         if self.max_concurrency is not None and self.max_concurrency < 1:
@@ -35,10 +38,12 @@ class RunOptions:
 
     def as_data(self) -> dict[str, Any]:
         return {"max_concurrency": self.max_concurrency, "limits": dict(self.limits),
-                "fail_fast": self.fail_fast, "deadline": self.deadline, "seed": self.seed}
+                "fail_fast": self.fail_fast, "deadline": self.deadline, "seed": self.seed,
+                "cache": self.cache}
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> RunOptions:
         return cls(max_concurrency=data.get("max_concurrency"),
                    limits=dict(data.get("limits") or {}), fail_fast=bool(data.get("fail_fast")),
-                   deadline=data.get("deadline"), seed=data.get("seed"))
+                   deadline=data.get("deadline"), seed=data.get("seed"),
+                   cache=bool(data.get("cache", True)))

@@ -64,7 +64,8 @@ async def make_plan(goal: str, team: Team, limits: Limits | None = None, *,
         try:
             generation = await planner.model.generate(
                 asked, system=planner.instructions, context=context, output=answer_type,
-                max_tokens=planner.turn_tokens * 2, ctx=ctx, purpose=f"plan {attempt}",
+                max_tokens=team.call_tokens("planner", answer_type), ctx=ctx,
+                purpose=f"plan {attempt}",
                 temperature=limits.reask_temperature if reask else 0.0,
                 seed=attempt if reask else None, cache=False if reask else None)
         except InvalidOutput as exc:
