@@ -93,6 +93,12 @@ class Model:
     def __repr__(self) -> str:
         return f"Model({self.name!r})"
 
+    @property
+    def named(self) -> bool:
+        """Whether this model is a name resolved through the registry (not a provider
+        object such as a :class:`~counterpoint.models.ScriptedModel`)."""
+        return not isinstance(self._spec, Provider)
+
     # ---------------------------------------------------------------- resolving
     def _bind(self, spec: str | Provider) -> _Binding:
         if isinstance(spec, Provider):
