@@ -196,6 +196,7 @@ def plan_command(
     model: ModelOption = None,
     planner_model: PlannerModel = None,
     max_subtasks: MaxSubtasks = 6,
+    tokens: RoleTokens = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
 ) -> None:
     """Plan GOAL and print the plan (subtasks, workers, dependencies) without running it."""
@@ -205,12 +206,16 @@ def plan_command(
     from ..planning import Limits, make_plan
     from .console import make_console, reported
     from .render import plan_tree
+    from .spinner import Working
     out = make_console()
     with reported():
-        the_team = team(model, planner_model, None, None, None)
+        the_team = team(model, planner_model, None, None, None, role_tokens(tokens or []))
+        working = Working("planning")
         try:
-            plan, repairs = loop.run(make_plan(goal, the_team,
-                                                  Limits(max_subtasks=max_subtasks)))
+            with working:
+                plan, repairs = loop.run(make_plan(
+                    goal, the_team, Limits(max_subtasks=max_subtasks),
+                    stream=working.stream if working.shown else None))
         except RunFailure as exc:  # the planner or its model gave up
             make_console(stderr=True).print(Text(f"error: {exc}", style="red"),
                                             soft_wrap=True)

@@ -99,6 +99,8 @@ class _Call:
         if output is not None and not (caps.json_schema or caps.json_object_schema or
                                        caps.tool_output):
             extra.append(prompt.schema_instruction(output))
+        if output is not None and not caps.string_bounds:
+            output = prompt.without_string_bounds(output)
         system = "\n\n".join(s for s in (self.system, *extra) if s) or None
         messages, tools = prompt.layout(system=system, context=self.context,
                                         messages=conversation, tools=self.tools)
