@@ -48,6 +48,8 @@ from . import provider_registry
 from .types import Usage
 
 DEFAULT_MODEL = "local:smollm2"
+LOCAL_TIMEOUT = 900.0
+"""Seconds one call of the embedded model may take (``timeout`` of a ``local`` model)."""
 GOAL_ROLES = ("planner", "worker", "verifier", "replanner", "synthesizer")
 """The roles of a goal run, whose per-call token limits ``[goal.tokens]`` may set."""
 _KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
@@ -173,7 +175,13 @@ def builtin(name: str, *, known: list[str] | None = None) -> ModelConfig:
                           f"anthropic:claude-sonnet-4-5, local:smollm2) or a name from "
                           f"counterpoint.toml{configured}")
     provider_registry.PROVIDERS.check(provider, model=name)
-    return ModelConfig(name=name, provider=provider, model=ident)
+    return ModelConfig(name=name, provider=provider, model=ident, **_kind_defaults(provider))
+
+
+def _kind_defaults(provider: str) -> dict[str, Any]:
+    # the embedded model decodes in this process, where nothing hangs: its calls are
+    # bounded by max_tokens, and on a busy machine a plan can take minutes to write
+    return {"timeout": LOCAL_TIMEOUT} if provider == "local" else {}
 
 
 def config_files() -> list[Path]:
@@ -239,7 +247,8 @@ def _model(path: Path, text: str, name: str, table: Any) -> ModelConfig:
     if "provider" not in table and ":" in name:
         table = {**builtin(name).model_dump(exclude={"name", "source"}), **table}
     try:
-        config = ModelConfig(name=name, source=where, **table)
+        config = ModelConfig(name=name, source=where, **{
+            **_kind_defaults(str(table.get("provider", ""))), **table})
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
                              for e in exc.errors())
