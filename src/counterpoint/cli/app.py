@@ -198,6 +198,13 @@ def run(
     detach_waiting: Annotated[bool, typer.Option(
         "--detach-waiting", help="Exit (code 3) once the run only waits for approvals; "
                                  "`counterpoint approve` resumes it.")] = False,
+    role_tokens: goals.RoleTokens = None,
+    no_cache: Annotated[bool, typer.Option(
+        "--no-cache", help="Ask every model call afresh: no response cache (also "
+                           "`cache = false` under [defaults] in counterpoint.toml).")] = False,
+    no_preflight: Annotated[bool, typer.Option(
+        "--no-preflight", help="Start without checking the models first (keys, server, "
+                               "structured output).")] = False,
 ) -> None:
     """Run a graph, a workflow file or a goal, showing its progress, then summarize it.
 
@@ -212,24 +219,34 @@ def run(
     out = make_console()
     kind = goals.target_kind(target)
     with reported():
+        from ..models import load_registry
+        from . import preflight
         options = RunOptions(max_concurrency=max_concurrency, limits=limits,
                              fail_fast=fail_fast, deadline=deadline,
-                             detach_when_waiting=detach_waiting)
+                             detach_when_waiting=detach_waiting,
+                             cache=not no_cache and load_registry().cache)
         attr = None
         if kind == "goal":
+            the_team = goals.team(model, planner_model, worker_model, verifier_model,
+                                  synthesizer_model, goals.role_tokens(role_tokens or []))
             graph = goals.goal_run_graph(
-                target, goals.team(model, planner_model, worker_model, verifier_model,
-                                   synthesizer_model),
-                rounds=rounds, budget_tokens=budget_tokens, budget_usd=budget_usd,
-                deadline=deadline, max_subtasks=max_subtasks, check=check)
+                target, the_team, rounds=rounds, budget_tokens=budget_tokens,
+                budget_usd=budget_usd, deadline=deadline, max_subtasks=max_subtasks,
+                check=check)
+            uses = preflight.goal_uses(the_team, goals.role_options(
+                model, planner_model, worker_model, verifier_model, synthesizer_model))
             values: dict[str, Any] = {}
         elif kind == "workflow":
             graph, values = goals.workflow_graph(target, inputs or [], model)
+            uses = preflight.graph_uses(graph, None if model else target)
         else:
             values = parse_inputs(inputs or [])
             _importable_cwd()
             graph = load_target(target)
             attr = graph_attr(target)
+            uses = preflight.graph_uses(graph)
+        if not no_preflight:
+            preflight.check_run(uses)
         store = open_store(db or default_location())
         try:
             code = _run(graph, options, values, store, attr, db=db, quiet=quiet,

@@ -45,6 +45,33 @@ Check = Annotated[list[str] | None, typer.Option(
          "gaps (repeatable; '*' for every subtask).")]
 MaxSubtasks = Annotated[int, typer.Option(
     "--max-subtasks", metavar="N", min=1, help="Most subtasks in a plan.")]
+RoleTokens = Annotated[list[str] | None, typer.Option(
+    "--role-tokens", metavar="ROLE=N",
+    help="max_tokens of one call of a goal role: planner, worker, verifier, replanner or "
+         "synthesizer (repeatable; overrides [goal.tokens] in counterpoint.toml).")]
+
+
+def role_tokens(values: list[str]) -> dict[str, int]:
+    """The goal roles' token limits: ``[goal.tokens]`` of counterpoint.toml, then
+    ``--role-tokens ROLE=N`` options over it; a bad one is a usage error."""
+    from ..models import load_registry
+    from ..models.config import GOAL_ROLES
+    tokens = dict(load_registry().goal_tokens)
+    for value in values:
+        role, sep, number = value.partition("=")
+        role = role.strip()
+        if not sep or role not in GOAL_ROLES:
+            raise typer.BadParameter(f"{value!r}: expected ROLE=N with ROLE one of "
+                                     f"{', '.join(GOAL_ROLES)}, e.g. --role-tokens "
+                                     "verifier=1024", param_hint="'--role-tokens'")
+        try:
+            tokens[role] = int(number)
+        except ValueError:
+            tokens[role] = 0
+        if tokens[role] < 1:
+            raise typer.BadParameter(f"{value!r}: N must be a whole number of tokens >= 1",
+                                     param_hint="'--role-tokens'")
+    return tokens
 
 
 def target_kind(target: str) -> str:
@@ -61,14 +88,25 @@ def target_kind(target: str) -> str:
 
 
 def team(model: str | None, planner: str | None, worker: str | None,
-         verifier: str | None, synthesizer: str | None) -> Team:
+         verifier: str | None, synthesizer: str | None,
+         tokens: dict[str, int] | None = None) -> Team:
     from ..models import Model
     from ..planning import Team
 
     def pick(name: str | None) -> Model | None:
         return Model(name) if name else None
     return Team.default(pick(model), planner=pick(planner), worker=pick(worker),
-                        verifier=pick(verifier), synthesizer=pick(synthesizer))
+                        verifier=pick(verifier), synthesizer=pick(synthesizer), tokens=tokens)
+
+
+def role_options(model: str | None, planner: str | None, worker: str | None,
+                 verifier: str | None, synthesizer: str | None) -> dict[str, str | None]:
+    """Which option chose each role's model, for preflight messages (``None``: the
+    configured default)."""
+    shown = {role: f"--{role}-model {name}" if name else (f"--model {model}" if model else None)
+             for role, name in (("planner", planner), ("worker", worker),
+                                ("verifier", verifier), ("synthesizer", synthesizer))}
+    return shown
 
 
 def goal_run_graph(goal: str, the_team: Team, *, rounds: int, budget_tokens: int | None,
@@ -90,18 +128,20 @@ def goal_run_graph(goal: str, the_team: Team, *, rounds: int, budget_tokens: int
         return graph
     return built_by(graph, rebuild_goal_graph, goal=goal, models=models, rounds=rounds,
                     budget_tokens=budget_tokens, budget_usd=budget_usd, deadline=deadline,
-                    max_subtasks=max_subtasks, check=list(check or ()))
+                    max_subtasks=max_subtasks, check=list(check or ()),
+                    tokens=dict(the_team.tokens))
 
 
-def rebuild_goal_graph(goal: str, models: dict[str, str], **limits: Any) -> Graph:
+def rebuild_goal_graph(goal: str, models: dict[str, str], tokens: dict[str, int] | None = None,
+                       **limits: Any) -> Graph:
     """:func:`goal_run_graph` again, from what a goal run's log recorded: the same goal,
     roles on the same models (by name, so a configured name must still be configured),
-    the same limits."""
+    the same token limits and limits."""
     from ..models import Model
     from ..planning import Team
     roles = Team.default(planner=Model(models["planner"]), worker=Model(models["worker"]),
                          verifier=Model(models["verifier"]),
-                         synthesizer=Model(models["synthesizer"]))
+                         synthesizer=Model(models["synthesizer"]), tokens=tokens)
     return goal_run_graph(goal, roles, **limits)
 
 
@@ -156,6 +196,7 @@ def plan_command(
     model: ModelOption = None,
     planner_model: PlannerModel = None,
     max_subtasks: MaxSubtasks = 6,
+    tokens: RoleTokens = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
 ) -> None:
     """Plan GOAL and print the plan (subtasks, workers, dependencies) without running it."""
@@ -165,12 +206,16 @@ def plan_command(
     from ..planning import Limits, make_plan
     from .console import make_console, reported
     from .render import plan_tree
+    from .spinner import Working
     out = make_console()
     with reported():
-        the_team = team(model, planner_model, None, None, None)
+        the_team = team(model, planner_model, None, None, None, role_tokens(tokens or []))
+        working = Working("planning")
         try:
-            plan, repairs = loop.run(make_plan(goal, the_team,
-                                                  Limits(max_subtasks=max_subtasks)))
+            with working:
+                plan, repairs = loop.run(make_plan(
+                    goal, the_team, Limits(max_subtasks=max_subtasks),
+                    stream=working.stream if working.shown else None))
         except RunFailure as exc:  # the planner or its model gave up
             make_console(stderr=True).print(Text(f"error: {exc}", style="red"),
                                             soft_wrap=True)

@@ -8,6 +8,7 @@ against a JSON schema file.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -15,11 +16,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..errors import ConfigError, ModelError
+from ..errors import ModelError
 
 # The commands' signatures are all `counterpoint --help` needs from this module; the
 # providers, pydantic and jsonschema are imported when a command runs (see cli/app.py).
 if TYPE_CHECKING:
+    from rich.text import Text
+
     from ..models import ModelConfig
 
 MODELS_HELP = "List configured models and whether each is reachable."
@@ -28,7 +31,8 @@ ASK_HELP = "Make one call to MODEL and print the answer, usage and cost."
 
 def models_command(
     check: Annotated[bool, typer.Option(
-        "--check/--no-check", help="Try to reach each model (default: yes).")] = True,
+        "--check/--no-check", help="Probe each model with a tiny structured-output request "
+                                   "(default: yes; --no-check checks only the keys).")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the list as JSON.")] = False,
 ) -> None:
     from rich.table import Table
@@ -36,63 +40,76 @@ def models_command(
 
     from .. import loop
     from ..models import load_registry
+    from ..models.preflight import ModelUse, preflight
     from .console import make_console, reported
+    from .spinner import Working
     out = make_console()
     with reported():
         registry = load_registry()
         configs = list(registry.models.values())
         if registry.default not in registry.models:
             configs.insert(0, registry.resolve(registry.default))
-        reach = loop.run(_reachability(configs)) if check else {}
-    rows: list[dict[str, Any]] = [
-        {"name": c.name, "default": c.name == registry.default, "provider": c.provider,
-         "model": c.model or "(embedded)", "endpoint": c.base_url or _endpoint(c),
-         "price": _price(c), "limits": _limits(c), "fallbacks": list(c.fallbacks),
-         "source": c.source or "built in", "reachable": reach.get(c.name)}
-        for c in configs]
-    unreachable = check and any(r["reachable"] is not None for r in rows)
+        uses = [ModelUse(name=c.name, where=c.source or "built in") for c in configs]
+        with Working(f"checking {len(uses)} model{'s' if len(uses) > 1 else ''}"):
+            checks = {c.name: c for c in loop.run(preflight(uses, registry=registry,
+                                                            probe=check))}
+    rows: list[dict[str, Any]] = []
+    for c in configs:
+        found = checks[c.name]
+        rows.append({
+            "name": c.name, "default": c.name == registry.default, "provider": c.provider,
+            "model": c.model or "(embedded)", "endpoint": c.base_url or _endpoint(c),
+            "profile": c.profile or _default_profile(c), "price": _price(c),
+            "limits": _limits(c), "fallbacks": list(c.fallbacks),
+            "source": c.source or "built in", "key": found.key, "reachable": found.reachable,
+            "structured": found.structured,
+            "latency": None if found.latency is None else round(found.latency, 3),
+            "problem": found.problem})
+    failed = any(r["problem"] is not None for r in rows)
     if as_json:
         out.print_json(json.dumps({"models": rows, "config_files": [
             str(f) for f in registry.files]}))
-        if unreachable:
+        if failed:
             raise typer.Exit(1)
         return
     table = Table(box=None, pad_edge=False)
-    for column in ("name", "provider", "model", "endpoint", "price $/M in/out", "limits",
-                   "status"):
+    for column in ("name", "provider", "model", "profile", "price $/M in/out", "limits",
+                   "key", "reachable", "structured output", "latency"):
         table.add_column(column)
     for row in rows:
-        status = row["reachable"]
-        shown = Text("not checked", style="dim") if not check else \
-            Text("ok", style="green") if status is None else Text(status, style="red")
         name = str(row["name"]) + (" (default)" if row["default"] else "")
+        latency = "-" if row["latency"] is None else f"{row['latency']:.2f}s"
         table.add_row(Text(name, style="bold"), *(str(row[k]) for k in (
-            "provider", "model", "endpoint", "price", "limits")), shown)
+            "provider", "model", "profile", "price", "limits")),
+            _key_cell(str(row["key"])), _yes_no(row["reachable"]), _yes_no(row["structured"]),
+            latency)
     out.print(table)
+    for row in rows:
+        if row["problem"] is not None:
+            out.print(Text(f"{row['name']}: {row['problem']}", style="red"), soft_wrap=True)
     files = ", ".join(str(f) for f in registry.files) or \
         "none (looked for ./counterpoint.toml and ~/.config/counterpoint/counterpoint.toml)"
     out.print(Text(f"config files: {files}", style="dim"))
-    if unreachable:
+    if failed:
         raise typer.Exit(1)
 
 
-async def _reachability(configs: list[ModelConfig]) -> dict[str, str | None]:
-    import asyncio
+def _yes_no(value: bool | None) -> Text:
+    from rich.text import Text
+    if value is None:
+        return Text("not checked", style="dim")
+    return Text("ok", style="green") if value else Text("no", style="red")
 
-    from ..models import build_provider
 
-    async def one(config: ModelConfig) -> str | None:
-        try:
-            provider = build_provider(config)
-        except ConfigError as exc:
-            return str(exc)
-        try:
-            return await provider.check()
-        finally:
-            await provider.aclose()
+def _key_cell(key: str) -> Text:
+    from rich.text import Text
+    return Text(key, style="red" if key == "missing" else "green" if key == "set" else "dim")
 
-    results = await asyncio.gather(*(one(c) for c in configs))
-    return {c.name: r for c, r in zip(configs, results, strict=True)}
+
+def _default_profile(config: ModelConfig) -> str:
+    if config.provider != "openai":
+        return "-"
+    return "generic" if config.base_url else "openai"
 
 
 def _endpoint(config: ModelConfig) -> str:
@@ -132,6 +149,7 @@ def ask_command(
     from ..models import Model
     from ..secrets import redact
     from .console import fail, make_console, reported
+    from .spinner import Working
     out = make_console()
     output: Any = None
     if schema is not None:
@@ -146,23 +164,29 @@ def ask_command(
         output = _schema_type(schema, document)
     printer = (lambda piece: out.print(piece, end="", soft_wrap=True)) \
         if stream and not as_json else None
+    working = Working(f"asking {model}")
+    # the spinner counts streamed pieces; it stays off while the answer itself is printed
+    sink = printer or (working.stream if working.shown else False)
     with reported():
         started = time.perf_counter()
         try:
-            result = loop.run(Model(model, cache=False).generate(  # the library's retries
-                prompt, system=system, output=output, max_tokens=max_tokens,
-                temperature=temperature, stream=printer or False))
+            with working if printer is None else contextlib.nullcontext():
+                result = loop.run(Model(model, cache=False).generate(  # the library's retries
+                    prompt, system=system, output=output, max_tokens=max_tokens,
+                    temperature=temperature, stream=sink))
         except ModelError as exc:
             out.print(Text(f"error: {redact(str(exc))}", style="red"), soft_wrap=True)
             raise typer.Exit(1) from None
         elapsed = time.perf_counter() - started
     usage = result.usage
+    cut = result.response.finish_reason == "length"
     answer: Any = result.output.root if isinstance(result.output, pydantic.RootModel) \
         else result.output
     if as_json:
         out.print_json(json.dumps({
             "model": result.model, "text": result.text, "output": answer,
-            "usage": usage.model_dump(), "seconds": round(elapsed, 3)}))
+            "usage": usage.model_dump(), "finish_reason": result.response.finish_reason,
+            "seconds": round(elapsed, 3)}))
         return
     if printer is not None:
         out.print()
@@ -174,6 +198,10 @@ def ask_command(
         f"${usage.cost:.6f}"
     out.print(Text(f"{result.model}: {usage.input_tokens} in / {usage.output_tokens} out "
                    f"tokens, {cost}, {elapsed:.2f}s", style="dim"))
+    if cut:
+        make_console(stderr=True).print(Text(
+            f"note: the answer was cut off at the token limit (--max-tokens {max_tokens}); "
+            "raise --max-tokens for a complete answer", style="yellow"), soft_wrap=True)
 
 
 def _schema_type(path: Path, document: dict[str, Any]) -> Any:

@@ -99,6 +99,8 @@ class _Call:
         if output is not None and not (caps.json_schema or caps.json_object_schema or
                                        caps.tool_output):
             extra.append(prompt.schema_instruction(output))
+        if output is not None and not caps.string_bounds:
+            output = prompt.without_string_bounds(output)
         system = "\n\n".join(s for s in (self.system, *extra) if s) or None
         messages, tools = prompt.layout(system=system, context=self.context,
                                         messages=conversation, tools=self.tools)
@@ -117,7 +119,7 @@ class _Call:
             request, emulated = self.request(binding, conversation)
             response, hit = await self.answer(binding, request, ask)
             try:
-                return self.finish(binding, request, response, emulated, hit)
+                generation = self.finish(binding, request, response, emulated, hit)
             except (pydantic.ValidationError, ValueError) as exc:
                 problems = _problems(exc)
                 raw = response.text
@@ -148,6 +150,10 @@ class _Call:
                     conversation = [*conversation, Message.assistant(raw), Message.user(
                         f"Your answer was invalid: {problems}\nReply again with JSON only, "
                         "matching the schema exactly.")]
+                continue
+            if not hit:
+                self.remember(binding, request, response)
+            return generation
         raise AssertionError("unreachable")
 
     def finish(self, binding: _Binding, request: Request, response: Response, emulated: bool,
@@ -182,8 +188,10 @@ class _Call:
             if self.use_cache and self.store else None
         if key is not None and self.store is not None:
             hit = self.store.cache_get(key)
-            if hit is not None:
-                response = Response.model_validate_json(hit)
+            cached = Response.model_validate_json(hit) if hit is not None else None
+            # a store written before cut answers were kept out may still hold one: ask again
+            if cached is not None and cached.finish_reason != "length":
+                response = cached
                 self.record(binding, request, response, latency=0.0, ttft=None, attempt=0,
                             cache_hit=True)
                 if response.text:
@@ -227,10 +235,18 @@ class _Call:
             self.usage = self.usage + response.usage
             self.record(binding, request, response, latency=latency,
                         ttft=first[0] if first else None, attempt=attempt, cache_hit=False)
-            if key is not None and self.store is not None and response.finish_reason != "error":
-                self.store.cache_put(key, response.model_dump_json())
             return response, False
         raise AssertionError("unreachable")
+
+    def remember(self, binding: _Binding, request: Request, response: Response) -> None:
+        """Cache an answer that was read: only complete ones, so that a re-run never
+        replays an answer that was cut at the token limit or failed validation (the
+        caller calls this only once the answer validated)."""
+        if not self.use_cache or self.store is None or response.finish_reason in (
+                "error", "length"):
+            return
+        self.store.cache_put(request.cache_key(binding.provider.identity),
+                             response.model_dump_json())
 
     # ---------------------------------------------------------------- the log
     def _node_event(self, kind: EventKind, data: dict[str, Any], persist: bool = True) -> None:

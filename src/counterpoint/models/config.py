@@ -22,9 +22,14 @@ A model is named by one string: ``openai:gpt-4.1-mini``, ``anthropic:claude-sonn
     tpm = 1000000
     fallbacks = ["local:smollm2"]
 
-Config files are read from ``$COUNTERPOINT_CONFIG`` if set, else
-``./counterpoint.toml`` and the user's ``$XDG_CONFIG_HOME/counterpoint/counterpoint.toml``
-(``~/.config/...``); the working directory's file wins name by name.
+    [goal.tokens]                  # max_tokens of one call of a goal role (counterpoint run "GOAL")
+    planner = 1536
+    verifier = 1024
+
+``[defaults] cache = false`` turns the response cache off. Config files are read from
+``$COUNTERPOINT_CONFIG`` if set, else ``./counterpoint.toml`` and the user's
+``$XDG_CONFIG_HOME/counterpoint/counterpoint.toml`` (``~/.config/...``); the working
+directory's file wins name by name.
 """
 
 from __future__ import annotations
@@ -44,6 +49,10 @@ from .queueing import QueueOrder
 from .types import Usage
 
 DEFAULT_MODEL = "local:smollm2"
+LOCAL_TIMEOUT = 900.0
+"""Seconds one call of the embedded model may take (``timeout`` of a ``local`` model)."""
+GOAL_ROLES = ("planner", "worker", "verifier", "replanner", "synthesizer")
+"""The roles of a goal run, whose per-call token limits ``[goal.tokens]`` may set."""
 _KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 """The key variable a built-in kind reads when a model sets neither key option."""
 _BASE_URL_ENV = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
@@ -147,6 +156,10 @@ class ModelRegistry:
     models: dict[str, ModelConfig] = field(default_factory=dict)
     default: str = DEFAULT_MODEL
     files: tuple[Path, ...] = ()
+    cache: bool = True
+    """``[defaults] cache = false`` turns the response cache off for every model."""
+    goal_tokens: dict[str, int] = field(default_factory=dict)
+    """``[goal.tokens]``: ``max_tokens`` of one call per goal role (see :data:`GOAL_ROLES`)."""
 
     def resolve(self, name: str | None = None) -> ModelConfig:
         """The configuration for ``name`` (the default model if ``None``)."""
@@ -166,7 +179,13 @@ def builtin(name: str, *, known: list[str] | None = None) -> ModelConfig:
                           f"anthropic:claude-sonnet-4-5, local:smollm2) or a name from "
                           f"counterpoint.toml{configured}")
     provider_registry.PROVIDERS.check(provider, model=name)
-    return ModelConfig(name=name, provider=provider, model=ident)
+    return ModelConfig(name=name, provider=provider, model=ident, **_kind_defaults(provider))
+
+
+def _kind_defaults(provider: str) -> dict[str, Any]:
+    # the embedded model decodes in this process, where nothing hangs: its calls are
+    # bounded by max_tokens, and on a busy machine a plan can take minutes to write
+    return {"timeout": LOCAL_TIMEOUT} if provider == "local" else {}
 
 
 def config_files() -> list[Path]:
@@ -188,23 +207,32 @@ def load_registry(files: list[Path] | None = None) -> ModelRegistry:
     models: dict[str, ModelConfig] = {}
     default = os.environ.get("COUNTERPOINT_MODEL") or None
     file_default: str | None = None
+    cache = True
+    goal_tokens: dict[str, int] = {}
     for path in files:
         text = path.read_text()
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
-        unknown = set(data) - {"defaults", "models"}
+        unknown = set(data) - {"defaults", "models", "goal"}
         if unknown:
             key = sorted(unknown)[0]
             raise ConfigError(f"{path}:{_line_of(text, key)}: unknown section {key!r}; "
-                              "expected [defaults] and [models.NAME]")
+                              "expected [defaults], [models.NAME] and [goal.tokens]")
         defaults = data.get("defaults", {})
         if isinstance(defaults, dict) and "model" in defaults:
             file_default = str(defaults["model"])
+        if isinstance(defaults, dict) and "cache" in defaults:
+            if not isinstance(defaults["cache"], bool):
+                raise ConfigError(f"{path}:{_line_of(text, 'cache')}: cache must be true or "
+                                  f"false, not {defaults['cache']!r}")
+            cache = defaults["cache"]
+        goal_tokens.update(_goal_tokens(path, text, data.get("goal")))
         for name, table in (data.get("models") or {}).items():
             models[name] = _model(path, text, name, table)
-    registry = ModelRegistry(models, default or file_default or DEFAULT_MODEL, tuple(files))
+    registry = ModelRegistry(models, default or file_default or DEFAULT_MODEL, tuple(files),
+                             cache=cache, goal_tokens=goal_tokens)
     for cfg in models.values():
         for fallback in cfg.fallbacks:
             registry.resolve(fallback)  # fail now, not in the middle of a run
@@ -223,7 +251,8 @@ def _model(path: Path, text: str, name: str, table: Any) -> ModelConfig:
     if "provider" not in table and ":" in name:
         table = {**builtin(name).model_dump(exclude={"name", "source"}), **table}
     try:
-        config = ModelConfig(name=name, source=where, **table)
+        config = ModelConfig(name=name, source=where, **{
+            **_kind_defaults(str(table.get("provider", ""))), **table})
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
                              for e in exc.errors())
@@ -232,6 +261,42 @@ def _model(path: Path, text: str, name: str, table: Any) -> ModelConfig:
         raise ConfigError(f"{where}: model {name!r} is invalid: {exc}") from None
     provider_registry.PROVIDERS.check(config.provider, model=name, where=where)
     return config
+
+
+def _goal_tokens(path: Path, text: str, goal: Any) -> dict[str, int]:
+    """The ``[goal.tokens]`` table: a positive whole number per known role."""
+    if goal is None:
+        return {}
+    if not isinstance(goal, dict) or set(goal) - {"tokens"}:
+        extra = sorted(set(goal) - {"tokens"}) if isinstance(goal, dict) else ["goal"]
+        raise ConfigError(f"{path}:{_line_of(text, 'goal')}: unknown goal setting "
+                          f"{extra[0]!r}; the [goal] section holds [goal.tokens] only "
+                          f"(ROLE = N, roles: {', '.join(GOAL_ROLES)})")
+    tokens = goal.get("tokens", {})
+    where = f"{path}:{_line_of(text, 'goal.tokens')}"
+    if not isinstance(tokens, dict):
+        raise ConfigError(f"{where}: goal.tokens must be a table ([goal.tokens])")
+    for role, value in tokens.items():
+        line = f"{path}:{_line_in(text, 'goal.tokens', role)}"
+        if role not in GOAL_ROLES:
+            raise ConfigError(f"{line}: unknown goal role {role!r}; roles: "
+                              f"{', '.join(GOAL_ROLES)}")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{line}: goal.tokens.{role} must be a whole number of tokens "
+                              f">= 1, not {value!r}")
+    return dict(tokens)
+
+
+def _line_in(text: str, table: str, key: str) -> int:
+    """The line of ``key =`` inside the ``[table]`` section (else the header's line)."""
+    header = _line_of(text, table)
+    for number, line in enumerate(text.splitlines()[header:], header + 1):
+        stripped = line.strip().replace(" ", "")
+        if stripped.startswith("["):
+            break
+        if stripped.startswith(f"{key}="):
+            return number
+    return header
 
 
 def _line_of(text: str, key: str) -> int:

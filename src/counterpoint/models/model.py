@@ -93,6 +93,12 @@ class Model:
     def __repr__(self) -> str:
         return f"Model({self.name!r})"
 
+    @property
+    def named(self) -> bool:
+        """Whether this model is a name resolved through the registry (not a provider
+        object such as a :class:`~counterpoint.models.ScriptedModel`)."""
+        return not isinstance(self._spec, Provider)
+
     # ---------------------------------------------------------------- resolving
     def _bind(self, spec: str | Provider) -> _Binding:
         if isinstance(spec, Provider):
@@ -173,12 +179,17 @@ class Model:
                 tool_choice not in {t.name for t in tools}:
             raise ConfigError(f"model {self.name}: tool_choice {tool_choice!r} names no given "
                               f"tool (tools: {sorted(t.name for t in tools)})")
+        # a run's RunOptions(cache=False) (--no-cache) or the config's `cache = false` wins
+        # over any call's own choice: asked to ask every time, nothing is read or written
+        allowed = (ctx is None or ctx.options.cache) and (
+            isinstance(self._spec, Provider) or self.registry.cache)
+        chosen = cache if cache is not None else self.cache
         call = _Call(model=self, messages=messages, system=system, context=tuple(context),
                      tools=tuple(tools), tool_choice=tool_choice,
                      shape=prompt.OutputShape(output) if output is not None else None,
                      temperature=temperature, max_tokens=max_tokens, stop=tuple(stop),
                      seed=seed, stream=stream, ctx=ctx, store=store,
-                     cache=cache if cache is not None else self.cache, purpose=purpose)
+                     cache=chosen if allowed else False, purpose=purpose)
         errors: list[str] = []
         chain = self._chain()
         for index, spec in enumerate(chain):

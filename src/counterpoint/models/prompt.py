@@ -80,6 +80,20 @@ class OutputShape:
             return self.adapter.validate_python(data)
 
 
+def without_string_bounds(spec: OutputSpec) -> OutputSpec:
+    """``spec`` without ``maxLength`` anywhere in its schema (see
+    :attr:`Capabilities.string_bounds`)."""
+    def strip(node: Any) -> Any:
+        if isinstance(node, dict):
+            # a keyword's value is a number; a property called maxLength has a schema
+            return {k: strip(v) for k, v in node.items()
+                    if not (k == "maxLength" and isinstance(v, int))}
+        if isinstance(node, list):
+            return [strip(v) for v in node]
+        return node
+    return OutputSpec(name=spec.name, schema=strip(spec.schema_))
+
+
 def schema_instruction(spec: OutputSpec) -> str:
     return ("Answer with one JSON value only, no prose, matching this JSON schema:\n"
             + json.dumps(spec.schema_, sort_keys=True))

@@ -39,6 +39,11 @@ class Capabilities:
     """llama.cpp-style ``response_format={"type": "json_object", "schema": ...}``."""
     tool_output: bool = False
     """Structured output is enforced by the adapter through a forced tool (Anthropic)."""
+    string_bounds: bool = True
+    """The constrained decoder enforces ``maxLength`` cheaply. llama.cpp's grammar spells
+    ``maxLength: N`` as N nested optional characters, which slowed the embedded model's
+    decoding of a plan several times over: for such a provider the keyword is left out
+    of the schema sent (the answer is still read against the whole schema)."""
     streaming: bool = True
     streaming_usage: bool = False
     """Token usage is reported at the end of a stream."""

@@ -100,7 +100,7 @@ async def _answer(session: _Session, results: Mapping[str, Any],
     shown = _results_text(session, results)
     generation = await team.synthesizer.model.generate(
         f"Goal: {session.goal}\n\nSubtask results:\n{shown}\n\nWrite the final answer.",
-        system=team.synthesizer.instructions, max_tokens=team.synthesizer.turn_tokens,
+        system=team.synthesizer.instructions, max_tokens=team.call_tokens("synthesizer"),
         ctx=ctx, purpose="synthesize")
     text = generation.text.strip()
     cited = sorted(sid for sid in session.subtasks if f"[{sid}]" in text)

@@ -19,6 +19,15 @@ from pydantic.json_schema import SkipJsonSchema
 
 from ..graph import find_cycle
 from ..ids import NodeId
+from .bounds import (
+    EXPECTED_CHARS,
+    ID_CHARS,
+    MAX_GAPS,
+    PROBLEM_CHARS,
+    TASK_CHARS,
+    MaxChars,
+    MaxItems,
+)
 
 
 class Subtask(BaseModel):
@@ -43,25 +52,40 @@ class Plan(BaseModel):
     subtasks: list[Subtask]
 
 
+MAX_EDITS = 3
+"""Subtasks one re-plan may add, and ones it may redo: a re-plan keeps the change small."""
+MAX_CANCELS = 6
+"""Subtasks one re-plan may cancel."""
+MAX_NEEDS = 6
+"""Needs of a subtask a re-plan adds (a first plan's subtasks need at most N-1)."""
+
+# The answers below are bounded in their schemas (see .bounds): a constrained decoder
+# cannot run past a bound, so a small model's JSON ends before its token limit.
+TaskText = Annotated[str, MaxChars(TASK_CHARS)]
+ExpectedText = Annotated[str, MaxChars(EXPECTED_CHARS)]
+ProblemText = Annotated[str, MaxChars(PROBLEM_CHARS)]
+IdText = Annotated[str, MaxChars(ID_CHARS)]
+
+
 class Gap(BaseModel):
     """Something the results do not yet cover."""
 
-    problem: str = Field(description="what is missing or wrong")
-    subtask: str = Field(default="", description="id of the subtask at fault, if any")
+    problem: ProblemText = Field(description="what is missing or wrong")
+    subtask: IdText = Field(default="", description="id of the subtask at fault, if any")
 
 
 class Verdict(BaseModel):
-    """The verifier's answer."""
+    """The verifier's answer (at most ``MAX_GAPS`` gaps: the first ones are kept)."""
 
     complete: bool = Field(description="true if the results fully achieve the goal")
-    gaps: list[Gap] = Field(default_factory=list)
+    gaps: Annotated[list[Gap], MaxItems(MAX_GAPS)] = Field(default_factory=list)
 
 
 class Redo(BaseModel):
     """Do a finished subtask again, with a better task description."""
 
-    id: str = Field(description="id of the subtask to redo")
-    task: str = Field(description="the improved task")
+    id: IdText = Field(description="id of the subtask to redo")
+    task: TaskText = Field(description="the improved task")
 
 
 class Replan(BaseModel):
@@ -76,8 +100,8 @@ class Replan(BaseModel):
     """
 
     add: list[Subtask] = Field(default_factory=list)
-    redo: list[Redo] = Field(default_factory=list)
-    cancel: list[str] = Field(
+    redo: Annotated[list[Redo], MaxItems(MAX_EDITS)] = Field(default_factory=list)
+    cancel: Annotated[list[IdText], MaxItems(MAX_CANCELS)] = Field(
         default_factory=list,
         description="ids of subtasks whose results are wrong or not needed: they are left "
                     "out of the answer, with every subtask that needs them")
@@ -122,15 +146,21 @@ def _planned_subtask(workers: Iterable[str], ids: tuple[str, ...] | None,
     token limit cuts its JSON.
     """
     worker_type: Any = Literal[tuple(sorted(workers))]
-    id_type: Any = Literal[ids] if ids else Annotated[str, Field(pattern=PLANNED_ID)]
+    id_type: Any = Literal[ids] if ids else Annotated[str, Field(pattern=PLANNED_ID,
+                                                                 max_length=3)]
     needs_type: Any = Annotated[list[id_type], BeforeValidator(_unique)]
+    most_needs = MAX_NEEDS if max_needs is None else max_needs
     return create_model("PlannedSubtask", __base__=_PlannedBase,
                         id=(id_type, Field(description="t1, t2, ...")),
+                        task=(TaskText, Field(
+                            description="what to do, in one or two sentences")),
                         needs=(needs_type, Field(
-                            default_factory=list, max_length=max_needs,
+                            default_factory=list, max_length=most_needs,
                             json_schema_extra={"uniqueItems": True},
                             description="ids of earlier subtasks whose results it uses")),
-                        worker=(worker_type, Field(description="which worker does it")))
+                        worker=(worker_type, Field(description="which worker does it")),
+                        expected=(ExpectedText, Field(
+                            default="", description="what its result should contain")))
 
 
 class PlanAnswer(BaseModel):
@@ -165,11 +195,12 @@ def plan_type(workers: Iterable[str], max_subtasks: int) -> type[PlanAnswer]:
 
 def replan_type(workers: Iterable[str], max_subtasks: int) -> type[Replan]:
     """The re-planner's answer schema: new ids follow ``PLANNED_ID`` (they come after
-    the existing ones, which this schema does not know)."""
+    the existing ones, which this schema does not know); at most ``MAX_EDITS`` (and
+    ``max_subtasks``) are added at once."""
     sub = _planned_subtask(workers, None, None)
+    added: Any = Annotated[list[sub], MaxItems(min(max_subtasks, MAX_EDITS))]  # type: ignore[valid-type]
     return create_model("TeamReplan", __base__=Replan,
-                        add=(list[sub], Field(default_factory=list,  # type: ignore[valid-type]
-                                              max_length=max_subtasks)))
+                        add=(added, Field(default_factory=list)))
 
 
 def salvage_subtasks(text: str) -> list[Subtask]:

@@ -8,6 +8,7 @@ node, so a resumed ``plan`` node takes the plan from the log instead of asking a
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from ..context import NodeContext
@@ -20,10 +21,13 @@ from .wiring import _reserved
 
 
 async def make_plan(goal: str, team: Team, limits: Limits | None = None, *,
-                    ctx: NodeContext | None = None) -> tuple[Plan, list[str]]:
+                    ctx: NodeContext | None = None,
+                    stream: Callable[[str], None] | None = None) -> tuple[Plan, list[str]]:
     """Ask the planner for a valid plan; re-ask with the problems, then repair or fail.
 
     Returns the plan and the repairs made (empty when the planner got it right).
+    ``stream`` receives the planner's answers as they arrive (``counterpoint plan``'s
+    spinner counts them).
 
     *Whether to decompose* is decided by the number of subtasks the planner lists:
     the prompt asks it to decide first and to give exactly one subtask for a simple
@@ -64,9 +68,11 @@ async def make_plan(goal: str, team: Team, limits: Limits | None = None, *,
         try:
             generation = await planner.model.generate(
                 asked, system=planner.instructions, context=context, output=answer_type,
-                max_tokens=planner.turn_tokens * 2, ctx=ctx, purpose=f"plan {attempt}",
+                max_tokens=team.call_tokens("planner", answer_type), ctx=ctx,
+                purpose=f"plan {attempt}",
                 temperature=limits.reask_temperature if reask else 0.0,
-                seed=attempt if reask else None, cache=False if reask else None)
+                seed=attempt if reask else None, cache=False if reask else None,
+                stream=stream or False)
         except InvalidOutput as exc:
             cut = _cut_off(exc.raw)
             salvaged = [s for s in salvage_subtasks(exc.raw) if not _reserved(s.id)]

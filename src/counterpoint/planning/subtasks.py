@@ -82,7 +82,7 @@ async def _check(session: _Session, subtask: Subtask, output: Any,
         + (f" (expected: {subtask.expected})" if subtask.expected else "")
         + f"\nresult: {fit({'result': _text(output)}, session.limits.context_chars)['result']}",
         system=team.verifier.instructions, output=Verdict,
-        max_tokens=team.verifier.turn_tokens * 2, ctx=ctx,
+        max_tokens=team.call_tokens("verifier", Verdict), ctx=ctx,
         purpose=f"{'recheck' if again else 'check'} {subtask.id}")
     verdict = generation.output
     assert verdict is not None

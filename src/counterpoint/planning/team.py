@@ -10,9 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from pydantic import BaseModel
+
 from ..agents import Agent, Tool
 from ..errors import UserError
 from ..models import Model, Provider
+from ..models.config import GOAL_ROLES
+from .bounds import fitted_tokens
 
 PLANNER = (
     "You plan work for a small team. First decide whether the goal needs several steps at "
@@ -81,6 +85,30 @@ class Team:
     replanner: Agent
     synthesizer: Agent
     workers: dict[str, Agent | Tool] = field(default_factory=dict)
+    tokens: dict[str, int] = field(default_factory=dict)
+    """``max_tokens`` of one call per role (``planner``, ``verifier``, ``replanner``,
+    ``synthesizer``; a worker's is its agent's ``turn_tokens``); a role not named gets
+    :meth:`call_tokens`' default."""
+
+    def __post_init__(self) -> None:
+        for role, value in self.tokens.items():
+            if role not in GOAL_ROLES:
+                raise UserError(f"Team: unknown role {role!r} in tokens; roles: "
+                                f"{', '.join(GOAL_ROLES)}")
+            if value < 1:
+                raise UserError(f"Team: tokens[{role!r}] must be >= 1, got {value}")
+
+    def call_tokens(self, role: str, answer: type[BaseModel] | None = None) -> int:
+        """``max_tokens`` of one call of ``role``: the one set in :attr:`tokens`, else
+        the role's ``turn_tokens``, and for a structured ``answer`` at least twice that
+        and enough for the longest answer its bounded schema allows (see :mod:`.bounds`),
+        so a constrained decoder ends the JSON before the limit cuts it."""
+        if role in self.tokens:
+            return self.tokens[role]
+        agent: Agent = getattr(self, role)
+        if answer is None:
+            return agent.turn_tokens
+        return max(agent.turn_tokens * 2, fitted_tokens(answer.model_json_schema()) or 0)
 
     @classmethod
     def default(cls, model: str | Model | Provider | None = None, *,
@@ -89,25 +117,30 @@ class Team:
                 verifier: str | Model | Provider | None = None,
                 synthesizer: str | Model | Provider | None = None,
                 workers: Mapping[str, Agent | Tool] | None = None,
-                worker_turns: int = 3) -> Team:
+                worker_turns: int = 3, tokens: Mapping[str, int] | None = None) -> Team:
         """Default prompts; ``model`` for every role unless a role's own model is given.
 
-        Without ``workers`` the team has one general worker agent, ``writer``.
+        Without ``workers`` the team has one general worker agent, ``writer``, whose
+        ``turn_tokens`` is ``tokens["worker"]`` if given. ``tokens`` sets a role's
+        ``max_tokens`` per call (see :attr:`tokens`).
         """
+        chosen = dict(tokens or {})
+        from ..agents.agent import DEFAULT_TURN_TOKENS
         def pick(own: str | Model | Provider | None) -> Model:
             chosen = own if own is not None else model
             return chosen if isinstance(chosen, Model) else Model(chosen)
 
         crew = dict(workers or {"writer": Agent(
             "writer", model=pick(worker), instructions=WORKER, max_turns=worker_turns,
-            description="writes, explains, summarises and answers questions")})
+            description="writes, explains, summarises and answers questions",
+            turn_tokens=chosen.get("worker", DEFAULT_TURN_TOKENS))})
         verify = pick(verifier)
         return cls(planner=Agent("planner", model=pick(planner), instructions=PLANNER),
                    verifier=Agent("verifier", model=verify, instructions=VERIFIER),
                    replanner=Agent("replanner", model=pick(planner), instructions=REPLANNER),
                    synthesizer=Agent("synthesizer", model=pick(synthesizer),
                                      instructions=SYNTHESIZER),
-                   workers=crew)
+                   workers=crew, tokens=chosen)
 
     def describe_workers(self) -> str:
         lines = []

@@ -31,11 +31,11 @@ async def _verify(session: _Session, results: Mapping[str, Any],
     if judged is None:
         team = session.team
         # a verdict is structured output, like a plan: one cut off at the token limit
-        # cannot be read, so the verifier gets two turns' tokens, as the planner does
+        # cannot be read, so its token limit fits its bounded schema (Team.call_tokens)
         generation = await team.verifier.model.generate(
             f"Goal: {session.goal}\n\nSubtasks and results:\n{shown}",
             system=team.verifier.instructions, output=Verdict,
-            max_tokens=team.verifier.turn_tokens * 2, ctx=ctx,
+            max_tokens=team.call_tokens("verifier", Verdict), ctx=ctx,
             purpose=f"verify {session.rounds}")
         found = generation.output
         assert found is not None
@@ -131,7 +131,7 @@ async def _ask(session: _Session, question: str, ctx: NodeContext, purpose: str,
     for attempt in range(1, limits.plan_attempts + 1):
         generation = await team.replanner.model.generate(
             conversation, system=team.replanner.instructions, output=answer_type,
-            max_tokens=team.replanner.turn_tokens * 2, ctx=ctx,
+            max_tokens=team.call_tokens("replanner", answer_type), ctx=ctx,
             purpose=f"{purpose}.{attempt}")
         replan = generation.output
         assert replan is not None

@@ -1,0 +1,89 @@
+"""Which models a ``counterpoint run`` names, and checking them before it starts.
+
+A goal run names its roles' models (``--model``, ``--planner-model``...); a workflow
+file or a Python graph names the models of its agent nodes (a workflow's by the
+``file:line`` that names the model). :func:`check_run` checks them all with
+:func:`counterpoint.models.preflight.preflight` and raises one error for every
+problem found, so a missing key is one message before the run, not a failure per node.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..graph import Graph
+    from ..models import Model
+    from ..models.preflight import ModelUse
+    from ..planning import Team
+
+
+def goal_uses(team: Team, options: dict[str, str | None]) -> list[ModelUse]:
+    """The roles' models of a goal run; ``options`` maps a role to the option that set it."""
+    from ..agents import Agent
+    roles: list[tuple[str, str, Model]] = [
+        ("planner", "planner", team.planner.model), ("verifier", "verifier", team.verifier.model),
+        ("replanner", "planner", team.replanner.model),
+        ("synthesizer", "synthesizer", team.synthesizer.model)]
+    roles += [(f"worker {name!r}", "worker", w.model) for name, w in sorted(team.workers.items())
+              if isinstance(w, Agent)]
+    named: dict[tuple[str, str], list[str]] = {}  # (model, option) -> its roles
+    for role, key, model in roles:
+        if model.named:
+            named.setdefault((model.name, options.get(key) or "the default model"),
+                             []).append(role)
+    return [_use_name(name, f"role{'s' if len(who) > 1 else ''} {', '.join(who)} ({option})")
+            for (name, option), who in named.items()]
+
+
+def graph_uses(graph: Graph, file: str | None = None) -> list[ModelUse]:
+    """The models of ``graph``'s agent nodes (and of nested graphs and goal steps);
+    ``file`` is the workflow file, searched for the line that names each model."""
+    from ..agents import Agent
+    from ..graph import Graph
+    from ..planning import Team
+    found: list[ModelUse] = []
+    text = Path(file).read_text() if file else None
+    for node, spec in graph.nodes.items():
+        fn = spec.fn
+        # a workflow's agent step holds its agent, and its file:line as its label
+        agent = fn if isinstance(fn, Agent) else getattr(fn, "agent", None)
+        if isinstance(fn, Graph):
+            found += graph_uses(fn, file)
+        elif isinstance(agent, Agent) and agent.model.named:
+            label = getattr(getattr(fn, "info", None), "label", None)
+            where = _line(file, text, agent.model.name) or \
+                (str(label) if label else f"node {node!r} of graph {graph.name!r}")
+            found.append(_use(agent.model, where))
+        elif isinstance(team := getattr(fn, "team", None), Team):
+            found += goal_uses(team, {})
+    return found
+
+
+def check_run(uses: list[ModelUse]) -> None:
+    """Preflight ``uses``; raise one ``ConfigError`` naming every problem."""
+    from .. import loop
+    from ..models.preflight import preflight, raise_for
+    if uses:
+        raise_for(loop.run(preflight(uses)))
+
+
+def _use(model: Model, where: str) -> ModelUse:
+    return _use_name(model.name, where)
+
+
+def _use_name(name: str, where: str) -> ModelUse:
+    from ..models.preflight import ModelUse
+    return ModelUse(name=name, where=where)
+
+
+def _line(file: str | None, text: str | None, name: str) -> str | None:
+    if file is None or text is None:
+        return None
+    pattern = re.compile(rf"^\s*(-\s*)?model:\s*[\"']?{re.escape(name)}[\"']?\s*(#.*)?$")
+    for number, line in enumerate(text.splitlines(), 1):
+        if pattern.match(line):
+            return f"{file}:{number}"
+    return None
