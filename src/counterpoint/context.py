@@ -26,6 +26,7 @@ from .state import ModelTally, NodeStatus, RunState
 
 if TYPE_CHECKING:
     from .options import RunOptions
+    from .resources import Resources
     from .store import RunStore
 
 
@@ -41,6 +42,8 @@ class RunAccess(Protocol):
     state: RunState
     options: RunOptions
     journal: dict[NodeId, list[Event]]
+    resources: Resources
+    """What steps opened for the whole run; closed when the run ends."""
 
     def emit(self, event: Event) -> None:
         """Apply, log and publish ``event`` (and what follows from it)."""
@@ -185,6 +188,12 @@ class NodeContext:
         """
         return [e.data or {} for e in self._execution.journal.get(self.node, ())
                 if e.kind is kind]
+
+    @property
+    def resources(self) -> Resources | None:
+        """What this run keeps open until it ends (MCP server connections), shared by its
+        steps; ``None`` from a sync step's thread, whose loop cannot use them."""
+        return self._execution.resources if self._execution.foreign_loop() is None else None
 
     @property
     def graph_version(self) -> int:

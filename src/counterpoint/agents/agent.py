@@ -51,7 +51,7 @@ from ..errors import (
 from ..events import EventKind
 from ..ids import NodeId
 from ..models import Message, Model, Provider, Response, ToolCall, Usage
-from .tools import Tool, arguments_schema, from_function
+from .tools import Tool, Toolset, arguments_schema, from_function
 
 if TYPE_CHECKING:
     from ..graph import Graph
@@ -92,7 +92,7 @@ class Agent:
 
     def __init__(self, name: str, *, model: str | Model | Provider | None = None,
                  instructions: str = "",
-                 tools: Sequence[Tool | Agent | Graph | Callable[..., Any]] = (),
+                 tools: Sequence[Tool | Toolset | Agent | Graph | Callable[..., Any]] = (),
                  output: type[Any] | None = None, description: str = "", max_turns: int = 8,
                  max_tokens: int | None = None, turn_tokens: int = DEFAULT_TURN_TOKENS,
                  deadline: float | None = None, temperature: float = 0.0) -> None:
@@ -109,9 +109,11 @@ class Agent:
         self.__qualname__ = f"Agent.{name}"  # names the step in estimates and events
         self.model = model if isinstance(model, Model) else Model(model)
         self.instructions = instructions
-        self.tools: tuple[Tool, ...] = tuple(_as_tool(t) for t in tools)
-        names = [t.name for t in self.tools]
-        duplicated = sorted({n for n in names if names.count(n) > 1})
+        self.tools: tuple[Tool, ...] = tuple(_as_tool(t) for t in tools
+                                             if not isinstance(t, Toolset))
+        self.toolsets: tuple[Toolset, ...] = tuple(t for t in tools if isinstance(t, Toolset))
+        """Tools found when a run starts (MCP servers'): see :class:`Toolset`."""
+        duplicated = _duplicated(self.tools)
         if duplicated:
             raise UserError(f"agent {name}: two tools are called {duplicated}; rename one")
         self.output = output
@@ -164,6 +166,8 @@ class Agent:
         limit = asyncio.timeout(self.deadline)
         try:
             async with limit:
+                if self.toolsets:
+                    await loop.add_toolsets()
                 return await loop.run(prompt)
         except TimeoutError:
             if not limit.expired():
@@ -203,10 +207,22 @@ class _Loop:
             return f"agent {name}"
         return f"run {ctx.run_id}, node {ctx.node!r}, attempt {ctx.attempt}: agent {name}"
 
+    async def add_toolsets(self) -> None:
+        """Add the tools of the agent's toolsets (in order) to the static ones."""
+        tools = list(self.agent.tools)
+        for toolset in self.agent.toolsets:
+            tools.extend(await toolset.resolve_tools(self.ctx))
+        duplicated = _duplicated(tools)
+        if duplicated:
+            raise AgentError(f"{self.where()}: two tools are called {duplicated}; give "
+                             "the toolsets distinct prefixes (mcp_tools(prefix=...)) or "
+                             "include= fewer tools")
+        self.tools = {t.name: t for t in tools}
+
     async def run(self, prompt: str) -> AgentResult:
         agent = self.agent
         conversation = [Message.user(prompt)]
-        structured = agent.output is not None and not agent.tools
+        structured = agent.output is not None and not self.tools
         while True:
             if self.turns >= agent.max_turns:
                 raise AgentError(f"{self.where()}: no final answer after {agent.max_turns} "
@@ -247,7 +263,7 @@ class _Loop:
             return response, agent._adapter.validate_python(recorded["output"])
         generation = await agent.model.generate(
             conversation, system=agent.instructions or None,
-            tools=[t.spec for t in agent.tools] if not structured else (),
+            tools=[t.spec for t in self.tools.values()] if not structured else (),
             output=agent.output if structured else None, temperature=agent.temperature,
             max_tokens=agent.turn_tokens, ctx=self.ctx,
             purpose=f"agent {self.scope} turn {self.turns}")
@@ -365,6 +381,11 @@ def _scope(name: str, ctx: NodeContext | None) -> str:
     slot = (ctx.node, ctx.attempt, scope)
     count = started[slot] = started.get(slot, 0) + 1
     return scope if count == 1 else f"{scope}#{count}"
+
+
+def _duplicated(tools: Sequence[Tool]) -> list[str]:
+    names = [t.name for t in tools]
+    return sorted({n for n in names if names.count(n) > 1})
 
 
 def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
