@@ -24,6 +24,7 @@ from ..garbage import tune_gc
 from ..ids import RunId
 from . import goals
 from .console import make_console, reported
+from .mcp import MCP_HELP, mcp_command
 from .models import ASK_HELP, MODELS_HELP, ask_command, models_command
 
 # Only what the commands' signatures name is imported here: `counterpoint --help` builds
@@ -63,6 +64,7 @@ AsJson = Annotated[bool, typer.Option("--json", help="Print the result as JSON o
 app.command("models", help=MODELS_HELP)(models_command)
 app.command("ask", help=ASK_HELP)(ask_command)
 app.command("plan")(goals.plan_command)
+app.command("mcp", help=MCP_HELP)(mcp_command)
 
 
 def main() -> None:
