@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         GraphError,
         InvalidOutput,
         MalformedResponse,
+        MCPServerError,
         ModelError,
         ModelRefused,
         ModelRejected,
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
     from .graph import Choose, Graph, InputRef, NodeKind, NodeRef, NodeSpec, ref, step
     from .ids import NodeId, RunId
     from .loop import EventLoopPolicy, new_event_loop
+    from .mcp import MCPTools, mcp_tools
     from .metrics import Metrics, NodeTiming
     from .models import Generation, Message, Model, ScriptedModel, ToolCall, ToolSpec, Usage
     from .options import RunOptions
@@ -74,7 +76,8 @@ _EXPORTS_BY_MODULE: dict[str, tuple[str, ...]] = {
     "context": ("NodeContext",),
     "errors": ("AgentError", "Cancelled", "ConfigError", "ContextTooLong", "ControlSignal",
         "CounterpointError", "DeadlineExceeded", "FallbackFailed", "GraphError", "InvalidOutput",
-        "MalformedResponse", "ModelError", "ModelRefused", "ModelRejected", "ModelUnavailable",
+        "MalformedResponse", "MCPServerError", "ModelError", "ModelRefused", "ModelRejected",
+        "ModelUnavailable",
         "NodeFailed", "NodeTimeout", "OutputNotSerializable", "PatchError", "PlanningError",
         "RateLimited", "Retry", "RunClaimed", "RunFailure", "RunNotFound", "ScriptError",
         "SourceError", "StoreCorrupt", "StoreError", "StoreLocked", "StoreTooNew", "ToolError",
@@ -84,6 +87,7 @@ _EXPORTS_BY_MODULE: dict[str, tuple[str, ...]] = {
     "graph": ("Choose", "Graph", "InputRef", "NodeKind", "NodeRef", "NodeSpec", "ref", "step"),
     "ids": ("NodeId", "RunId"),
     "loop": ("EventLoopPolicy", "new_event_loop"),
+    "mcp": ("MCPTools", "mcp_tools"),
     "metrics": ("Metrics", "NodeTiming"),
     "models": ("Generation", "Message", "Model", "ScriptedModel", "ToolCall", "ToolSpec", "Usage"),
     "options": ("RunOptions",),
@@ -135,6 +139,8 @@ __all__ = [
     "InProcessBackend",
     "InputRef",
     "InvalidOutput",
+    "MCPServerError",
+    "MCPTools",
     "MalformedResponse",
     "MemoryStore",
     "Message",
@@ -187,6 +193,7 @@ __all__ = [
     "Usage",
     "UserError",
     "__version__",
+    "mcp_tools",
     "new_event_loop",
     "open_store",
     "ref",

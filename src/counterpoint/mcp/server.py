@@ -13,6 +13,7 @@ Approvals (list and answer) are not served yet: counterpoint has no approvals to
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -105,19 +106,20 @@ def build_server(store: RunStore, *, model: str | None = None) -> MCPServer:
 
     @server.tool()
     @user_errors
-    async def start_workflow(target: str, inputs: dict[str, str] | None = None
+    async def start_workflow(target: str, inputs: dict[str, Any] | None = None
                              ) -> dict[str, Any]:
         """Start a workflow file (FILE.yaml) or a Python graph (FILE.py[:GRAPH]) in the
-        background and answer its run id; inputs are NAME: VALUE texts."""
+        background and answer its run id; `inputs` are the graph's inputs by name."""
         from ..cli.goals import target_kind, workflow_graph
         from ..loader import load_target, split_target
-        values = [f"{k}={v}" for k, v in (inputs or {}).items()]
+        given = dict(inputs or {})
         if target_kind(target) == "workflow":
-            graph, bound = workflow_graph(target, values, runs.model)
+            # a workflow converts text to its inputs' declared types, as on the command line
+            texts = [f"{k}={v if isinstance(v, str) else json.dumps(v)}"
+                     for k, v in given.items()]
+            graph, bound = workflow_graph(target, texts, runs.model)
             return await runs.start(graph, bound)
-        from ..cli.app import parse_inputs
-        graph = load_target(target)
-        return await runs.start(graph, parse_inputs(values), split_target(target)[1])
+        return await runs.start(load_target(target), given, split_target(target)[1])
 
     @server.tool()
     @user_errors
