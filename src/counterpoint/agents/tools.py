@@ -120,7 +120,10 @@ class Toolset(Protocol):
     agent asks again in each run of its loop, so the answer may be cached per run.
     """
 
-    name: str
+    @property
+    def name(self) -> str:
+        """What errors call the toolset."""
+        ...
 
     async def resolve_tools(self, ctx: NodeContext | None) -> Sequence[Tool]:
         """The tools, in a stable order; raises a :class:`~counterpoint.RunFailure` if
