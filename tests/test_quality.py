@@ -71,7 +71,8 @@ def test_readme_agent_example_runs_as_shown(tmp_path: Path) -> None:
 
 def test_readme_has_five_python_examples() -> None:
     # each runs in a test: the three first ones and the picture's here, the blackboard's in
-    # tests/board/test_board_readme.py (the approvals example is fenced ```py, run in tests/approvals)
+    # tests/board/test_board_readme.py (the approvals and MCP examples are fenced ```py and
+    # run in tests/approvals and tests/mcp)
     assert len(_fenced("python")) == 5
 
 
@@ -116,7 +117,9 @@ def test_public_api_is_pinned() -> None:
         "Escalate", "approvals", "approve", "reject", "use_clock",
         # the run's blackboard and agents' capabilities (counterpoint.board, .permissions)
         "Board", "BoardConflict", "Capabilities", "ClaimLost", "Key", "PermissionDenied",
-        "Versioned", "WorkQueue", "board_at"])
+        "Versioned", "WorkQueue", "board_at",
+        # MCP servers' tools (counterpoint.mcp)
+        "MCPServerError", "MCPTools", "mcp_tools"])
     for name in cp.__all__:
         assert hasattr(cp, name), name
     # the lazily imported names (counterpoint/__init__.py) are exactly the public ones

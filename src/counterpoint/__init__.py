@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         GraphError,
         InvalidOutput,
         MalformedResponse,
+        MCPServerError,
         ModelError,
         ModelRefused,
         ModelRejected,
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
     from .graph import Choose, Graph, InputRef, NodeKind, NodeRef, NodeSpec, ref, step
     from .ids import NodeId, RunId
     from .loop import EventLoopPolicy, new_event_loop
+    from .mcp import MCPTools, mcp_tools
     from .metrics import Metrics, NodeTiming
     from .models import Generation, Message, Model, ScriptedModel, ToolCall, ToolSpec, Usage
     from .options import RunOptions
@@ -86,7 +88,8 @@ _EXPORTS_BY_MODULE: dict[str, tuple[str, ...]] = {
     "errors": ("AgentError", "ApprovalAnswered", "ApprovalError", "ApprovalNotFound",
         "Cancelled", "ConfigError", "ContextTooLong", "ControlSignal",
         "CounterpointError", "DeadlineExceeded", "FallbackFailed", "GraphError", "InvalidOutput",
-        "MalformedResponse", "ModelError", "ModelRefused", "ModelRejected", "ModelUnavailable",
+        "MalformedResponse", "MCPServerError", "ModelError", "ModelRefused", "ModelRejected",
+        "ModelUnavailable",
         "NodeFailed", "NodeTimeout", "OutputNotSerializable", "PatchError", "PlanningError",
         "RateLimited", "Retry", "RunClaimed", "RunFailure", "RunNotFound", "ScriptError",
         "SourceError", "StoreCorrupt", "StoreError", "StoreLocked", "StoreTooNew", "ToolError",
@@ -96,6 +99,7 @@ _EXPORTS_BY_MODULE: dict[str, tuple[str, ...]] = {
     "graph": ("Choose", "Graph", "InputRef", "NodeKind", "NodeRef", "NodeSpec", "ref", "step"),
     "ids": ("NodeId", "RunId"),
     "loop": ("EventLoopPolicy", "new_event_loop"),
+    "mcp": ("MCPTools", "mcp_tools"),
     "metrics": ("Metrics", "NodeTiming"),
     "models": ("Generation", "Message", "Model", "ScriptedModel", "ToolCall", "ToolSpec", "Usage"),
     "options": ("RunOptions",),
@@ -159,6 +163,8 @@ __all__ = [
     "InputRef",
     "InvalidOutput",
     "Key",
+    "MCPServerError",
+    "MCPTools",
     "MalformedResponse",
     "MemoryStore",
     "Message",
@@ -217,6 +223,7 @@ __all__ = [
     "approvals",
     "approve",
     "board_at",
+    "mcp_tools",
     "new_event_loop",
     "open_store",
     "ref",

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .board.access import BoardAccess
     from .graph import Graph
     from .options import RunOptions
+    from .resources import Resources
     from .store import RunStore
 
 
@@ -50,6 +51,9 @@ class RunAccess(Protocol):
     @property
     def approvals(self) -> Ledger:
         """The run's approvals (:mod:`counterpoint.approval`)."""
+
+    resources: Resources
+    """What steps opened for the whole run; closed when the run ends."""
 
     def emit(self, event: Event) -> None:
         """Apply, log and publish ``event`` (and what follows from it)."""
@@ -223,6 +227,12 @@ class NodeContext:
         """
         return [e.data or {} for e in self._execution.journal.get(self.node, ())
                 if e.kind is kind]
+
+    @property
+    def resources(self) -> Resources | None:
+        """What this run keeps open until it ends (MCP server connections), shared by its
+        steps; ``None`` from a sync step's thread, whose loop cannot use them."""
+        return self._execution.resources if self._execution.foreign_loop() is None else None
 
     @property
     def graph_version(self) -> int:

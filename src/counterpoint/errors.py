@@ -30,6 +30,7 @@
     │   ├── UpstreamFailed            a node was blocked because a dependency failed
     │   ├── DeadlineExceeded          the run's deadline passed
     │   ├── ToolError                 a tool's failure, given to the model as the tool's result
+    │   ├── MCPServerError            an MCP server did not start or stopped answering (retryable)
     │   ├── AgentError                an agent stopped without an answer (turns, tokens, time)
     │   ├── PlanningError             the planner produced no usable plan
     │   ├── BoardConflict             a blackboard write based on a stale read, or refused
@@ -184,6 +185,13 @@ class ToolError(RunFailure):
     """
 
     retryable = False
+
+
+class MCPServerError(RunFailure):
+    """An MCP server could not be started, did not list its tools, or its connection broke.
+
+    Retryable: the next attempt starts the server again. (A tool's own error result is a
+    :class:`ToolError` the model reads, not this.)"""
 
 
 class AgentError(RunFailure):

@@ -52,10 +52,11 @@ from ..events import EventKind
 from ..ids import NodeId
 from ..models import Message, Model, Provider, Response, ToolCall, Usage
 from ..permissions import Capabilities, acting_as
+from .approving import ask_approval
 from .prompting import key as _key
 from .prompting import task_text as _task_text
 from .roles import check_capabilities, denial, refused
-from .tools import Tool, arguments_schema, from_function
+from .tools import Tool, Toolset, arguments_schema, from_function
 
 if TYPE_CHECKING:
     from ..graph import Graph
@@ -96,7 +97,7 @@ class Agent:
 
     def __init__(self, name: str, *, model: str | Model | Provider | None = None,
                  instructions: str = "",
-                 tools: Sequence[Tool | Agent | Graph | Callable[..., Any]] = (),
+                 tools: Sequence[Tool | Toolset | Agent | Graph | Callable[..., Any]] = (),
                  output: type[Any] | None = None, description: str = "", max_turns: int = 8,
                  max_tokens: int | None = None, turn_tokens: int = DEFAULT_TURN_TOKENS,
                  deadline: float | None = None, temperature: float = 0.0,
@@ -114,13 +115,18 @@ class Agent:
         self.__qualname__ = f"Agent.{name}"  # names the step in estimates and events
         self.model = model if isinstance(model, Model) else Model(model)
         self.instructions = instructions
-        self.tools: tuple[Tool, ...] = tuple(_as_tool(t) for t in tools)
-        names = [t.name for t in self.tools]
-        duplicated = sorted({n for n in names if names.count(n) > 1})
+        self.tools: tuple[Tool, ...] = tuple(_as_tool(t) for t in tools
+                                             if not isinstance(t, Toolset))
+        self.toolsets: tuple[Toolset, ...] = tuple(t for t in tools if isinstance(t, Toolset))
+        """Tools found when a run starts (MCP servers'): see :class:`Toolset`."""
+        duplicated = _duplicated(self.tools)
         if duplicated:
             raise UserError(f"agent {name}: two tools are called {duplicated}; rename one")
         if capabilities is not None:
-            check_capabilities(name, capabilities, names)
+            # a toolset's tools are known only when a run starts: grants are checked against
+            # the static tools here, and every call against the grants when it is made
+            check_capabilities(name, capabilities, [t.name for t in self.tools],
+                               open_ended=bool(self.toolsets))
         self.capabilities = capabilities
         """What this role may do (``None``: anything its tools do); enforced, see
         :mod:`counterpoint.permissions`."""
@@ -175,6 +181,8 @@ class Agent:
         try:
             with acting_as(f"agent {self.name}", self.capabilities):
                 async with limit:
+                    if self.toolsets:
+                        await loop.add_toolsets()
                     return await loop.run(prompt)
         except TimeoutError:
             if not limit.expired():
@@ -214,10 +222,22 @@ class _Loop:
             return f"agent {name}"
         return f"run {ctx.run_id}, node {ctx.node!r}, attempt {ctx.attempt}: agent {name}"
 
+    async def add_toolsets(self) -> None:
+        """Add the tools of the agent's toolsets (in order) to the static ones."""
+        tools = list(self.agent.tools)
+        for toolset in self.agent.toolsets:
+            tools.extend(await toolset.resolve_tools(self.ctx))
+        duplicated = _duplicated(tools)
+        if duplicated:
+            raise AgentError(f"{self.where()}: two tools are called {duplicated}; give "
+                             "the toolsets distinct prefixes (mcp_tools(prefix=...)) or "
+                             "include= fewer tools")
+        self.tools = {t.name: t for t in tools}
+
     async def run(self, prompt: str) -> AgentResult:
         agent = self.agent
         conversation = [Message.user(prompt)]
-        structured = agent.output is not None and not agent.tools
+        structured = agent.output is not None and not self.tools
         while True:
             if self.turns >= agent.max_turns:
                 raise AgentError(f"{self.where()}: no final answer after {agent.max_turns} "
@@ -258,7 +278,7 @@ class _Loop:
             return response, agent._adapter.validate_python(recorded["output"])
         generation = await agent.model.generate(
             conversation, system=agent.instructions or None,
-            tools=[t.spec for t in agent.tools] if not structured else (),
+            tools=[t.spec for t in self.tools.values()] if not structured else (),
             output=agent.output if structured else None, temperature=agent.temperature,
             max_tokens=agent.turn_tokens, ctx=self.ctx,
             purpose=f"agent {self.scope} turn {self.turns}")
@@ -368,36 +388,8 @@ class _Loop:
 
     async def approve(self, tool: Tool, call: ToolCall, key: str,
                       base: dict[str, Any]) -> dict[str, Any] | str | None:
-        """Ask a person before ``call`` of ``tool`` (declared ``approval=...``): the
-        arguments to call it with (edited or not; ``base`` gets the approval's id), or the
-        content the model gets instead (rejected: the reason; made already under this
-        approval: its recorded result), or ``None`` if this call needs no approval."""
-        try:
-            needed = tool.needs_approval(call.arguments)
-        except ToolError:
-            needed = True  # invalid arguments: the tool's own validation reports them
-        if not needed:
-            return None
-        if self.ctx is None:
-            raise AgentError(f"{self.where()}: tool {tool.name} needs approval, which needs a "
-                             "run to wait in; call the agent inside a step")
-        answer = await self.ctx.ask_tool_call(tool.name, call.arguments, tool.parameters,
-                                              key=key)
-        assert answer.id is not None
-        base["approval"] = answer.id
-        made = self.ctx.approved_call_result(answer.id)
-        if made is not None:  # approved once, made once: a retry gets what it returned
-            self.record(EventKind.TOOL_RESULT, {**made, "replayed": True})
-            return str(made["content"])
-        if not answer.approved:
-            who = f" by {answer.by}" if answer.by else ""
-            content = f"error: the call was rejected{who}: {answer.reason or 'no reason given'}"
-            self.record(EventKind.TOOL_RESULT, {**base, "ok": False, "content": content,
-                                                "side_effects": tool.side_effects,
-                                                "seconds": 0.0})
-            return content
-        edited = answer.edit
-        return dict(edited) if isinstance(edited, dict) else dict(call.arguments)
+        return await ask_approval(tool, call, key, base, ctx=self.ctx, where=self.where,
+                                  record=self.record)
 
     def record(self, kind: EventKind, data: dict[str, Any]) -> None:
         if self.ctx is not None:
@@ -442,6 +434,11 @@ def _scope(name: str, ctx: NodeContext | None) -> str:
     slot = (ctx.node, ctx.attempt, scope)
     count = started[slot] = started.get(slot, 0) + 1
     return scope if count == 1 else f"{scope}#{count}"
+
+
+def _duplicated(tools: Sequence[Tool]) -> list[str]:
+    names = [t.name for t in tools]
+    return sorted({n for n in names if names.count(n) > 1})
 
 
 def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:

@@ -14,14 +14,16 @@ if TYPE_CHECKING:
     from .tools import Tool
 
 
-def check_capabilities(agent: str, capabilities: Capabilities, tools: Iterable[str]) -> None:
+def check_capabilities(agent: str, capabilities: Capabilities, tools: Iterable[str], *,
+                       open_ended: bool = False) -> None:
     """Raise :class:`UserError` if ``capabilities`` grants a tool the agent does not have
-    (a misspelt name would otherwise refuse the real tool at run time)."""
+    (a misspelt name would otherwise refuse the real tool at run time). ``open_ended``: the
+    agent has toolsets whose tools are found at run time, so other names may be real."""
     if not isinstance(capabilities, Capabilities):
         raise UserError(f"agent {agent}: capabilities must be counterpoint.Capabilities(...), "
                         f"got {capabilities!r}")
     unknown = sorted(capabilities.tools - set(tools))
-    if unknown:
+    if unknown and not open_ended:
         raise UserError(f"agent {agent}: capabilities grant tool(s) {unknown} it does not "
                         f"have; its tools: {sorted(tools)}")
 

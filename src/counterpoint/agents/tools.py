@@ -20,15 +20,18 @@ from __future__ import annotations
 import asyncio
 import inspect
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, get_type_hints, overload
+from typing import TYPE_CHECKING, Any, Protocol, get_type_hints, overload, runtime_checkable
 
 import pydantic
 
 from ..context import current_context
 from ..errors import ToolError, UserError
 from ..models.types import ToolSpec
+
+if TYPE_CHECKING:
+    from ..context import NodeContext
 
 IDEMPOTENCY_PARAM = "idempotency_key"
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -113,6 +116,28 @@ class Tool:
 
     async def __call__(self, **arguments: Any) -> Any:
         return await self.call(arguments)
+
+
+@runtime_checkable
+class Toolset(Protocol):
+    """Tools that are known only once a run uses them (an MCP server's, say).
+
+    An agent given a toolset asks it for its tools when each run of its loop starts,
+    and calls them like any other :class:`Tool` (recorded, journaled, flushed around
+    side effects the same way). ``resolve_tools`` may start things (a server process); what it
+    starts inside a run belongs to the run (``ctx.resources``) and ends with it. The
+    agent asks again in each run of its loop, so the answer may be cached per run.
+    """
+
+    @property
+    def name(self) -> str:
+        """What errors call the toolset."""
+        ...
+
+    async def resolve_tools(self, ctx: NodeContext | None) -> Sequence[Tool]:
+        """The tools, in a stable order; raises a :class:`~counterpoint.RunFailure` if
+        they cannot be had (the node fails, or retries if the failure is retryable)."""
+        ...
 
 
 @overload

@@ -26,6 +26,7 @@ from ..events import Event
 from ..graph import Graph, NodeKind, NodeSpec
 from ..ids import NodeId, RunId
 from ..options import RunOptions
+from ..resources import Resources
 from ..state import RunState, RunStatus
 from ..store import RunStore
 from .capacity import Capacity
@@ -60,8 +61,8 @@ class ExecutionCore:
                  "_emitting", "_group", "_heir", "_held", "_inline_async", "_loop", "_outbox",
                  "_pending", "_rng", "_sending", "_sends", "_seq", "_subscribers", "_tasks",
                  "_thread", "_timers", "_unlogged", "_waits", "approvals", "backend", "graph",
-                 "inputs",
-                 "journal", "options", "owns_store", "parent", "run_id", "state", "store")
+                 "inputs", "journal", "options", "owns_store", "parent", "resources", "run_id",
+                 "state", "store")
 
     def __init__(self, graph: Graph, state: RunState, store: RunStore, options: RunOptions,
                  *, backend: Backend, inputs: Mapping[str, Any], seq: int = 0,
@@ -120,6 +121,8 @@ class ExecutionCore:
         self.journal: dict[NodeId, list[Event]] = {}
         """Per node, what its interrupted attempt recorded before a crash (on resume)."""
         self._children: dict[NodeId, RunHandle] = {}
+        self.resources = Resources()
+        """What the run's steps opened for the whole run (MCP servers): closed at its end."""
         """Sub-graph nodes running now -> the handle of their sub-run."""
         self.approvals = ApprovalDesk(self)  # type: ignore[arg-type]
         """The run's approvals: nodes waiting for people, and their answers."""

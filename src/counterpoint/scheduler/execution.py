@@ -57,6 +57,7 @@ class Execution(Attempts):
                 except BaseExceptionGroup as grouped:  # the group wraps what the run raised
                     raise _sole(grouped) from None
         finally:
+            await self.resources.close()  # nothing the run opened outlives it
             with contextlib.suppress(StoreError):  # a store failing here fails below too
                 self._hand_over()
             if self.owns_store:

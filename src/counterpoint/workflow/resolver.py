@@ -4,9 +4,11 @@ The first layer of the workflow planner (:func:`.plan.plan_workflow`): it holds 
 planner reads from and the problems it finds (each reported with its ``file:line``), and
 turns names into objects: ``module:function`` and ``file.py:function`` references, tools
 (functions, agents and graphs become tools), models (an override from ``models=``, else
-a configured name, checked), agents with their tools, output type and model, and
-sub-workflow files, loaded (a file that includes itself, directly or through others, is a
-problem). A name that cannot be found is reported, never raised.
+a configured name, checked), agents with their tools (``mcp:SERVER`` names a server of
+the file's ``mcp:`` section: one :class:`~counterpoint.mcp.MCPTools` per server, shared by
+the agents that name it), output type and model, and sub-workflow files, loaded (a file
+that includes itself, directly or through others, is a problem). A name that cannot be
+found is reported, never raised.
 """
 
 from __future__ import annotations
@@ -21,12 +23,16 @@ from ..agents.agent import DEFAULT_TURN_TOKENS
 from ..agents.tools import from_function
 from ..errors import ConfigError, UserError
 from ..graph import Graph
+from ..mcp.tools import MCPTools, mcp_tools
 from ..models import Model, ModelRegistry, Provider, load_registry
 from .errors import Problem, WorkflowError
 from .imports import ImportProblem, resolve
 from .schemas import SchemaProblem, model_from_spec
 from .spec import AgentSpec, InputSpec, WorkflowSpec
 from .yamlsource import KeyPath, YamlDocument
+
+MCP_PREFIX = "mcp:"
+"""How an agent's ``tools:`` entry names a server of the file's ``mcp:`` section."""
 
 ModelChoice = str | Model | Provider
 """What a model override maps a name to."""
@@ -57,6 +63,8 @@ class _Resolver:
     stack: tuple[Path, ...]
     problems: list[Problem] = field(default_factory=list)
     agents: dict[str, Agent] = field(default_factory=dict)
+    servers: dict[str, MCPTools] = field(default_factory=dict)
+    """The MCP servers agents named, by name (built at the first mention)."""
     _registry: ModelRegistry | bool | None = None
 
     @property
@@ -68,9 +76,10 @@ class _Resolver:
 
     def _agent(self, name: str, spec: AgentSpec) -> None:
         at: KeyPath = ("agents", name)
-        tools: list[Tool] = []
+        tools: list[Tool | MCPTools] = []
         for index, text in enumerate(spec.tools):
-            found = self._tool(text, (*at, "tools", index))
+            found = self._mcp(text[len(MCP_PREFIX):], (*at, "tools", index)) \
+                if text.startswith(MCP_PREFIX) else self._tool(text, (*at, "tools", index))
             if found is not None:
                 tools.append(found)
         output: Any = None
@@ -143,6 +152,32 @@ class _Resolver:
                     "name a function (or a @tool)")
         return None
 
+    def _mcp(self, name: str, at: KeyPath) -> MCPTools | None:
+        """The tools of the file's MCP server ``name`` (one object per server)."""
+        if name in self.servers:
+            return self.servers[name]
+        spec = self.spec.mcp.get(name)
+        if spec is None:
+            if name not in self.spec.mcp_names:  # else: its own problem is reported
+                known = ", ".join(self.spec.mcp_names) or "none"
+                self.report(at, f"no MCP server {name!r} in this file's mcp: section "
+                            f"(declared: {known})", f"declare it: mcp: {{{name}: "
+                            "{command: [...]}}")
+            return None
+        cwd = Path(spec.cwd) if spec.cwd is not None else self.folder
+        try:
+            tools = mcp_tools(command=spec.command, url=spec.url, name=name,
+                              include=spec.include, exclude=spec.exclude, prefix=spec.prefix,
+                              read_only=spec.read_only, env=spec.env,
+                              cwd=str(cwd if cwd.is_absolute() else self.folder / cwd),
+                              start_timeout=spec.start_timeout,
+                              call_timeout=spec.call_timeout)
+        except UserError as exc:
+            self.report(("mcp", name), str(exc))
+            return None
+        self.servers[name] = tools
+        return tools
+
     def _python(self, text: str, at: KeyPath) -> Any:
         try:
             return resolve(text, self.folder)
@@ -177,7 +212,8 @@ class _Resolver:
 def copy_agent(agent: Agent, model: ModelChoice | None) -> Agent:
     """``agent`` with another model (a step's ``model:`` override)."""
     clone = Agent(agent.name, model=model, instructions=agent.instructions,
-                  tools=agent.tools, output=agent.output, description=agent.description,
+                  tools=(*agent.tools, *agent.toolsets), output=agent.output,
+                  description=agent.description,
                   max_turns=agent.max_turns, max_tokens=agent.max_tokens,
                   turn_tokens=agent.turn_tokens, deadline=agent.deadline,
                   temperature=agent.temperature)

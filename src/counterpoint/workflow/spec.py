@@ -56,6 +56,29 @@ class AgentSpec(_Strict):
     deadline: float | None = pydantic.Field(default=None, gt=0)
 
 
+class MCPServerSpec(_Strict):
+    """An MCP server whose tools agents name as ``mcp:NAME``: a command or a URL."""
+
+    command: list[str] | None = pydantic.Field(default=None, min_length=1)
+    """The program and its arguments (run in the workflow file's folder, or ``cwd``)."""
+    url: str | None = None
+    """A streamable HTTP endpoint, ``http://127.0.0.1:PORT/mcp``."""
+    include: list[str] | None = None
+    exclude: list[str] = []
+    prefix: str = ""
+    read_only: list[str] = []
+    env: dict[str, str] = {}
+    cwd: str | None = None
+    start_timeout: float = pydantic.Field(default=30.0, gt=0)
+    call_timeout: float | None = pydantic.Field(default=60.0, gt=0)
+
+    @pydantic.model_validator(mode="after")
+    def _one_way(self) -> MCPServerSpec:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give exactly one of command: [program, args...] and url: ...")
+        return self
+
+
 def _condition_text(value: Any) -> Any:
     """``when: false`` in YAML is a boolean; conditions are text."""
     return ("true" if value else "false") if isinstance(value, bool) else value
@@ -108,6 +131,8 @@ class _Head(_Strict):
     """The model of agents that name none."""
     inputs: dict[str, Any] = {}
     agents: dict[str, Any] = {}
+    mcp: dict[str, Any] = {}
+    """MCP servers by name (see :class:`MCPServerSpec`)."""
     steps: dict[str, Any] = pydantic.Field(min_length=1)
     output: str | None = None
     """The step (``ID`` or ``${steps.ID.output...}``) whose output is the workflow's."""
@@ -116,7 +141,7 @@ class _Head(_Strict):
 KINDS = ("agent", "tool", "python", "workflow", "first_of")
 _MODELS: dict[str, type[pydantic.BaseModel]] = {
     "workflow": _Head, "input": InputSpec, "agent": AgentSpec, "step": StepSpec,
-    "loop": LoopSpec}
+    "loop": LoopSpec, "mcp server": MCPServerSpec}
 
 
 @dataclass(kw_only=True, slots=True)
@@ -132,9 +157,11 @@ class WorkflowSpec:
     inputs: dict[str, InputSpec] = field(default_factory=dict)
     agents: dict[str, AgentSpec] = field(default_factory=dict)
     steps: dict[str, StepSpec] = field(default_factory=dict)
+    mcp: dict[str, MCPServerSpec] = field(default_factory=dict)
     step_ids: list[str] = field(default_factory=list)
     agent_names: list[str] = field(default_factory=list)
     input_names: list[str] = field(default_factory=list)
+    mcp_names: list[str] = field(default_factory=list)
 
 
 def parse_spec(doc: YamlDocument) -> tuple[WorkflowSpec | None, list[Problem]]:
@@ -145,7 +172,13 @@ def parse_spec(doc: YamlDocument) -> tuple[WorkflowSpec | None, list[Problem]]:
         return None, problems
     spec = WorkflowSpec(name=head.name, description=head.description, model=head.model,
                         output=head.output, step_ids=list(head.steps),
-                        agent_names=list(head.agents), input_names=list(head.inputs))
+                        agent_names=list(head.agents), input_names=list(head.inputs),
+                        mcp_names=list(head.mcp))
+    for name, raw in head.mcp.items():
+        server = _validate(doc, MCPServerSpec, raw or {}, ("mcp", name), "mcp server",
+                           problems)
+        if server is not None:
+            spec.mcp[name] = server
     for name, raw in head.inputs.items():
         if isinstance(raw, str) or raw is None:  # shorthand ``topic: string``
             raw = {"type": raw} if raw else {}
@@ -250,7 +283,8 @@ def _type_hint(field_path: str) -> str:
              "context": "write a template string or a list of step ids",
              "loop": "write loop: {max: N, until: CONDITION}",
              "type": "types are string, integer, number, boolean, list, object",
-             "tools": "write tools: [module:function, file.py:function]",
+             "tools": "write tools: [module:function, file.py:function, mcp:SERVER]",
+             "command": "write command: [program, arg, ...]",
              "args": "write args: {name: value or template}",
              "inputs": "write inputs: {name: value or template}",
              "first_of": "write first_of: [step_id, step_id, ...]"}

@@ -1,0 +1,197 @@
+"""counterpoint as an MCP server: start workflows and goals, follow, show, list and
+cancel runs, from any MCP client (``counterpoint mcp``).
+
+Runs started through the server run in the server's process, recorded in its store like
+any other (``counterpoint show`` and ``counterpoint resume`` work on them); when the
+server stops, the runs it still runs stop where they are and stay resumable. A user's
+mistake (an unknown run, a target that does not load, a bad input) is the tool's error
+result, in one line, never a traceback.
+
+Approvals (list and answer) are not served yet: counterpoint has no approvals to serve.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from ..errors import CounterpointError
+from ..ids import RunId
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+    from ..graph import Graph
+    from ..scheduler import RunHandle
+    from ..store import RunStore
+
+FOLLOW_LIMIT = 500
+"""Most events one ``follow_run`` answer carries (ask again from ``next_seq``)."""
+FOLLOW_WAIT = 30.0
+"""Longest ``wait_seconds`` a ``follow_run`` may wait for new events."""
+_POLL = 0.05
+
+
+class Runs:
+    """The server's store and the runs it started (they run in this process)."""
+
+    def __init__(self, store: RunStore, model: str | None) -> None:
+        self.store = store
+        self.model = model
+        self.handles: dict[RunId, RunHandle] = {}
+
+    async def start(self, graph: Graph, inputs: dict[str, Any],
+                    attr: str | None = None) -> dict[str, Any]:
+        from ..api import start
+        handle = await start(graph, inputs=inputs, store=self.store, source_attr=attr)
+        self.handles[handle.run_id] = handle
+        return {"run_id": handle.run_id, "graph": graph.name,
+                "status": handle.state.status.value}
+
+    async def stop(self) -> None:
+        """Stop executing every run still going; each stays resumable from its log."""
+        waiters = [asyncio.ensure_future(h.result()) for h in self.handles.values()]
+        if not waiters:
+            return
+        await asyncio.sleep(0)  # each waiter now awaits its run's task
+        for waiter in waiters:
+            waiter.cancel()
+        await asyncio.wait(waiters)
+
+    def events(self, run_id: str) -> list[Any]:
+        return self.store.events(self._known(run_id))
+
+    def _known(self, run_id: str) -> RunId:
+        rid = RunId(run_id)
+        self.store.run(rid)  # raises RunNotFound with what to do
+        return rid
+
+
+def build_server(store: RunStore, *, model: str | None = None) -> MCPServer:
+    """The MCP server over ``store``; ``model`` is the default model of workflows and
+    goals it starts (``None``: the configured default)."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    runs = Runs(store, model)
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await runs.stop()
+
+    server: MCPServer[Any] = MCPServer(
+        "counterpoint", lifespan=lifespan, log_level="WARNING",
+        instructions="Start counterpoint workflows and goals, follow their events, show "
+                     "and cancel runs. Runs are recorded in counterpoint's store.")
+
+    def user_errors(fn: Any) -> Any:
+        """The tool, with counterpoint's errors as one-line tool errors."""
+        import functools
+
+        @functools.wraps(fn)
+        async def wrapped(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await fn(*args, **kwargs)
+            except CounterpointError as exc:
+                raise ToolError(str(exc).splitlines()[0] if str(exc) else
+                                type(exc).__name__) from None
+        return wrapped
+
+    @server.tool()
+    @user_errors
+    async def start_workflow(target: str, inputs: dict[str, Any] | None = None
+                             ) -> dict[str, Any]:
+        """Start a workflow file (FILE.yaml) or a Python graph (FILE.py[:GRAPH]) in the
+        background and answer its run id; `inputs` are the graph's inputs by name."""
+        from ..cli.goals import target_kind, workflow_graph
+        from ..loader import load_target, split_target
+        given = dict(inputs or {})
+        if target_kind(target) == "workflow":
+            # a workflow converts text to its inputs' declared types, as on the command line
+            texts = [f"{k}={v if isinstance(v, str) else json.dumps(v)}"
+                     for k, v in given.items()]
+            graph, bound = workflow_graph(target, texts, runs.model)
+            return await runs.start(graph, bound)
+        return await runs.start(load_target(target), given, split_target(target)[1])
+
+    @server.tool()
+    @user_errors
+    async def start_goal(goal: str, rounds: int = 2) -> dict[str, Any]:
+        """Plan a goal into subtasks that run in parallel, verify and re-plan (up to
+        `rounds` rounds), in the background; answers the run id."""
+        from ..cli.goals import goal_run_graph, team
+        graph = goal_run_graph(goal, team(runs.model, None, None, None, None),
+                               rounds=rounds, budget_tokens=None, budget_usd=None,
+                               deadline=None, max_subtasks=6)
+        return await runs.start(graph, {})
+
+    @server.tool()
+    @user_errors
+    async def list_runs(limit: int = 20) -> list[dict[str, Any]]:
+        """The newest runs: id, graph, status, when created."""
+        from ..cli.recorded import shown_status
+        return [{"run_id": r.run_id, "graph": r.graph, "status": shown_status(r),
+                 "created_at": r.created_at} for r in store.runs(max(1, min(limit, 200)))]
+
+    @server.tool()
+    @user_errors
+    async def show_run(run_id: str) -> dict[str, Any]:
+        """A run's status, outputs, nodes (status, attempts, errors), metrics and usage."""
+        from ..cli.recorded import log_report
+        from ..cli.render import payload
+        rid = runs._known(run_id)
+        return payload(log_report(store.run(rid), store.events(rid)))
+
+    @server.tool()
+    @user_errors
+    async def follow_run(run_id: str, after_seq: int = 0, limit: int = FOLLOW_LIMIT,
+                         wait_seconds: float = 0.0) -> dict[str, Any]:
+        """A run's events after `after_seq` (at most `limit`), waiting up to
+        `wait_seconds` for one if there is none yet. Ask again from `next_seq`;
+        `finished` says the run has ended and its log is complete."""
+        limit = max(1, min(limit, FOLLOW_LIMIT))
+        deadline = time.monotonic() + max(0.0, min(wait_seconds, FOLLOW_WAIT))
+        while True:
+            events = runs.events(run_id)
+            new = [e for e in events if e.seq > after_seq][:limit]
+            finished = store.run(RunId(run_id)).status != "running"
+            if new or finished or time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(_POLL)  # the store has no wake-up for other processes' runs
+        return {"events": [{"seq": e.seq, "at": e.at, "kind": e.kind.value, "node": e.node,
+                            "attempt": e.attempt, "data": e.data} for e in new],
+                "next_seq": new[-1].seq if new else after_seq,
+                "finished": finished and (not new or new[-1].seq == events[-1].seq)}
+
+    @server.tool()
+    @user_errors
+    async def cancel_run(run_id: str) -> dict[str, Any]:
+        """Cancel a run: stop it if this server runs it, else ask its process to stop
+        it, or end it for good if that process died."""
+        from ..cli.recorded import mark_cancelled
+        from ..state import RunStatus
+        from ..store.owners import run_owner_alive
+        rid = runs._known(run_id)
+        handle = runs.handles.get(rid)
+        if handle is not None:
+            handle.cancel()
+            result = await handle.result()
+            return {"run_id": rid, "status": result.status.value}
+        record = store.run(rid)
+        if record.status != RunStatus.RUNNING:
+            return {"run_id": rid, "status": record.status, "note": "already finished"}
+        if run_owner_alive(record):
+            store.request_cancel(rid)
+            return {"run_id": rid, "status": record.status,
+                    "note": f"cancel requested from process {record.owner_pid}"}
+        mark_cancelled(store, rid)
+        return {"run_id": rid, "status": "cancelled"}
+
+    return server

@@ -1,0 +1,183 @@
+"""``counterpoint mcp`` driven by the SDK's client: the command runs as a real stdio
+subprocess (and once on streamable HTTP), starting, following, showing, listing and
+cancelling runs of a graph file."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from mcp import Client, StdioServerParameters
+from support import free_port
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+GRAPH = '''
+import os, time
+import counterpoint as cp
+
+g = cp.Graph("demo")
+
+@g.step
+def numbers() -> list[int]:
+    return [1, 2, 3]
+
+@g.step
+def total(numbers: list[int]) -> int:
+    return sum(numbers)
+
+slow = cp.Graph("slow")
+
+@slow.step
+def wait(ctx: cp.NodeContext) -> str:
+    open(os.environ["GATE_DIR"] + "/entered", "w").close()
+    while not ctx.cancelled:
+        time.sleep(0.01)
+    return "stopped"
+'''
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": SRC, "GATE_DIR": str(tmp_path)}
+
+
+@asynccontextmanager
+async def _serve(tmp_path: Path) -> AsyncIterator[Client]:
+    """`counterpoint mcp` on stdio, and the SDK's client on it (entered and exited in the
+    test's own task, as anyio wants: not a pytest fixture)."""
+    (tmp_path / "graphs.py").write_text(GRAPH)
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "counterpoint.cli", "mcp", "--db",
+                                      str(tmp_path / "runs.db")],
+        env=_env(tmp_path), cwd=str(tmp_path))
+    async with Client(params) as the_client:
+        yield the_client
+
+
+async def _call(client: Client, tool: str, **arguments: Any) -> Any:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    structured = result.structured_content
+    assert structured is not None
+    return structured.get("result", structured)
+
+
+async def _error(client: Client, tool: str, **arguments: Any) -> str:
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error
+    return " ".join(getattr(block, "text", "") for block in result.content)
+
+
+async def _follow(client: Client, run_id: str) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    after = 0
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        page = await _call(client, "follow_run", run_id=run_id, after_seq=after,
+                           wait_seconds=5)
+        events.extend(page["events"])
+        after = page["next_seq"]
+        if page["finished"]:
+            return events
+    raise AssertionError(f"run {run_id} did not finish")
+
+
+async def test_the_server_lists_its_tools(tmp_path: Path) -> None:
+    async with _serve(tmp_path) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert names == {"start_workflow", "start_goal", "show_run", "list_runs", "follow_run",
+                         "cancel_run"}
+
+
+async def test_start_follow_show_and_list_a_run(tmp_path: Path) -> None:
+    async with _serve(tmp_path) as client:
+        started = await _call(client, "start_workflow", target="graphs.py:g")
+        run_id = started["run_id"]
+        events = await _follow(client, run_id)
+        kinds = [e["kind"] for e in events]
+        assert kinds[0] == "run_created" and kinds[-1] == "run_finished"
+        assert [e["seq"] for e in events] == sorted({e["seq"] for e in events})
+        succeeded = [e["node"] for e in events if e["kind"] == "node_succeeded"]
+        assert succeeded == ["numbers", "total"]
+
+        shown = await _call(client, "show_run", run_id=run_id)
+        assert shown["status"] == "succeeded"
+        assert shown["outputs"] == {"numbers": [1, 2, 3], "total": 6}
+        listed = await _call(client, "list_runs")
+        assert [(r["run_id"], r["status"]) for r in listed] == [(run_id, "succeeded")]
+        # following from the end gives nothing new, and says the run is over
+        page = await _call(client, "follow_run", run_id=run_id, after_seq=events[-1]["seq"])
+        assert page == {"events": [], "next_seq": events[-1]["seq"], "finished": True}
+
+
+async def test_follow_is_bounded_and_resumes_from_next_seq(tmp_path: Path) -> None:
+    async with _serve(tmp_path) as client:
+        run_id = (await _call(client, "start_workflow", target="graphs.py:g"))["run_id"]
+        everything = await _follow(client, run_id)
+        first = await _call(client, "follow_run", run_id=run_id, limit=2)
+        assert [e["seq"] for e in first["events"]] == [e["seq"] for e in everything[:2]]
+        assert not first["finished"]
+        rest = await _call(client, "follow_run", run_id=run_id, after_seq=first["next_seq"])
+        assert rest["events"] == everything[2:] and rest["finished"]
+
+
+async def test_cancel_a_run_the_server_runs(tmp_path: Path) -> None:
+    async with _serve(tmp_path) as client:
+        run_id = (await _call(client, "start_workflow", target="graphs.py:slow"))["run_id"]
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "entered").exists():
+            assert time.monotonic() < deadline, "the step never started"
+            page = await _call(client, "follow_run", run_id=run_id, wait_seconds=1)
+            assert not page["finished"]
+        cancelled = await _call(client, "cancel_run", run_id=run_id)
+        assert cancelled["status"] == "cancelled"
+        assert (await _call(client, "show_run", run_id=run_id))["status"] == "cancelled"
+
+
+async def test_user_mistakes_are_one_line_tool_errors(tmp_path: Path) -> None:
+    async with _serve(tmp_path) as client:
+        message = await _error(client, "show_run", run_id="no-such-run")
+        assert "no-such-run" in message and "Traceback" not in message
+        assert "\n" not in message.strip()
+        message = await _error(client, "start_workflow", target="missing.py")
+        assert "missing.py" in message and "Traceback" not in message
+
+
+def _start_http(tmp_path: Path, port: int) -> subprocess.Popen[bytes]:
+    """`counterpoint mcp --http PORT`, once it accepts connections."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "counterpoint.cli", "mcp", "--http", str(port), "--db",
+         str(tmp_path / "runs.db")], env=_env(tmp_path), cwd=tmp_path,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while True:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return process
+        assert process.poll() is None, process.stderr.read() if process.stderr else ""
+        assert time.monotonic() < deadline, "the HTTP server did not start"
+        time.sleep(0.05)
+
+
+async def test_the_server_over_streamable_http(tmp_path: Path) -> None:
+    port = free_port()
+    (tmp_path / "graphs.py").write_text(GRAPH)
+    process = await asyncio.to_thread(_start_http, tmp_path, port)
+    try:
+        async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+            run_id = (await _call(client, "start_workflow", target="graphs.py:g"))["run_id"]
+            await _follow(client, run_id)
+            shown = await _call(client, "show_run", run_id=run_id)
+            assert shown["outputs"]["total"] == 6
+            assert json.dumps(await _call(client, "list_runs")).count(run_id) == 1
+    finally:
+        process.terminate()
+        await asyncio.to_thread(process.wait, 20)
