@@ -100,7 +100,9 @@ def test_public_api_is_pinned() -> None:
         "Generation", "Message", "Model", "ModelTally", "ScriptedModel", "ToolCall",
         "ToolSpec", "Usage", "tune_gc",
         # where counterpoint owns the process: its event loop (counterpoint.loop)
-        "EventLoopPolicy", "new_event_loop"])
+        "EventLoopPolicy", "new_event_loop",
+        # forks of recorded runs (counterpoint.scheduler.fork)
+        "ForkError", "fork", "fork_sync", "start_fork"])
     for name in cp.__all__:
         assert hasattr(cp, name), name
     # the lazily imported names (counterpoint/__init__.py) are exactly the public ones

@@ -14,7 +14,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .api import resume, run, run_sync, start, start_resume
+    from .api import fork, fork_sync, resume, run, run_sync, start, start_fork, start_resume
     from .backend import Backend, InProcessBackend
     from .context import NodeContext
     from .errors import (
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         CounterpointError,
         DeadlineExceeded,
         FallbackFailed,
+        ForkError,
         GraphError,
         InvalidOutput,
         MalformedResponse,
@@ -69,11 +70,13 @@ if TYPE_CHECKING:
     from .store import MemoryStore, RunRecord, RunStore, SQLiteStore, open_store
 
 _EXPORTS_BY_MODULE: dict[str, tuple[str, ...]] = {
-    "api": ("resume", "run", "run_sync", "start", "start_resume"),
+    "api": ("fork", "fork_sync", "resume", "run", "run_sync", "start", "start_fork",
+            "start_resume"),
     "backend": ("Backend", "InProcessBackend"),
     "context": ("NodeContext",),
     "errors": ("AgentError", "Cancelled", "ConfigError", "ContextTooLong", "ControlSignal",
-        "CounterpointError", "DeadlineExceeded", "FallbackFailed", "GraphError", "InvalidOutput",
+        "CounterpointError", "DeadlineExceeded", "FallbackFailed", "ForkError", "GraphError",
+        "InvalidOutput",
         "MalformedResponse", "ModelError", "ModelRefused", "ModelRejected", "ModelUnavailable",
         "NodeFailed", "NodeTimeout", "OutputNotSerializable", "PatchError", "PlanningError",
         "RateLimited", "Retry", "RunClaimed", "RunFailure", "RunNotFound", "ScriptError",
@@ -129,6 +132,7 @@ __all__ = [
     "EventKind",
     "EventLoopPolicy",
     "FallbackFailed",
+    "ForkError",
     "Generation",
     "Graph",
     "GraphError",
@@ -187,6 +191,8 @@ __all__ = [
     "Usage",
     "UserError",
     "__version__",
+    "fork",
+    "fork_sync",
     "new_event_loop",
     "open_store",
     "ref",
@@ -194,6 +200,7 @@ __all__ = [
     "run",
     "run_sync",
     "start",
+    "start_fork",
     "start_resume",
     "step",
     "tune_gc",

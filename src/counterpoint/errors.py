@@ -12,6 +12,8 @@
     │   ├── SourceError               a graph file or module cannot be loaded or has no graph
     │   │   └── WorkflowError         a workflow file or its inputs are invalid (every problem,
     │   │                             with file:line; in counterpoint.workflow.errors)
+    │   ├── ForkError                 a fork names a seq, node, input or replacement that the
+    │   │                             parent run's log does not allow
     │   ├── ConfigError               a model name or ``counterpoint.toml`` is invalid
     │   └── StoreError                the store cannot be used (nothing in it was modified)
     │       ├── StoreLocked           another process holds the database lock
@@ -78,6 +80,12 @@ class RunNotFound(UserError):
 class RunClaimed(UserError):
     """A live process owns the run: it still runs it, or it is resuming it. The message
     names the run, the process and its host, and what to do (wait, or cancel the run)."""
+
+
+class ForkError(UserError):
+    """A fork was asked for something the parent run does not have: an event number out
+    of range, an unknown node, an input the graph does not declare, an unusable
+    replacement. Nothing was written."""
 
 
 class ConfigError(UserError):

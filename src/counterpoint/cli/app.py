@@ -24,6 +24,7 @@ from ..garbage import tune_gc
 from ..ids import RunId
 from . import goals
 from .console import make_console, reported
+from .fork import FORK_HELP, fork_command
 from .models import ASK_HELP, MODELS_HELP, ask_command, models_command
 
 # Only what the commands' signatures name is imported here: `counterpoint --help` builds
@@ -63,6 +64,7 @@ AsJson = Annotated[bool, typer.Option("--json", help="Print the result as JSON o
 app.command("models", help=MODELS_HELP)(models_command)
 app.command("ask", help=ASK_HELP)(ask_command)
 app.command("plan")(goals.plan_command)
+app.command("fork", help=FORK_HELP)(fork_command)
 
 
 def main() -> None:
@@ -360,9 +362,10 @@ def show(
         try:
             record = store.run(RunId(run_id))
             events = store.events(RunId(run_id))
+            forks = store.forks(RunId(run_id))
         finally:
             store.close()
-        report = log_report(record, events)
+        report = log_report(record, events, forks)
     model_calls = [e for e in events if e.kind is EventKind.MODEL_CALL]
     if as_json:
         data = payload(report)

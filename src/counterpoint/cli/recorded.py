@@ -23,8 +23,10 @@ def shown_status(record: RunRecord) -> str:
     return record.status
 
 
-def log_report(record: RunRecord, events: Sequence[Event]) -> Report:
-    """The summary of a recorded run, rebuilt from its log alone."""
+def log_report(record: RunRecord, events: Sequence[Event],
+               forks: Sequence[RunRecord] = ()) -> Report:
+    """The summary of a recorded run, rebuilt from its log alone (``forks``: the runs
+    forked from it, for its lineage)."""
     projection = project(record.run_id, events)
     state = projection.state
     status = state.status.value
@@ -45,7 +47,8 @@ def log_report(record: RunRecord, events: Sequence[Event]) -> Report:
                 f"resume {record.run_id}` or end it with `counterpoint cancel {record.run_id}`")
     return Report(run_id=record.run_id, graph=state.graph if state.graph != "?" else record.graph,
                   status=status, state=state, metrics=compute(state, now),
-                  deps_known=projection.deps_known, declared=projection.declared, note=note)
+                  deps_known=projection.deps_known, declared=projection.declared, note=note,
+                  forked_from=record.forked_from, forks=tuple(r.run_id for r in forks))
 
 
 def mark_cancelled(store: RunStore, run_id: RunId,

@@ -16,7 +16,7 @@ from ..events import Event
 from ..ids import NodeId
 from ..metrics import Metrics
 from ..state import ModelTally, NodeState, NodeStatus, RunState
-from ..store import RunRecord
+from ..store import ForkPoint, RunRecord
 
 NODE_ROWS = 30
 """Most node rows a summary lists (failed and unfinished nodes are chosen first)."""
@@ -28,6 +28,7 @@ PATH_NODES = 12
 STYLES = {
     "succeeded": "green", "failed": "red", "blocked": "red", "cancelled": "yellow",
     "timed_out": "yellow", "skipped": "dim", "running": "cyan", "retrying": "cyan",
+    "reused": "green",
     "ready": "blue", "pending": "dim", "waiting": "blue", "interrupted": "magenta",
 }
 _PROBLEMS = frozenset({NodeStatus.FAILED, NodeStatus.BLOCKED, NodeStatus.CANCELLED})
@@ -51,6 +52,10 @@ class Report:
     """A line under the status: why the run stopped, what to do next."""
     output: Any = None
     """The graph's output (its output node's, else its sinks'), when the run produced one."""
+    forked_from: ForkPoint | None = None
+    """The run this one was forked from, if it is a fork."""
+    forks: tuple[str, ...] = ()
+    """The runs forked from this one."""
 
 
 OUTPUT_LINES = 24
@@ -101,10 +106,25 @@ def cause(ns: NodeState) -> str:
 
 
 def node_status(ns: NodeState, run_finished: bool) -> str:
-    """A node's status; a node left unfinished by a finished run was ``interrupted``."""
+    """A node's status; a node left unfinished by a finished run was ``interrupted``, and
+    one whose output a fork copied from its parent is ``reused``."""
     if run_finished and not ns.status.terminal:
         return "interrupted"
+    if ns.reused:
+        return "reused"
     return ns.status.value
+
+
+def lineage_lines(report: Report) -> list[Text]:
+    """``forked from R at node X (seq N)`` and ``forks: R1, R2``, for runs that have them."""
+    lines = []
+    point = report.forked_from
+    if point is not None:
+        at = f"node {point.node!r} (seq {point.seq})" if point.node else f"seq {point.seq}"
+        lines.append(Text(f"forked from {point.run} at {at}"))
+    if report.forks:
+        lines.append(Text("forks: " + ", ".join(report.forks)))
+    return lines
 
 
 # ------------------------------------------------------------------ summary
@@ -120,6 +140,7 @@ def summary(report: Report, *, inspect: str | None) -> RenderableType:
                       style="dim"))
     if report.note:
         parts.append(Text(report.note, style=STYLES.get(report.status, "")))
+    parts.extend(lineage_lines(report))
     parts.append(Text())
     parts.append(node_table(report))
     failures = failure_lines(report.state)
@@ -129,7 +150,8 @@ def summary(report: Report, *, inspect: str | None) -> RenderableType:
         parts.extend(failures)
     parts.append(Text())
     parts.append(metrics_table(report.metrics, deps_known=report.deps_known))
-    if state.models.calls or state.models.cache_hits or state.models.failed:
+    if state.models.calls or state.models.cache_hits or state.models.failed or \
+            state.models.reused:
         parts.append(Text.assemble(("models    ", "bold"), usage_line(state.models)))
     if report.output not in (None, {}, []):
         parts.append(Text())
@@ -274,17 +296,24 @@ def payload(report: Report) -> dict[str, Any]:
         "finished_at": state.finished_at,
         "outputs": {k: _output(ns) for k, ns in state.nodes.items()
                     if ns.status is NodeStatus.SUCCEEDED},
-        "nodes": {k: {"status": node_status(ns, finished), "attempts": ns.attempt,
-                      "run_time": ns.run_time, "error": ns.error}
+        "nodes": {k: {"status": ns.status.value if ns.reused else node_status(ns, finished),
+                      "attempts": ns.attempt, "run_time": ns.run_time, "error": ns.error,
+                      "reused": ns.reused}
                   for k, ns in state.nodes.items()},
         "metrics": metrics,
         "models": usage_dict(state.models),
+        "forked_from": None if report.forked_from is None else {
+            "run": report.forked_from.run, "seq": report.forked_from.seq,
+            "node": report.forked_from.node},
+        "forks": list(report.forks),
     }
 
 
 def usage_line(tally: ModelTally) -> str:
     """Calls, tokens and cost in one line (says so when some calls have no price)."""
     parts = [f"{tally.calls} call{'s' if tally.calls != 1 else ''}"]
+    if tally.reused:
+        parts.append(f"{tally.reused} reused from the parent run")
     if tally.cache_hits:
         parts.append(f"{tally.cache_hits} from cache")
     if tally.failed:
@@ -300,7 +329,8 @@ def usage_line(tally: ModelTally) -> str:
 
 
 def usage_dict(tally: ModelTally) -> dict[str, Any]:
-    return {"calls": tally.calls, "cache_hits": tally.cache_hits, "failed": tally.failed,
+    return {"calls": tally.calls, "reused": tally.reused, "cache_hits": tally.cache_hits,
+            "failed": tally.failed,
             "input_tokens": tally.input_tokens, "output_tokens": tally.output_tokens,
             "cached_tokens": tally.cached_tokens,
             "cost": None if tally.calls and tally.unpriced == tally.calls else tally.cost,
@@ -335,6 +365,8 @@ def calls_table(events: Sequence[Event]) -> RenderableType:
         elif "invalid_output" in d:
             result = Text(f"invalid output, re-asked: {d['invalid_output']}"[:90],
                           style="yellow")
+        elif d.get("reused"):
+            result = Text(f"reused from {d['reused'].get('run')}", style="cyan")
         elif d.get("cache_hit"):
             result = Text("from cache", style="cyan")
         else:

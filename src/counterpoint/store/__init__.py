@@ -17,6 +17,7 @@ from .base import (
     BlobStore,
     CommandBus,
     EventLog,
+    ForkPoint,
     ResponseCache,
     RunIndex,
     RunRecord,
@@ -30,7 +31,8 @@ from .sqlite import SQLiteStore
 DEFAULT_PATH = Path(".counterpoint") / "runs.db"
 ENV_VAR = "COUNTERPOINT_DB"
 
-__all__ = ["DEFAULT_PATH", "ENV_VAR", "BlobStore", "CommandBus", "EventLog", "MemoryStore",
+__all__ = ["DEFAULT_PATH", "ENV_VAR", "BlobStore", "CommandBus", "EventLog", "ForkPoint",
+           "MemoryStore",
            "ResponseCache", "RunIndex", "RunRecord", "RunStore", "SQLiteStore", "SharedStore",
            "StepEstimates", "close_idle_stores", "default_location", "open_store"]
 
