@@ -87,17 +87,17 @@ class _Parent:
     def downstream(self, seeds: Iterable[NodeId]) -> set[NodeId]:
         """``seeds`` and every node that depends on one of them, transitively."""
         nodes = self.state.nodes
-        out: set[NodeId] = set()
         stack = list(seeds)
+        for node in seeds:
+            spec = nodes[node].spec
+            if spec.kind is NodeKind.JOIN:  # a map forked at runs again with its items
+                stack.extend(c for c in spec.after if nodes[c].spec.spawned_by == node)
+        out: set[NodeId] = set()
         while stack:
             node = stack.pop()
-            if node in out:
-                continue
-            out.add(node)
-            ns = nodes[node]
-            stack.extend(ns.dependents)
-            if ns.spec.kind is NodeKind.JOIN:  # a map runs again with its items
-                stack.extend(c for c in ns.spec.after if nodes[c].spec.spawned_by == node)
+            if node not in out:
+                out.add(node)
+                stack.extend(nodes[node].dependents)
         return out
 
 
@@ -161,7 +161,7 @@ def prepare_fork(parent: RunId, store: RunStore, *, at: int | str | None = None,
     first = Event(RUN_CREATED, now, data=data)
     written = [first]
     evolve(state, first)
-    _copy(seen, state, invalid, parent, now, written)
+    _copy(seen, state, invalid, seeds, parent, now, written)
     for name, step in changes.items():
         written.append(_replacement(state, the_graph, NodeId(name), step, now, where))
         evolve(state, written[-1])
@@ -192,10 +192,11 @@ def _known(node: NodeId, nodes: Mapping[NodeId, Any], where: str, option: str) -
     return node
 
 
-def _copy(seen: _Parent, state: RunState, invalid: set[NodeId], parent: RunId,
-          now: float, written: list[Event]) -> None:
+def _copy(seen: _Parent, state: RunState, invalid: set[NodeId], seeds: set[NodeId],
+          parent: RunId, now: float, written: list[Event]) -> None:
     """Copy into ``written`` (and apply to ``state``) the parent's events that the fork
-    keeps."""
+    keeps. A map's expansion is kept when the list it maps over is reused and the fork is
+    not made at the map itself (its items then exist, and only the changed ones re-run)."""
     done: set[NodeId] = set()
     rerun = invalid | {n for n, ns in seen.state.nodes.items() if ns.status is not SUCCEEDED}
     told: dict[tuple[NodeId, int], list[Event]] = {}
@@ -212,7 +213,7 @@ def _copy(seen: _Parent, state: RunState, invalid: set[NodeId], parent: RunId,
                 _keep(ev, state, parent, now, written)
         elif kind is MAP_EXPANDED:
             source = seen.map_source.get(node)  # type: ignore[arg-type]
-            if node in state.nodes and node not in invalid and source in done:
+            if node in state.nodes and node not in seeds and source in done:
                 _keep(ev, state, parent, now, written)
         elif kind is NODE_SUCCEEDED and node not in invalid and node in state.nodes:
             assert node is not None
@@ -250,6 +251,9 @@ def _replacement(state: RunState, graph: Graph, node: NodeId, step: Any, now: fl
                  where: str) -> Event:
     """The event that replaces ``node``: a live edit giving it ``step``, or (for a value
     that is not callable) its success with that value as output."""
+    if node not in state.nodes:
+        raise ForkError(f"{where}: node {node!r} exists only once its map expands again in "
+                        "the fork; replace it in a fork made after the map expanded")
     spec = state.nodes[node].spec
     if not callable(step) and not isinstance(step, Graph):
         try:
