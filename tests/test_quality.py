@@ -69,8 +69,17 @@ def test_readme_agent_example_runs_as_shown(tmp_path: Path) -> None:
     assert proc.stdout.strip() == "succeeded A compact capital of about half a million people."
 
 
-def test_readme_has_three_python_examples() -> None:
-    assert len(_fenced("python")) == 3
+def test_readme_fork_example_runs_as_shown(tmp_path: Path) -> None:
+    section = README.split("### Fork and replay", 1)[1]
+    example = re.findall(r"```python\n(.*?)```", section, flags=re.S)[0]
+    proc = subprocess.run([sys.executable, "-c", example], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["museum, sunny in Lisbon ['fetch']", "True True"]
+
+
+def test_readme_has_four_python_examples() -> None:
+    assert len(_fenced("python")) == 4
 
 
 def test_trip_example_runs(tmp_path: Path) -> None:

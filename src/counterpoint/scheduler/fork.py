@@ -36,7 +36,7 @@ from typing import Any
 
 from .. import codec
 from ..backend import DEFAULT_BACKEND, Backend
-from ..errors import ForkError, PatchError, UserError
+from ..errors import ForkError, PatchError, SourceError, UserError
 from ..events import (
     INFORMATIONAL,
     MAP_EXPANDED,
@@ -115,7 +115,10 @@ def prepare_fork(parent: RunId, store: RunStore, *, at: int | str | None = None,
     where = f"fork of run {parent}"
     record = store.run(parent)  # RunNotFound names the store
     events = store.events(parent)
-    the_graph = graph or load_recorded(record.source, parent)
+    try:
+        the_graph = graph or load_recorded(record.source, parent)
+    except SourceError as exc:
+        raise SourceError(f"{exc} (to fork it: fork(run_id, graph=...))") from None
     topology = the_graph.validate()
     cut = _cut(events, at, where)
     created = events[0].data or {} if events else {}
