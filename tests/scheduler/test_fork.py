@@ -77,6 +77,26 @@ def test_fork_at_a_seq_reuses_the_successes_logged_up_to_it(store: RunStore) -> 
     assert store.run(fork.run_id).forked_from == ForkPoint(run=parent.run_id, seq=cut)
 
 
+def test_a_fork_at_every_seq_ends_as_the_parent_did_rerunning_only_the_rest() -> None:
+    store = cp.MemoryStore()
+    parent = _parent(store)
+    events = store.events(parent.run_id)
+    for cut in range(1, len(events) + 1):
+        logged = {e.node for e in events[:cut] if e.kind is EventKind.NODE_SUCCEEDED}
+        fork = cp.fork_sync(parent.run_id, at=cut, store=store)
+        assert fork.ok and fork.outputs == parent.outputs, cut
+        assert _reused(fork) == logged, cut
+        assert _ran() == Counter(ALL - logged), cut  # each node that was not reused ran once
+
+
+def test_a_graph_other_than_the_recorded_one_is_refused(store: RunStore) -> None:
+    parent = _parent(store)
+    other = cp.Graph("forked")
+    other.add("source", fork_graph.source)
+    with pytest.raises(cp.ForkError, match="differs from the one the run recorded"):
+        cp.fork_sync(parent.run_id, graph=other, store=store)
+
+
 def test_a_replaced_step_changes_what_depends_on_it(store: RunStore) -> None:
     parent = _parent(store)
     fork = cp.fork_sync(parent.run_id, replace={"double": fork_graph.triple}, store=store)

@@ -29,7 +29,9 @@ from the reused outputs, and failed nodes run again.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -120,6 +122,11 @@ def prepare_fork(parent: RunId, store: RunStore, *, at: int | str | None = None,
     except SourceError as exc:
         raise SourceError(f"{exc} (to fork it: fork(run_id, graph=...))") from None
     topology = the_graph.validate()
+    recorded = record.source.get("fingerprint")
+    if graph is not None and recorded and graph.fingerprint() != recorded:
+        raise ForkError(f"{where}: graph {graph.name!r} differs from the one the run "
+                        "recorded (other nodes, steps or edges); fork with the graph it "
+                        "ran, and change a node's step with replace=")
     cut = _cut(events, at, where)
     created = events[0].data or {} if events else {}
     old_inputs = {k: codec.decode(v) for k, v in (created.get("inputs") or {}).items()}
@@ -274,7 +281,10 @@ def _replacement(state: RunState, graph: Graph, node: NodeId, step: Any, now: fl
     try:
         patch = edit.build(graph.name, state.specs(), graph.inputs)
         check_patch(state, patch)
-    except PatchError as exc:
-        raise ForkError(f"{where}: cannot replace node {node!r}: {exc}") from None
+    except PatchError as exc:  # the graph's own words, without the edit's location
+        reason = re.sub(r"^\S+:\d+: ", "", str(exc.__cause__ or exc))
+        raise ForkError(f"{where}: cannot replace node {node!r}: {reason}") from None
+    patch = dataclasses.replace(patch, replace=tuple(  # it stands where the node was defined
+        dataclasses.replace(s, where=spec.where) for s in patch.replace))
     return Event(PATCH_APPLIED, now, data={**patch_to_data(patch), "version": state.version + 1},
                  output=patch)
