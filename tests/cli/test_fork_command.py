@@ -142,3 +142,46 @@ def test_misuse_is_one_error_line_and_exit_code_2(work: tuple[Workdir, str], arg
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], lines
     assert "Traceback" not in done.stderr
     assert wd.executions() == []
+
+
+def test_show_of_a_fork_tells_reused_calls_from_those_sent(tmp_path: Path) -> None:
+    """In process: a fork's log alone (what ``show`` reads) marks its reused nodes and
+    model calls, and the share of calls that came from the log."""
+    from rich.console import Console
+
+    import counterpoint as cp
+    from counterpoint.cli.recorded import log_report
+    from counterpoint.cli.render import calls_table, summary
+    from counterpoint.events import EventKind
+
+    model = cp.Model(cp.ScriptedModel(["Lisbon", "Porto"], name="show-fork"))
+
+    async def ask(country: str) -> str:
+        return (await model.generate(f"A city in {country}?")).text
+
+    def pair(a: str, b: str) -> str:
+        return f"{a} and {b}"
+
+    graph = cp.Graph("cities")
+    graph.add("pair", pair, a=graph.add("one", ask, country="Portugal"),
+              b=graph.add("two", ask, country="Portugal, not Lisbon"))
+    store = cp.SQLiteStore(tmp_path / "runs.db")
+    try:
+        parent = cp.run_sync(graph, store=store)
+        fork = cp.fork_sync(parent.run_id, at="one", graph=graph, store=store)
+        events = store.events(fork.run_id)
+        report = log_report(store.run(fork.run_id), events, store.forks(fork.run_id))
+        parent_report = log_report(store.run(parent.run_id), store.events(parent.run_id),
+                                   store.forks(parent.run_id))
+    finally:
+        store.close()
+    console = Console(width=160, record=True, markup=False)
+    console.print(summary(report, inspect=None))
+    console.print(calls_table([e for e in events if e.kind is EventKind.MODEL_CALL]))
+    console.print(summary(parent_report, inspect=None))
+    text = console.export_text()
+    assert f"forked from {parent.run_id} at node 'one'" in text
+    assert re.search(r"two\s+reused", text) and re.search(r"one\s+succeeded", text)
+    assert "0 calls, 1 reused from the parent run, 1 from cache, 100% from the log" in text
+    assert f"reused from {parent.run_id}" in text and "from cache" in text
+    assert f"forks: {fork.run_id}" in text

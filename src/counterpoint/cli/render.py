@@ -316,6 +316,8 @@ def usage_line(tally: ModelTally) -> str:
         parts.append(f"{tally.reused} reused from the parent run")
     if tally.cache_hits:
         parts.append(f"{tally.cache_hits} from cache")
+    if tally.reused:
+        parts.append(f"{tally.reuse_share or 0:.0%} from the log")
     if tally.failed:
         parts.append(f"{tally.failed} failed attempt{'s' if tally.failed != 1 else ''}")
     parts.append(f"{tally.input_tokens:,} in / {tally.output_tokens:,} out tokens"
