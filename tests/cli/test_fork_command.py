@@ -144,6 +144,18 @@ def test_misuse_is_one_error_line_and_exit_code_2(work: tuple[Workdir, str], arg
     assert wd.executions() == []
 
 
+def test_a_workflow_input_is_converted_to_its_declared_type(tmp_path: Path) -> None:
+    wd = Workdir(tmp_path)
+    grade = str(Path(__file__).resolve().parents[2] / "examples" / "workflows" / "grade.yaml")
+    parent = wd.json("run", grade, "--input", "score=72", "--quiet")
+    assert parent["outputs"]["report"] == "72: passed, well done"
+    fork = wd.json("fork", parent["run_id"], "--input", "score=30", "--quiet")
+    assert fork["outputs"]["report"] == "30: not yet, revise chapter 3"
+    assert fork["nodes"]["passed"]["status"] == "skipped"
+    bad = wd.cli("fork", parent["run_id"], "--input", "score=abc")
+    assert bad.returncode == 2 and "input 'score' expects a whole number" in bad.stderr
+
+
 def test_show_of_a_fork_tells_reused_calls_from_those_sent(tmp_path: Path) -> None:
     """In process: a fork's log alone (what ``show`` reads) marks its reused nodes and
     model calls, and the share of calls that came from the log."""

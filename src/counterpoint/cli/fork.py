@@ -66,13 +66,14 @@ def fork_command(
         point: int | str | None = int(at) if at is not None and at.isdigit() else at
         changes = {node: _target(node, text) for node, text in _pairs(replace or [],
                                                                        "--replace")}
-        values = {key: _json_or_text(text) for key, text in _pairs(inputs or [], "--input")}
+        raw = _pairs(inputs or [], "--input")
         location = db or default_location()
         if location not in ("memory", ":memory:") and not Path(location).exists():
             raise RunNotFound(f"run {run_id} not found: there is no store at {location}; "
                               "pass --db PATH or set COUNTERPOINT_DB")
         store = open_store(location)
         try:
+            values = _typed(store, run_id, raw) if raw else {}
             code = _fork(run_id, store, point, changes, values, db=db, quiet=quiet,
                          as_json=as_json, out=out)
         finally:
@@ -143,6 +144,22 @@ def _pairs(values: list[str], option: str) -> list[tuple[str, str]]:
             raise typer.BadParameter(f"{value!r}: expected {form}", param_hint=f"'{option}'")
         pairs.append((key.strip(), text))
     return pairs
+
+
+def _typed(store: RunStore, run_id: str, raw: list[tuple[str, str]]) -> dict[str, Any]:
+    """``--input`` values: converted to a workflow's declared types, as ``counterpoint
+    run`` does (the run's other inputs stay as it recorded them), else JSON if they
+    parse as JSON, else text."""
+    from ..ids import RunId
+    record = store.run(RunId(run_id))
+    if record.source.get("kind") != "workflow" or not record.source.get("file"):
+        return {key: _json_or_text(text) for key, text in raw}
+    from .. import codec
+    from ..workflow import load_workflow
+    created = store.events(RunId(run_id))[0].data or {}
+    recorded = {k: codec.decode(v) for k, v in (created.get("inputs") or {}).items()}
+    bound = load_workflow(str(record.source["file"])).bind_inputs({**recorded, **dict(raw)})
+    return {key: bound[key] for key, _ in raw}
 
 
 def _json_or_text(text: str) -> Any:
