@@ -204,6 +204,14 @@ def test_a_bad_fork_is_refused_before_anything_is_written(
     assert _ran() == Counter()
 
 
+def test_a_graph_no_file_defines_needs_graph(store: RunStore) -> None:
+    calls: list[str] = []
+    parent = cp.run_sync(_map_graph(calls), store=store)
+    with pytest.raises(cp.SourceError, match=r"^cannot fork: "):
+        cp.fork_sync(parent.run_id, store=store)
+    assert cp.fork_sync(parent.run_id, graph=_map_graph(calls), store=store).ok
+
+
 def test_an_unknown_run_is_not_found(store: RunStore) -> None:
     with pytest.raises(cp.RunNotFound):
         cp.fork_sync("r-nothing", store=store)

@@ -120,7 +120,8 @@ def prepare_fork(parent: RunId, store: RunStore, *, at: int | str | None = None,
     try:
         the_graph = graph or load_recorded(record.source, parent)
     except SourceError as exc:
-        raise SourceError(f"{exc} (to fork it: fork(run_id, graph=...))") from None
+        hint = " (fork takes graph= as resume does)" if "graph=" in str(exc) else ""
+        raise SourceError(f"cannot fork: {exc}{hint}") from None
     topology = the_graph.validate()
     recorded = record.source.get("fingerprint")
     if graph is not None and recorded and graph.fingerprint() != recorded:
