@@ -98,6 +98,8 @@ def test_fork_at_a_node_with_a_replaced_step_reuses_the_rest(work: tuple[Workdir
     assert done.returncode == 0, done.stderr
     assert f"forked from {parent} at node 'total'" in done.stdout
     assert '"report": "total 112"' in done.stdout
+    assert "1 node output(s) reused" in done.stdout
+    assert "[4/4] report succeeded" in done.stdout  # the reused node counts as done
     assert sorted(wd.executions()) == ["doubled", "report", "total"]
     fork = RUN_ID.findall(done.stdout)[0]
     shown = wd.json("show", fork)
