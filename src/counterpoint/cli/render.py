@@ -376,7 +376,7 @@ def calls_table(events: Sequence[Event]) -> RenderableType:
                           + (f", {d['tool_calls']} tool call(s)" if d.get("tool_calls") else ""),
                           style="green")
         tokens = f"{d['input_tokens']:,}/{d['output_tokens']:,}" if "input_tokens" in d else ""
-        cost = "" if d.get("cost") is None else f"${d['cost']:.5f}"
+        cost = "" if d.get("cost") is None or d.get("reused") else f"${d['cost']:.5f}"
         table.add_row(clock(ev.at), str(ev.node or ""), str(d.get("model", "")), tokens, cost,
                       seconds(d["latency"]) if d.get("latency") is not None else "",
                       seconds(d["ttft"]) if d.get("ttft") is not None else "", result)
