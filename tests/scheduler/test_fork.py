@@ -356,6 +356,22 @@ def test_a_rerun_sub_graph_node_gets_a_sub_run_of_the_fork(store: RunStore) -> N
     assert child.parent == fork.run_id and child.status == "succeeded"
 
 
+# ------------------------------------------------------------------ live edits
+def test_a_live_edit_is_kept_when_its_node_is_reused_and_made_again_when_it_reruns(
+        store: RunStore) -> None:
+    parent = cp.run_sync(fork_graph.planned, store=store)
+    assert parent["extra"] == 3
+    assert _ran() == Counter({"source", "planner", "extra", "other"})
+    kept = cp.fork_sync(parent.run_id, at="other", store=store)
+    assert kept.ok and kept["extra"] == 3 and _ran() == Counter({"other"})
+    assert _reused(kept) == {"source", "planner", "extra"}
+    again = cp.fork_sync(parent.run_id, at="planner", store=store)
+    assert again.ok and again["extra"] == 3
+    assert _ran() == Counter({"planner", "extra"})  # its edit was made again, once
+    edits = [e for e in store.events(again.run_id) if e.kind is EventKind.PATCH_APPLIED]
+    assert len(edits) == 1 and not (edits[0].data or {}).get("reused")
+
+
 # ------------------------------------------------------------------ model calls
 def test_reused_model_calls_come_from_the_log_and_rerun_ones_from_the_cache(
         store: RunStore) -> None:

@@ -20,8 +20,9 @@ Which outputs are reused:
   ``replace={node: value}`` gives it an output without running it; ``inputs={...}``
   changes graph inputs. Either way the node (or every node reading a changed input)
   and everything downstream of it run again.
-* A live edit of the parent is kept if no node that runs again was running when it was
-  made (such a node makes it again when it re-runs).
+* A live edit of the parent is kept unless the node that made it (``ctx.apply``) runs
+  again: that node makes it again. (In a log that does not record who made an edit, it
+  is kept if no node that runs again was running when it was made.)
 
 Failures, skips and cancellations are not copied: the graph's rules derive them again
 from the reused outputs, and failed nodes run again.
@@ -220,7 +221,12 @@ def _copy(seen: _Parent, state: RunState, invalid: set[NodeId], seeds: set[NodeI
                 told.setdefault((node, ev.attempt), []).append(ev)
             continue
         if kind is PATCH_APPLIED:
-            if seen.running_at[ev.seq].isdisjoint(rerun) and _applies(state, ev):
+            data = ev.data or {}
+            if "by" in data:  # made by that node's step (None: from outside the run)
+                keep = data["by"] is None or data["by"] not in rerun
+            else:  # an older log: kept if no node that runs again was running then
+                keep = seen.running_at[ev.seq].isdisjoint(rerun)
+            if keep and _applies(state, ev):
                 _keep(ev, state, parent, now, written)
         elif kind is MAP_EXPANDED:
             source = seen.map_source.get(node)  # type: ignore[arg-type]
