@@ -69,11 +69,20 @@ def test_readme_agent_example_runs_as_shown(tmp_path: Path) -> None:
     assert proc.stdout.strip() == "succeeded A compact capital of about half a million people."
 
 
-def test_readme_has_five_python_examples() -> None:
-    # each runs in a test: the three first ones and the picture's here, the blackboard's in
-    # tests/board/test_board_readme.py (the approvals and MCP examples are fenced ```py and
-    # run in tests/approvals and tests/mcp)
-    assert len(_fenced("python")) == 5
+def test_readme_fork_example_runs_as_shown(tmp_path: Path) -> None:
+    section = README.split("### Fork and replay", 1)[1]
+    example = re.findall(r"```python\n(.*?)```", section, flags=re.S)[0]
+    proc = subprocess.run([sys.executable, "-c", example], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["museum, sunny in Lisbon ['fetch']", "True True"]
+
+
+def test_readme_has_six_python_examples() -> None:
+    # each runs in a test: the three first ones, the picture's and the fork's here, the
+    # blackboard's in tests/board/test_board_readme.py (the approvals and MCP examples are
+    # fenced ```py and run in tests/approvals and tests/mcp)
+    assert len(_fenced("python")) == 6
 
 
 def test_readme_picture_example_prints_the_mermaid_shown(tmp_path: Path) -> None:
@@ -119,7 +128,9 @@ def test_public_api_is_pinned() -> None:
         "Board", "BoardConflict", "Capabilities", "ClaimLost", "Key", "PermissionDenied",
         "Versioned", "WorkQueue", "board_at",
         # MCP servers' tools (counterpoint.mcp)
-        "MCPServerError", "MCPTools", "mcp_tools"])
+        "MCPServerError", "MCPTools", "mcp_tools",
+        # forks of recorded runs (counterpoint.scheduler.fork)
+        "ForkError", "fork", "fork_sync", "start_fork"])
     for name in cp.__all__:
         assert hasattr(cp, name), name
     # the lazily imported names (counterpoint/__init__.py) are exactly the public ones

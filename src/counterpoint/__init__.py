@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .answering import approvals, approve, reject
-    from .api import resume, run, run_sync, start, start_resume
+    from .api import fork, fork_sync, resume, run, run_sync, start, start_fork, start_resume
     from .approval import Answer, Approval, Escalate, use_clock
     from .backend import Backend, InProcessBackend
     from .board import Board, BoardConflict, ClaimLost, Key, Versioned, WorkQueue, board_at
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         CounterpointError,
         DeadlineExceeded,
         FallbackFailed,
+        ForkError,
         GraphError,
         InvalidOutput,
         MalformedResponse,
@@ -79,7 +80,8 @@ if TYPE_CHECKING:
 
 _EXPORTS_BY_MODULE: dict[str, tuple[str, ...]] = {
     "answering": ("approvals", "approve", "reject"),
-    "api": ("resume", "run", "run_sync", "start", "start_resume"),
+    "api": ("fork", "fork_sync", "resume", "run", "run_sync", "start", "start_fork",
+            "start_resume"),
     "approval": ("Answer", "Approval", "Escalate", "use_clock"),
     "backend": ("Backend", "InProcessBackend"),
     "board": ("Board", "BoardConflict", "ClaimLost", "Key", "Versioned", "WorkQueue",
@@ -87,7 +89,8 @@ _EXPORTS_BY_MODULE: dict[str, tuple[str, ...]] = {
     "context": ("NodeContext",),
     "errors": ("AgentError", "ApprovalAnswered", "ApprovalError", "ApprovalNotFound",
         "Cancelled", "ConfigError", "ContextTooLong", "ControlSignal",
-        "CounterpointError", "DeadlineExceeded", "FallbackFailed", "GraphError", "InvalidOutput",
+        "CounterpointError", "DeadlineExceeded", "FallbackFailed", "ForkError", "GraphError",
+        "InvalidOutput",
         "MalformedResponse", "MCPServerError", "ModelError", "ModelRefused", "ModelRejected",
         "ModelUnavailable",
         "NodeFailed", "NodeTimeout", "OutputNotSerializable", "PatchError", "PlanningError",
@@ -156,6 +159,7 @@ __all__ = [
     "EventKind",
     "EventLoopPolicy",
     "FallbackFailed",
+    "ForkError",
     "Generation",
     "Graph",
     "GraphError",
@@ -223,6 +227,8 @@ __all__ = [
     "approvals",
     "approve",
     "board_at",
+    "fork",
+    "fork_sync",
     "mcp_tools",
     "new_event_loop",
     "open_store",
@@ -232,6 +238,7 @@ __all__ = [
     "run",
     "run_sync",
     "start",
+    "start_fork",
     "start_resume",
     "step",
     "tune_gc",

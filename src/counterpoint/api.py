@@ -20,10 +20,12 @@ from .options import RunOptions
 from .results import RunResult
 from .scheduler import RunHandle
 from .scheduler.execution import launch, prepare_resume, prepare_run, resumed_event
+from .scheduler.fork import prepare_fork
 from .scheduler.replay import replay
 from .store import RunStore, open_store
 
-__all__ = ["replay", "resume", "run", "run_sync", "start", "start_resume"]
+__all__ = ["fork", "fork_sync", "replay", "resume", "run", "run_sync", "start", "start_fork",
+           "start_resume"]
 
 _DEFAULT_OPTIONS = RunOptions()
 _T = TypeVar("_T")
@@ -118,3 +120,59 @@ async def start_resume(run_id: str, *, store: RunStore | str | None = None,
     handle = launch(execution, resumed_event(execution))
     await asyncio.sleep(0)
     return handle
+
+
+async def fork(run_id: str, *, at: int | str | None = None,
+               replace: Mapping[str, Any] | None = None,
+               inputs: Mapping[str, Any] | None = None, store: RunStore | str | None = None,
+               graph: Graph | None = None, options: RunOptions | None = None,
+               backend: Backend | None = None, new_run_id: str | None = None) -> RunResult:
+    """A new run that starts from a prefix of run ``run_id``'s log, reusing every output
+    recorded before the fork point; returns its result.
+
+    ``at`` is an event number (keep events ``1..at``) or a node id (fork just before it
+    started: it and everything downstream run again, other outputs are reused); ``None``
+    reads the whole log. ``replace`` maps node ids to a new step (a callable or graph) or,
+    for any other value, to the output the node is given without running; ``inputs``
+    changes graph inputs. Replaced nodes, nodes reading a changed input and everything
+    downstream of them run again. The new run records ``forked_from`` (see
+    :attr:`~counterpoint.store.RunRecord.forked_from`; the parent lists it in
+    ``store.forks(run_id)``) and is resumable like any other. Reused model calls count in
+    ``result.usage.reused``, not as calls.
+    """
+    handle = await start_fork(run_id, at=at, replace=replace, inputs=inputs, store=store,
+                              graph=graph, options=options, backend=backend,
+                              new_run_id=new_run_id)
+    return await handle.result()
+
+
+async def start_fork(run_id: str, *, at: int | str | None = None,
+                     replace: Mapping[str, Any] | None = None,
+                     inputs: Mapping[str, Any] | None = None,
+                     store: RunStore | str | None = None, graph: Graph | None = None,
+                     options: RunOptions | None = None, backend: Backend | None = None,
+                     new_run_id: str | None = None) -> RunHandle:
+    """:func:`fork` in the background: returns once the new run's first events (what it
+    reuses) are durable, with a handle to follow it."""
+    owns = not isinstance(store, RunStore)
+    the_store = store if isinstance(store, RunStore) else open_store(store)
+    try:
+        execution, first = prepare_fork(RunId(run_id), the_store, at=at, replace=replace,
+                                        inputs=inputs, graph=graph, options=options,
+                                        backend=backend, run_id=new_run_id)
+    except BaseException:
+        if owns:
+            the_store.close()
+        raise
+    execution.owns_store = owns
+    execution.keep_history()
+    handle = launch(execution, first)
+    await asyncio.sleep(0)
+    await handle.flush()
+    return handle
+
+
+def fork_sync(run_id: str, **kwargs: Any) -> RunResult:
+    """:func:`fork` for code that does not await (see :func:`run_sync`)."""
+    tune_gc()
+    return _blocking(fork(run_id, **kwargs))

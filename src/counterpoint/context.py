@@ -246,6 +246,7 @@ class NodeContext:
         this call waits for it.
         """
         execution = self._execution
+        edit.by = self.node  # recorded with the edit: a fork knows which node made it
         loop = self._loop_from_thread(PatchError, "applied")
         if loop is None:
             return execution.apply(edit)

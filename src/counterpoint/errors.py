@@ -16,6 +16,8 @@
     │   ├── SourceError               a graph file or module cannot be loaded or has no graph
     │   │   └── WorkflowError         a workflow file or its inputs are invalid (every problem,
     │   │                             with file:line; in counterpoint.workflow.errors)
+    │   ├── ForkError                 a fork names a seq, node, input or replacement that the
+    │   │                             parent run's log does not allow
     │   ├── ConfigError               a model name or ``counterpoint.toml`` is invalid
     │   └── StoreError                the store cannot be used (nothing in it was modified)
     │       ├── StoreLocked           another process holds the database lock
@@ -103,6 +105,12 @@ class ApprovalNotFound(ApprovalError):
 
 class ApprovalAnswered(ApprovalError):
     """The approval was answered already: the first answer wins, once."""
+
+
+class ForkError(UserError):
+    """A fork was asked for something the parent run does not have: an event number out
+    of range, an unknown node, an input the graph does not declare, an unusable
+    replacement. Nothing was written."""
 
 
 class ConfigError(UserError):

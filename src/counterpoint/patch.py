@@ -34,6 +34,9 @@ class Patch:
     expected_version: int | None = None
     """Reject the patch if the graph was patched since this version was read."""
     reason: str = ""
+    by: NodeId | None = None
+    """The node whose step made the edit (``ctx.apply``); ``None`` for an edit from
+    outside the run (``handle.apply``). A fork keeps an edit only if that node is reused."""
 
     @property
     def touched(self) -> list[NodeId]:
@@ -61,6 +64,8 @@ class Edit:
 
     def __init__(self, reason: str = "", *, expected_version: int | None = None) -> None:
         self.reason = reason
+        self.by: NodeId | None = None
+        """Set by ``ctx.apply``: the node making the edit (recorded with it)."""
         self.expected_version = expected_version
         self._ops: list[_AddOp] = []
         self._edges: list[tuple[NodeId, NodeId]] = []
@@ -130,6 +135,7 @@ class Edit:
             (replaced if op.replace else added).append(spec)
         return Patch(add=tuple(added), edges=tuple(self._edges), cancel=tuple(self._cancel),
                      replace=tuple(replaced), expected_version=self.expected_version,
+                     by=self.by,
                      reason=self.reason)
 
 
@@ -146,6 +152,7 @@ def patch_to_data(patch: Patch) -> dict[str, Any]:
         "replace": [spec_to_data(s) for s in patch.replace],
         "edges": [list(e) for e in patch.edges],
         "cancel": list(patch.cancel),
+        "by": patch.by,
     }
 
 
@@ -155,7 +162,8 @@ def patch_from_data(data: Mapping[str, Any], resolve: Resolver) -> Patch:
                  replace=tuple(spec_from_data(s, resolve) for s in data.get("replace", ())),
                  edges=tuple((NodeId(a), NodeId(b)) for a, b in data.get("edges", ())),
                  cancel=tuple(NodeId(n) for n in data.get("cancel", ())),
-                 reason=str(data.get("reason", "")))
+                 reason=str(data.get("reason", "")),
+                 by=NodeId(data["by"]) if data.get("by") else None)
 
 
 Resolver = Callable[[str, str], Callable[..., Any]]

@@ -28,6 +28,8 @@ class NodeResult:
     run_time: float = 0.0
     usage: ModelTally = field(default_factory=ModelTally)
     """This node's model calls, tokens and cost."""
+    reused: bool = False
+    """Whether its output was reused from the run this one was forked from."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,7 +51,8 @@ class RunResult:
         """Every node's outcome, by id (including nodes spawned or added while running)."""
         return {k: NodeResult(id=k, status=ns.status, output=ns.output, error=ns.error,
                               attempts=ns.attempt, run_time=ns.run_time,
-                              usage=self.state.node_models.get(k) or ModelTally())
+                              usage=self.state.node_models.get(k) or ModelTally(),
+                              reused=ns.reused)
                 for k, ns in self.state.nodes.items()}
 
     @cached_property

@@ -130,6 +130,9 @@ class NodeState:
     every run of a graph shares the wiring computed for its first run."""
     fell_back: bool = False
     """Whether the node's fallback was called (that attempt is not a retry)."""
+    reused: bool = False
+    """Whether its success was copied from the run this one was forked from (it did not
+    run here)."""
     waited: dict[str, float] | None = None
     """Seconds its attempts spent waiting inside their run time, by cause (``thread``:
     for a worker thread; ``model``: for a model's concurrency slot or rate limit), summed
@@ -150,6 +153,9 @@ class ModelTally:
 
     calls: int = 0
     """Calls the provider answered (cache hits not included)."""
+    reused: int = 0
+    """Calls of nodes whose output a fork reused from its parent run: recorded there,
+    neither made nor paid for here."""
     cache_hits: int = 0
     failed: int = 0
     """Attempts that failed (each retried, fallen back or raised)."""
@@ -162,7 +168,10 @@ class ModelTally:
     """Calls to models without a configured price: ``cost`` leaves them out."""
 
     def add(self, data: dict[str, Any]) -> None:
-        if "error" in data:
+        if "reused" in data:
+            if "error" not in data:
+                self.reused += 1
+        elif "error" in data:
             self.failed += 1
         elif data.get("cache_hit"):
             self.cache_hits += 1
@@ -179,6 +188,18 @@ class ModelTally:
     @property
     def tokens(self) -> int:
         return self.input_tokens + self.output_tokens
+
+    @property
+    def from_log(self) -> int:
+        """Answers that did not go to a provider: reused by a fork, or cache hits."""
+        return self.reused + self.cache_hits
+
+    @property
+    def reuse_share(self) -> float | None:
+        """The share of answers that came from the log (:attr:`from_log`) rather than a
+        provider; ``None`` when there were none."""
+        total = self.from_log + self.calls
+        return self.from_log / total if total else None
 
 
 @dataclass(slots=True)

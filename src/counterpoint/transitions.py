@@ -85,6 +85,8 @@ def evolve(state: RunState, event: Event) -> None:
                 ns.chosen = frozenset(data["chosen"])
             if "waited" in data:
                 _add_waits(ns, data["waited"])
+            if "reused" in data:
+                ns.reused = True
         _finish(state, ns, SUCCEEDED, event.at)
     elif kind is NODE_FAILED:
         ns = state.nodes[event.node]  # type: ignore[index]

@@ -23,9 +23,9 @@ ROLES = (EventLog, RunIndex, BlobStore, ResponseCache, StepEstimates, CommandBus
 def test_public_names_are_pinned() -> None:
     assert sorted(store_package.__all__) == sorted([
         "DEFAULT_PATH", "ENV_VAR", "AnswerBox", "BlobStore", "CommandBus", "EventLog",
-        "MemoryStore",
-        "ResponseCache", "RunIndex", "RunRecord", "RunStore", "SQLiteStore", "SharedStore",
-        "StepEstimates", "close_idle_stores", "default_location", "open_store"])
+        "ForkPoint", "MemoryStore", "ResponseCache", "RunIndex", "RunRecord", "RunStore",
+        "SQLiteStore", "SharedStore", "StepEstimates", "close_idle_stores", "default_location",
+        "open_store"])
     for name in store_package.__all__:
         assert hasattr(store_package, name), name
 

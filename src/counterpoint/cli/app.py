@@ -22,6 +22,7 @@ from . import approvals as approvals_cli
 from . import goals, inspect
 from .args import AsJson, Db, Quiet, RunName
 from .console import make_console, reported
+from .fork import FORK_HELP, fork_command
 from .mcp import MCP_HELP, mcp_command
 from .models import ASK_HELP, MODELS_HELP, ask_command, models_command
 from .pictures import GRAPH_HELP, TRACE_HELP, graph_command, trace_command
@@ -68,6 +69,7 @@ app.command("show")(inspect.show)
 app.command("runs")(inspect.runs)
 app.command("cancel")(inspect.cancel)
 app.command("mcp", help=MCP_HELP)(mcp_command)
+app.command("fork", help=FORK_HELP)(fork_command)
 
 
 def main() -> None:

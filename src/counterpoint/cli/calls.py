@@ -38,7 +38,7 @@ def calls_table(events: Sequence[Event]) -> RenderableType:
     for ev in events:
         d = ev.data or {}
         tokens = f"{d['input_tokens']:,}/{d['output_tokens']:,}" if "input_tokens" in d else ""
-        cost = "" if d.get("cost") is None else f"${d['cost']:.5f}"
+        cost = "" if d.get("cost") is None or d.get("reused") else f"${d['cost']:.5f}"
         table.add_row(str(ev.seq), clock(ev.at), str(ev.node or ""), str(d.get("model", "")),
                       tokens, cost, seconds(d["latency"]) if d.get("latency") is not None
                       else "", seconds(d["ttft"]) if d.get("ttft") is not None else "",
@@ -51,6 +51,8 @@ def _result(d: Mapping[str, Any]) -> Text:
         return Text(f"{d.get('error_type', 'error')}: {d['error']}"[:90], style="red")
     if "invalid_output" in d:
         return Text(f"invalid output, re-asked: {d['invalid_output']}"[:90], style="yellow")
+    if d.get("reused"):  # a fork's copy of its parent's call: not sent, not paid again
+        return Text(f"reused from {d['reused'].get('run')}", style="cyan")
     if d.get("cache_hit"):
         return Text("from cache", style="cyan")
     return Text(f"{d.get('finish', 'stop')}"

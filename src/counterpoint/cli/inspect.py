@@ -62,9 +62,10 @@ def show(
                      if isinstance(d, str)}
             approvals = list(project(record.run_id, events,
                                      store.approval_answers(record.run_id)).values())
+            forks = store.forks(record.run_id)
         finally:
             store.close()
-        report = log_report(record, events)
+        report = log_report(record, events, forks)
     out = make_console()
     if call is not None:
         if as_json:

@@ -46,6 +46,10 @@ class Tally:
     recent: deque[NodeId] = field(default_factory=lambda: deque(maxlen=RECENT_ROWS))
     failed: list[NodeId] = field(default_factory=list)
 
+    def reused(self, state: RunState) -> None:
+        """Count as done the nodes a fork reused: they end in no event of this run."""
+        self.done.update(n for n, ns in state.nodes.items() if ns.reused)
+
     def note(self, event: Event, state: RunState) -> NodeState | None:
         """The node ``event`` ended (or whose attempt failed), else ``None``."""
         if event.kind not in _ENDINGS or event.node is None:
@@ -88,6 +92,7 @@ class LineDisplay(Display):
         self.tally = Tally()
 
     def begin(self, state: RunState) -> None:
+        self.tally.reused(state)
         self.console.print(f"run {state.run_id}: graph {state.graph!r}, {len(state.nodes)} "
                            "nodes", soft_wrap=True)
 
@@ -127,6 +132,7 @@ class LiveView(Display):
         self.live = Live(console=console, auto_refresh=False, transient=True)
 
     def begin(self, state: RunState) -> None:
+        self.tally.reused(state)
         self.live.start()
         self.tick(state)
 

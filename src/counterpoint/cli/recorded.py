@@ -75,8 +75,10 @@ def failed_attempts(events: Sequence[Event]) -> dict[NodeId, list[dict[str, Any]
     return failed
 
 
-def log_report(record: RunRecord, events: Sequence[Event]) -> Report:
-    """The summary of a recorded run, rebuilt from its log alone."""
+def log_report(record: RunRecord, events: Sequence[Event],
+               forks: Sequence[RunRecord] = ()) -> Report:
+    """The summary of a recorded run, rebuilt from its log alone (``forks``: the runs
+    forked from it, for its lineage)."""
     projection = project(record.run_id, events)
     state = projection.state
     status = state.status.value
@@ -98,4 +100,5 @@ def log_report(record: RunRecord, events: Sequence[Event]) -> Report:
     return Report(run_id=record.run_id, graph=state.graph if state.graph != "?" else record.graph,
                   status=status, state=state, metrics=compute(state, now),
                   deps_known=projection.deps_known, declared=projection.declared, note=note,
-                  failed_attempts=failed_attempts(events))
+                  failed_attempts=failed_attempts(events),
+                  forked_from=record.forked_from, forks=tuple(r.run_id for r in forks))

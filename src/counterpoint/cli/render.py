@@ -18,7 +18,7 @@ from ..metrics import Metrics
 from ..plan_text import plan_tree as plan_tree  # re-exported: the CLI prints them
 from ..plan_text import round_lines as round_lines
 from ..state import ModelTally, NodeState, NodeStatus, RunState
-from ..store import RunRecord
+from ..store import ForkPoint, RunRecord
 from .board import board_payload, board_section
 
 NODE_ROWS = 30
@@ -31,6 +31,7 @@ PATH_NODES = 12
 STYLES = {
     "succeeded": "green", "failed": "red", "blocked": "red", "cancelled": "yellow",
     "timed_out": "yellow", "skipped": "dim", "running": "cyan", "retrying": "cyan",
+    "reused": "green",
     "ready": "blue", "pending": "dim", "waiting": "blue", "interrupted": "magenta",
 }
 _PROBLEMS = frozenset({NodeStatus.FAILED, NodeStatus.BLOCKED, NodeStatus.CANCELLED})
@@ -57,6 +58,10 @@ class Report:
     failed_attempts: Mapping[NodeId, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
     """Each node's failed attempts (their ``node_failed`` data, with ``attempt``), when the
     log was read; a live run's summary has only each node's last error."""
+    forked_from: ForkPoint | None = None
+    """The run this one was forked from, if it is a fork."""
+    forks: tuple[str, ...] = ()
+    """The runs forked from this one."""
 
 
 OUTPUT_LINES = 24
@@ -107,10 +112,25 @@ def cause(ns: NodeState) -> str:
 
 
 def node_status(ns: NodeState, run_finished: bool) -> str:
-    """A node's status; a node left unfinished by a finished run was ``interrupted``."""
+    """A node's status; a node left unfinished by a finished run was ``interrupted``, and
+    one whose output a fork copied from its parent is ``reused``."""
     if run_finished and not ns.status.terminal:
         return "interrupted"
+    if ns.reused:
+        return "reused"
     return ns.status.value
+
+
+def lineage_lines(report: Report) -> list[Text]:
+    """``forked from R at node X (seq N)`` and ``forks: R1, R2``, for runs that have them."""
+    lines = []
+    point = report.forked_from
+    if point is not None:
+        at = f"node {point.node!r} (seq {point.seq})" if point.node else f"seq {point.seq}"
+        lines.append(Text(f"forked from {point.run} at {at}"))
+    if report.forks:
+        lines.append(Text("forks: " + ", ".join(report.forks)))
+    return lines
 
 
 # ------------------------------------------------------------------ summary
@@ -126,6 +146,7 @@ def summary(report: Report, *, inspect: str | None) -> RenderableType:
                       style="dim"))
     if report.note:
         parts.append(Text(report.note, style=STYLES.get(report.status, "")))
+    parts.extend(lineage_lines(report))
     parts.append(Text())
     parts.append(node_table(report))
     failures = failure_lines(report.state, report.failed_attempts)
@@ -140,7 +161,8 @@ def summary(report: Report, *, inspect: str | None) -> RenderableType:
         parts.extend(recovered)
     parts.append(Text())
     parts.append(metrics_table(report.metrics, deps_known=report.deps_known))
-    if state.models.calls or state.models.cache_hits or state.models.failed:
+    if state.models.calls or state.models.cache_hits or state.models.failed or \
+            state.models.reused:
         parts.append(Text.assemble(("models    ", "bold"), usage_line(state.models)))
     board = board_section(state)
     if board:
@@ -355,22 +377,31 @@ def payload(report: Report) -> dict[str, Any]:
         "finished_at": state.finished_at,
         "outputs": {k: _output(ns) for k, ns in state.nodes.items()
                     if ns.status is NodeStatus.SUCCEEDED},
-        "nodes": {k: {"status": node_status(ns, finished), "attempts": ns.attempt,
-                      "run_time": ns.run_time, "error": ns.error,
+        "nodes": {k: {"status": ns.status.value if ns.reused else node_status(ns, finished),
+                      "attempts": ns.attempt, "run_time": ns.run_time, "error": ns.error,
+                      "reused": ns.reused,
                       **({"failed_attempts": list(report.failed_attempts[k])}
                          if k in report.failed_attempts else {})}
                   for k, ns in state.nodes.items()},
         "metrics": metrics,
         "models": usage_dict(state.models),
         **({"board": board_payload(state)} if state.board is not None else {}),
+        "forked_from": None if report.forked_from is None else {
+            "run": report.forked_from.run, "seq": report.forked_from.seq,
+            "node": report.forked_from.node},
+        "forks": list(report.forks),
     }
 
 
 def usage_line(tally: ModelTally) -> str:
     """Calls, tokens and cost in one line (says so when some calls have no price)."""
     parts = [f"{tally.calls} call{'s' if tally.calls != 1 else ''}"]
+    if tally.reused:
+        parts.append(f"{tally.reused} reused from the parent run")
     if tally.cache_hits:
         parts.append(f"{tally.cache_hits} from cache")
+    if tally.reused:
+        parts.append(f"{tally.reuse_share or 0:.0%} from the log")
     if tally.failed:
         parts.append(f"{tally.failed} failed attempt{'s' if tally.failed != 1 else ''}")
     parts.append(f"{tally.input_tokens:,} in / {tally.output_tokens:,} out tokens"
@@ -384,7 +415,8 @@ def usage_line(tally: ModelTally) -> str:
 
 
 def usage_dict(tally: ModelTally) -> dict[str, Any]:
-    return {"calls": tally.calls, "cache_hits": tally.cache_hits, "failed": tally.failed,
+    return {"calls": tally.calls, "reused": tally.reused, "cache_hits": tally.cache_hits,
+            "failed": tally.failed,
             "input_tokens": tally.input_tokens, "output_tokens": tally.output_tokens,
             "cached_tokens": tally.cached_tokens,
             "cost": None if tally.calls and tally.unpriced == tally.calls else tally.cost,

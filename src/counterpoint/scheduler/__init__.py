@@ -9,7 +9,8 @@ Read it in this order, each module one job:
 * :mod:`.control`: live edits, cancels and stops;
 * :mod:`.execution`: a run from start to end in its task group; preparing and resuming;
 * :mod:`.handle`: what a caller holds of a run in progress;
-* :mod:`.replay`: a run's state rebuilt from its log.
+* :mod:`.replay`: a run's state rebuilt from its log;
+* :mod:`.fork`: a new run from a prefix of another run's log, reusing its outputs.
 
 The scheduler never imports the layers above it (the API, workflows, agents, models,
 the CLI): a running step reaches the run through :class:`counterpoint.context.RunAccess`.

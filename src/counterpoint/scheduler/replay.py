@@ -10,7 +10,7 @@ from ..events import JOURNALED, NODE_SUCCEEDED, PATCH_APPLIED, Event
 from ..graph import Choose, Graph, NodeKind
 from ..ids import NodeId
 from ..loader import make_resolver
-from ..patch import patch_from_data
+from ..patch import Resolver, patch_from_data
 from ..state import RunState
 from ..transitions import evolve
 
@@ -30,16 +30,22 @@ def replay(state: RunState, events: list[Event], graph: Graph) -> None:
     """Rebuild ``state`` from recorded events (outputs and patches decoded)."""
     resolver = make_resolver(graph, state.run_id)
     for ev in events:
-        kind = ev.kind
-        if kind is NODE_SUCCEEDED and ev.value is not None:
-            ns = state.nodes[ev.node]  # type: ignore[index]
-            if ns.spec.kind is NodeKind.JOIN:
-                ev.output = [state.nodes[c].output for c in ns.spec.after]
-            elif isinstance(ns.spec.fn, Graph) or (ev.data or {}).get("via") == "fallback":
-                ev.output = codec.decode(ev.value)
-            else:
-                declared = return_type(ns.spec.fn)
-                ev.output = codec.decode(ev.value, Any if declared is Choose else declared)
-        elif kind is PATCH_APPLIED:
-            ev.output = patch_from_data(ev.data or {}, resolver)
+        decode(state, ev, resolver)
         evolve(state, ev)
+
+
+def decode(state: RunState, ev: Event, resolver: Resolver) -> None:
+    """Set ``ev.output`` from what the log recorded, as ``state`` (the run's state just
+    before ``ev``) types it: a node's output, or a patch with its steps resolved."""
+    kind = ev.kind
+    if kind is NODE_SUCCEEDED and ev.value is not None:
+        ns = state.nodes[ev.node]  # type: ignore[index]
+        if ns.spec.kind is NodeKind.JOIN:
+            ev.output = [state.nodes[c].output for c in ns.spec.after]
+        elif isinstance(ns.spec.fn, Graph) or (ev.data or {}).get("via") == "fallback":
+            ev.output = codec.decode(ev.value)
+        else:
+            declared = return_type(ns.spec.fn)
+            ev.output = codec.decode(ev.value, Any if declared is Choose else declared)
+    elif kind is PATCH_APPLIED:
+        ev.output = patch_from_data(ev.data or {}, resolver)

@@ -18,6 +18,7 @@ from .base import (
     BlobStore,
     CommandBus,
     EventLog,
+    ForkPoint,
     ResponseCache,
     RunIndex,
     RunRecord,
@@ -32,8 +33,9 @@ DEFAULT_PATH = Path(".counterpoint") / "runs.db"
 ENV_VAR = "COUNTERPOINT_DB"
 
 __all__ = ["DEFAULT_PATH", "ENV_VAR", "AnswerBox", "BlobStore", "CommandBus", "EventLog",
-           "MemoryStore", "ResponseCache", "RunIndex", "RunRecord", "RunStore", "SQLiteStore",
-           "SharedStore", "StepEstimates", "close_idle_stores", "default_location", "open_store"]
+           "ForkPoint", "MemoryStore", "ResponseCache", "RunIndex", "RunRecord", "RunStore",
+           "SQLiteStore", "SharedStore", "StepEstimates", "close_idle_stores",
+           "default_location", "open_store"]
 
 
 def default_location() -> str:

@@ -36,10 +36,11 @@ from .blobs import BlobStore
 from .cache import ResponseCache
 from .commands import CommandBus
 from .estimates import ESTIMATE_DRIFT, ESTIMATE_FLOOR, RunningMeans, StepEstimates
-from .index import RunIndex, RunRecord
+from .index import ForkPoint, RunIndex, RunRecord
 from .log import EventLog
 
 __all__ = ["ESTIMATE_DRIFT", "ESTIMATE_FLOOR", "AnswerBox", "BlobStore", "CommandBus", "EventLog",
+           "ForkPoint",
            "ResponseCache", "RunIndex", "RunRecord", "RunStore", "RunningMeans",
            "StepEstimates"]
 

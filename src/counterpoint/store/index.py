@@ -7,6 +7,9 @@ Contract for every implementation:
   its status changes with ``run_resumed`` / ``run_finished``, once they are durable.
 * :meth:`RunIndex.run` and :meth:`~RunIndex.runs` may block briefly and are safe to
   call from any thread.
+* A record's :attr:`~RunRecord.forked_from` comes from its ``run_created`` event, and
+  :meth:`~RunIndex.forks` finds a run's forks from the records alone: the parent's own
+  log is never rewritten.
 * :meth:`~RunIndex.claim` is synchronous and decisive: it checks and takes ownership in
   one step that no other claim, in any process, interleaves with.
 """
@@ -14,11 +17,35 @@ Contract for every implementation:
 from __future__ import annotations
 
 import abc
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..ids import RunId
+from ..ids import NodeId, RunId
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ForkPoint:
+    """Where a forked run came from: its parent run and how much of its log it read."""
+
+    run: RunId
+    """The run it was forked from."""
+    seq: int
+    """The parent's last event the fork read: outputs recorded after it are not reused."""
+    node: NodeId | None = None
+    """The node the fork was made at (``--at NODE``), if it was made at a node."""
+
+
+def fork_point(data: Mapping[str, Any] | None) -> ForkPoint | None:
+    """The :class:`ForkPoint` that a ``run_created`` event's ``data["forked_from"]``
+    records (``{"run", "seq", "node"}``), or ``None``."""
+    link = (data or {}).get("forked_from")
+    if not isinstance(link, Mapping) or not link.get("run"):
+        return None
+    node = link.get("node")
+    return ForkPoint(run=RunId(str(link["run"])), seq=int(link.get("seq") or 0),
+                     node=NodeId(str(node)) if node else None)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -43,6 +70,9 @@ class RunRecord:
     claimed_at: float | None = None
     """When the owner took the run over with :meth:`RunIndex.claim` (``None``: the owner
     is the process that created the run)."""
+    forked_from: ForkPoint | None = None
+    """The run this one was forked from (``None``: not a fork); the other way round,
+    :meth:`RunIndex.forks` lists a run's forks."""
 
 
 class RunIndex(abc.ABC):
@@ -55,6 +85,15 @@ class RunIndex(abc.ABC):
     @abc.abstractmethod
     def runs(self, limit: int = 50) -> list[RunRecord]:
         """Runs, newest first."""
+
+    def forks(self, run_id: RunId) -> list[RunRecord]:
+        """The runs forked from ``run_id``, oldest first (empty if there are none).
+
+        This default reads every record; stores override it with an indexed lookup.
+        """
+        found = [r for r in self.runs(limit=sys.maxsize)
+                 if r.forked_from is not None and r.forked_from.run == run_id]
+        return sorted(found, key=lambda r: r.created_at)
 
     @abc.abstractmethod
     def claim(self, run_id: RunId, *, pid: int, host: str) -> None:

@@ -16,6 +16,7 @@ from ..ids import RunId
 from . import owners
 from .answers import AnswerCallback
 from .base import RunningMeans, RunRecord, RunStore
+from .index import fork_point
 
 _INDEXED = frozenset({EventKind.RUN_CREATED, EventKind.RUN_FINISHED, EventKind.RUN_RESUMED})
 
@@ -60,7 +61,8 @@ class MemoryStore(RunStore):
                 run_id=run_id, graph=data.get("graph", "?"), status="running",
                 created_at=event.at, updated_at=event.at, parent=data.get("parent"),
                 source=data.get("source", {}), options=data.get("options", {}),
-                owner_pid=me.pid, owner_host=me.host, owner_token=me.token)
+                owner_pid=me.pid, owner_host=me.host, owner_token=me.token,
+                forked_from=fork_point(data))
             return
         record = self._records.get(run_id)
         if record is None:

@@ -69,11 +69,19 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         ALTER TABLE commands ADD COLUMN payload TEXT;
         CREATE UNIQUE INDEX commands_by_key ON commands (key);
     """),
+    # Lineage of forked runs: the run (and the point of its log) a run was forked from,
+    # indexed so that a run's forks are found without reading every record.
+    ("0007_run_forks", """
+        ALTER TABLE runs ADD COLUMN fork_of TEXT;
+        ALTER TABLE runs ADD COLUMN fork_seq INTEGER;
+        ALTER TABLE runs ADD COLUMN fork_node TEXT;
+        CREATE INDEX runs_by_fork ON runs (fork_of) WHERE fork_of IS NOT NULL;
+    """),
 )
 """Ordered, named schema migrations. Append only; never edit a released one."""
 
 RUN_COLUMNS = ("run_id, graph, status, created_at, updated_at, parent, source, options, "
-               "owner_pid, owner_host, owner_token, claimed_at")
+               "owner_pid, owner_host, owner_token, claimed_at, fork_of, fork_seq, fork_node")
 """The run index's columns, in the order :func:`~.sqlite._record` reads them."""
 
 

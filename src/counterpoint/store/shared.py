@@ -221,6 +221,9 @@ class SharedStore(RunStore):
     def runs(self, limit: int = 50) -> list[RunRecord]:
         return self._store.runs(limit)
 
+    def forks(self, run_id: RunId) -> list[RunRecord]:
+        return self._store.forks(run_id)
+
     def claim(self, run_id: RunId, *, pid: int, host: str) -> None:
         self._store.claim(run_id, pid=pid, host=host)
 
@@ -302,6 +305,9 @@ class _Closed(RunStore):
         raise self._closed()
 
     def runs(self, limit: int = 50) -> list[RunRecord]:
+        raise self._closed()
+
+    def forks(self, run_id: RunId) -> list[RunRecord]:
         raise self._closed()
 
     def claim(self, run_id: RunId, *, pid: int, host: str) -> None:

@@ -51,7 +51,7 @@ from ..ids import NodeId, RunId
 from . import answer_rows, owners, paths, schema
 from . import writer as _writer
 from .answers import AnswerCallback
-from .base import RunningMeans, RunRecord, RunStore
+from .base import ForkPoint, RunningMeans, RunRecord, RunStore
 from .schema import MIGRATIONS, RUN_COLUMNS
 from .shipping import GATHER_SECONDS, Shipper
 
@@ -422,6 +422,15 @@ class SQLiteStore(Shipper, RunStore):
                                   "LIMIT ?", (limit,)).fetchall()
         return [_record(r) for r in rows]
 
+    def forks(self, run_id: RunId) -> list[RunRecord]:
+        with self._read_lock:
+            reader = self._open_reader()
+            if reader is None:
+                return []
+            rows = reader.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE fork_of = ? "
+                                  "ORDER BY created_at", (run_id,)).fetchall()
+        return [_record(r) for r in rows]
+
     def _not_found(self, run_id: RunId) -> RunNotFound:
         if self._reader is None:
             return RunNotFound(f"run {run_id} not found in store {self.path} (it holds no "
@@ -478,4 +487,7 @@ def _record(row: tuple[Any, ...]) -> RunRecord:
     return RunRecord(run_id=RunId(row[0]), graph=row[1], status=row[2], created_at=row[3],
                      updated_at=row[4], parent=row[5], source=json.loads(row[6] or "{}"),
                      options=json.loads(row[7] or "{}"), owner_pid=row[8], owner_host=row[9],
-                     owner_token=row[10], claimed_at=row[11])
+                     owner_token=row[10], claimed_at=row[11],
+                     forked_from=None if row[12] is None else ForkPoint(
+                         run=RunId(row[12]), seq=int(row[13] or 0),
+                         node=NodeId(row[14]) if row[14] else None))

@@ -54,7 +54,7 @@ _RUN_CREATED = "run_created"
 _RUN_FINISHED = "run_finished"
 _RUN_RESUMED = "run_resumed"
 _CREATE = ("INSERT OR REPLACE INTO runs (run_id, graph, status, created_at, updated_at, parent, "
-           "source, options, owner_pid, owner_host, owner_token)")
+           "source, options, owner_pid, owner_host, owner_token, fork_of, fork_seq, fork_node)")
 _STATUS_UPSERT = ("INSERT INTO runs (run_id, status, updated_at, graph, created_at, owner_pid, "
                   "owner_host, owner_token)")
 _STATUS_UPDATE = (" ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, "
@@ -116,11 +116,13 @@ class Writer:
                             "[" + rows + "]"):
                         if kind == _RUN_CREATED:
                             d = data or {}
+                            fork = d.get("forked_from") or {}
                             created.append((run_id, d.get("graph", "?"), "running", at, at,
                                             d.get("parent"),
                                             orjson.dumps(d.get("source", {})).decode(),
                                             orjson.dumps(d.get("options", {})).decode(),
-                                            pid, host, token))
+                                            pid, host, token, fork.get("run"),
+                                            fork.get("seq"), fork.get("node")))
                         elif kind == _RUN_FINISHED:
                             status[run_id] = (run_id, (data or {}).get("status", "failed"), at)
                         elif kind == _RUN_RESUMED:

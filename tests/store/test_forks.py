@@ -1,0 +1,54 @@
+"""The lineage of forked runs in the run index, on every store: a record's
+``forked_from`` comes from its ``run_created`` event, and ``forks`` finds a run's forks
+(:mod:`counterpoint.store.index`)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from counterpoint.events import Event, EventKind
+from counterpoint.ids import NodeId, RunId
+from counterpoint.store import ForkPoint, RunStore, SQLiteStore
+from counterpoint.store.schema import MIGRATIONS
+
+from .helpers import created
+
+
+def _fork(run: str, parent: str, seq: int, node: str | None, at: float) -> tuple[RunId, Event]:
+    return RunId(run), Event(EventKind.RUN_CREATED, at, seq=1, data={
+        "graph": "g", "forked_from": {"run": parent, "seq": seq, "node": node}})
+
+
+def test_forks_are_found_from_their_records_both_ways(store: RunStore) -> None:
+    store.append(RunId("parent"), created())
+    for run, event in (_fork("a", "parent", 7, "b", 2.0), _fork("b", "parent", 3, None, 3.0),
+                       _fork("c", "a", 5, None, 4.0)):
+        store.append(run, event)
+    store.append(RunId("other"), created(at=5.0))
+    store.flush_sync()
+    assert store.run(RunId("parent")).forked_from is None
+    assert store.run(RunId("a")).forked_from == ForkPoint(run=RunId("parent"), seq=7,
+                                                          node=NodeId("b"))
+    assert store.run(RunId("b")).forked_from == ForkPoint(run=RunId("parent"), seq=3)
+    assert [r.run_id for r in store.forks(RunId("parent"))] == ["a", "b"]
+    assert [r.run_id for r in store.forks(RunId("a"))] == ["c"]
+    assert store.forks(RunId("c")) == [] and store.forks(RunId("nothing")) == []
+
+
+def test_a_file_from_before_forks_is_migrated_with_no_lineage(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    old = SQLiteStore(path, migrations=MIGRATIONS[:-1])
+    old.migrate()
+    old.close()
+    conn = sqlite3.connect(path)
+    conn.execute("INSERT INTO runs (run_id, graph, status, created_at, updated_at) "
+                 "VALUES ('r-old', 'g', 'succeeded', 1.0, 2.0)")
+    conn.commit()
+    conn.close()
+    store = SQLiteStore(path)
+    try:
+        assert store.run(RunId("r-old")).forked_from is None
+        assert store.forks(RunId("r-old")) == []
+    finally:
+        store.close()
