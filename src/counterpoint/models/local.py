@@ -40,8 +40,7 @@ NEEDS_LLAMA = ("the embedded model needs llama-cpp-python: pip install 'counterp
 # tools go through schema-constrained JSON (emulated above the seam): llama-cpp-python
 # forces a named tool only in an unstreamed call, which could not be stopped when cancelled
 CAPABILITIES = Capabilities(tools=False, forced_tool=False, parallel_tool_calls=True,
-                            json_object_schema=True, streaming=True, streaming_usage=True,
-                            string_bounds=False)
+                            json_object_schema=True, streaming=True, streaming_usage=True)
 
 
 def default_gguf() -> Path:

@@ -28,9 +28,9 @@ PROFILES: dict[str, Capabilities] = {
     "sglang": Capabilities(json_schema=True, streaming_usage=True,
                            session_header="X-Session-Id"),
     "ollama": Capabilities(json_schema=True, streaming_usage=True),
-    "llama.cpp": Capabilities(json_schema=True, streaming_usage=True, string_bounds=False),
+    "llama.cpp": Capabilities(json_schema=True, streaming_usage=True),
     "llama-cpp-python": Capabilities(tools=False, parallel_tool_calls=False,
-                                     json_object_schema=True, string_bounds=False),
+                                     json_object_schema=True),
     "generic": Capabilities(tools=True, json_schema=False, streaming_usage=False),
 }
 """Capability profiles of known server kinds, chosen by a model's ``profile`` setting."""

@@ -40,10 +40,12 @@ class Capabilities:
     tool_output: bool = False
     """Structured output is enforced by the adapter through a forced tool (Anthropic)."""
     string_bounds: bool = True
-    """The constrained decoder enforces ``maxLength`` cheaply. llama.cpp's grammar spells
-    ``maxLength: N`` as N nested optional characters, which slowed the embedded model's
-    decoding of a plan several times over: for such a provider the keyword is left out
-    of the schema sent (the answer is still read against the whole schema)."""
+    """Send ``maxLength`` to the constrained decoder (else it is left out of the schema
+    sent; the answer is still read against the whole schema). llama.cpp's grammar spells
+    ``maxLength: N`` as N nested optional characters, which slows decoding (a plan several
+    times over, benchmarks/grammar_bounds.py), but without it the embedded model runs
+    past its token limit on the README's digest workflow: every built-in profile keeps
+    it on."""
     streaming: bool = True
     streaming_usage: bool = False
     """Token usage is reported at the end of a stream."""
