@@ -1,5 +1,6 @@
 """The page over finished runs, in a real headless chromium: the runs list's filter and
-search, a map's children folded into one box and unfolded, a failed node's traceback."""
+search, a map's children folded into one box and unfolded, a failed node's traceback, the
+links between a fork and its parent."""
 
 from __future__ import annotations
 
@@ -69,3 +70,16 @@ def test_a_failed_node_shows_its_error_and_traceback(served: Server, ui_store: R
     page.click("#detail summary:has-text('traceback')")
     assert 'raise ValueError("the fuse was lit")' in page.inner_text("#detail pre.tb")
     assert page.get_attribute('#dag [data-node="explode"]', "data-status") == "failed"
+
+
+def test_a_fork_and_its_parent_link_to_each_other(served: Server, ui_store: RunStore,
+                                                  page: Any) -> None:
+    g = _fan(3)
+    parent = cp.run_sync(g, store=ui_store)
+    child = cp.fork_sync(parent.run_id, at="square", store=ui_store, graph=g)
+    assert child.ok
+    page.goto(f"{served.base}/runs/{child.run_id}")
+    page.wait_for_selector(f'#forked-from a[href="/runs/{parent.run_id}"]')
+    assert "at node square" in page.inner_text("#forked-from")
+    page.goto(f"{served.base}/runs/{parent.run_id}")
+    page.wait_for_selector(f'#forks a[href="/runs/{child.run_id}"]')

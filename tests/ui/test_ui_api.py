@@ -179,3 +179,21 @@ def test_a_replan_is_shown_as_a_diff_of_the_plan() -> None:
                ("+++", "---")]
     assert changed == ["-  t1 [w] find flights", "-  t2 [w] find hotels",
                        "+  t1 [w] find cheap flights", "+    t3 [w] compare  (needs t1)"]
+
+
+def test_a_fork_and_its_parent_link_to_each_other(client: TestClient, store: MemoryStore) -> None:
+    g = cp.Graph("lineage")
+    g.add("b", lambda a: a + 1, a=g.add("a", lambda: 1))
+    parent = cp.run_sync(g, store=store)
+    child = cp.fork_sync(parent.run_id, at="b", store=store, graph=g)
+    assert child.ok
+    forked = client.get(f"/api/runs/{child.run_id}").json()["run"]["forked_from"]
+    assert forked == {"run": parent.run_id, "seq": forked["seq"], "node": "b"}
+    assert forked["seq"] > 0
+    assert [r["run_id"] for r in client.get(f"/api/runs/{parent.run_id}").json()["forks"]] \
+        == [child.run_id]
+    with client.stream("GET", f"/api/runs/{parent.run_id}/stream") as response:
+        body = "".join(response.iter_text())
+    first = json.loads(body.split("\n\n")[0].split("data: ", 1)[1])
+    assert [r["run_id"] for r in first["forks"]] == [child.run_id]
+    assert first["run"]["forked_from"] is None

@@ -132,6 +132,7 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         view.feed(await read(store.events, run_id))
         data = view.snapshot()
         data["children"] = await read(_children, store, run_id)
+        data["forks"] = [run_row(r) for r in await read(store.forks, run_id)]
         return _JSON(data)
 
     async def run_stream(request: Request) -> Response:
@@ -146,7 +147,8 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
                 view.feed(batch.events, batch.record)
                 if first:
                     update: dict[str, Any] | None = {
-                        **view.snapshot(), "children": await read(_children, store, run_id)}
+                        **view.snapshot(), "children": await read(_children, store, run_id),
+                        "forks": [run_row(r) for r in await read(store.forks, run_id)]}
                 else:
                     update = view.update()
                 first = False

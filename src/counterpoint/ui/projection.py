@@ -113,6 +113,9 @@ def run_header(record: RunRecord, state: RunState, last_at: float) -> dict[str, 
         "owner": f"process {record.owner_pid} on {record.owner_host}"
                  if record.owner_pid else None,
         "parent": record.parent, "stop_reason": state.stop_reason,
+        "forked_from": None if record.forked_from is None else {
+            "run": record.forked_from.run, "seq": record.forked_from.seq,
+            "node": record.forked_from.node},
         "tokens": tally.tokens, "cost": tally.cost, "calls": tally.calls,
         "can_cancel": status in ("running", "interrupted"),
         "can_resume": status == "interrupted",

@@ -152,7 +152,7 @@ function runPage(runId, nodeParam) {
       if (due.critical) state.dag.mark(state.critical, state.selected);  // only what moved
       due.critical = false;
     }
-    header(head, u, runId);
+    header(head, u, runId, state.forks);
     metrics(metricsHost, u.metrics);
     const done = !["running"].includes(u.run.status);
     if (done && window.__finishedAt === undefined) window.__finishedAt = Date.now();
@@ -188,12 +188,16 @@ function runPage(runId, nodeParam) {
         " ", c.graph)))));
   };
   if (state.selected) showNode(detail, runId, state.selected);
-  stream("/api/runs/" + enc(runId) + "/stream", {update: u => { children(u.children); apply(u); },
+  stream("/api/runs/" + enc(runId) + "/stream", {update: u => {
+    children(u.children);
+    if (u.forks) state.forks = u.forks;  // sent with the first frame, like children
+    apply(u);
+  },
     failed: () => api("/api/runs/" + enc(runId)).catch(err =>
       main.replaceChildren(h("p", {class: "error"}, err.message)))});
 }
 
-function header(host, u, runId) {
+function header(host, u, runId, forks) {
   const r = u.run;
   // the note outlives the header's redraws: a control's answer stays shown
   const note = host.querySelector("#note") || h("span", {id: "note", class: "muted"});
@@ -211,7 +215,13 @@ function header(host, u, runId) {
       h("span", {}, `${r.calls} model calls, ${r.tokens} tokens, `, money(r.cost)),
       r.owner ? h("span", {class: "muted"}, r.owner) : null,
       r.stop_reason ? h("span", {}, "stopped: ", r.stop_reason) : null,
-      r.parent ? h("a", {href: "/runs/" + enc(r.parent)}, "parent run") : null),
+      r.parent ? h("a", {href: "/runs/" + enc(r.parent)}, "parent run") : null,
+      r.forked_from ? h("span", {id: "forked-from"}, "forked from ",
+        h("a", {href: "/runs/" + enc(r.forked_from.run)}, r.forked_from.run),
+        r.forked_from.node ? ` at node ${r.forked_from.node}` : "",
+        ` (seq ${r.forked_from.seq})`) : null,
+      forks && forks.length ? h("span", {id: "forks"}, "forks: ", ...forks.flatMap(
+        (f, i) => [i ? ", " : "", h("a", {href: "/runs/" + enc(f.run_id)}, f.run_id)])) : null),
     h("div", {class: "actions"},
       r.can_cancel ? act("Cancel run", "cancel", "cancel") : null,
       r.can_resume ? act("Resume run", "resume", "resume") : null, note));
