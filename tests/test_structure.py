@@ -114,3 +114,18 @@ def test_long_modules_say_why_at_their_top() -> None:
             assert "long" in doc.lower(), (
                 f"{path.relative_to(PACKAGE.parent)} has {text.count(chr(10))} lines; split "
                 "it, or say in its docstring why it is long")
+
+
+def test_test_modules_outside_packages_have_unique_names() -> None:
+    # pytest imports a test file outside a package by its basename: two of them with one
+    # name stop the collection of the whole suite ("import file mismatch")
+    tests = Path(__file__).parent
+    seen: dict[str, Path] = {}
+    clashes = []
+    for path in sorted(tests.rglob("test_*.py")):
+        if (path.parent / "__init__.py").exists():
+            continue  # imported as package.module
+        other = seen.setdefault(path.name, path)
+        if other is not path:
+            clashes.append(f"{other.relative_to(tests)} and {path.relative_to(tests)}")
+    assert not clashes, f"test modules share a name: {clashes}; rename one"
