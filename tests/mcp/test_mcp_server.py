@@ -42,6 +42,14 @@ def wait(ctx: cp.NodeContext) -> str:
     while not ctx.cancelled:
         time.sleep(0.01)
     return "stopped"
+
+release = cp.Graph("release")
+
+async def deploy(ctx: cp.NodeContext) -> str:
+    answer = await ctx.ask("deploy v1 to prod?", {"version": "v1"})
+    return "deployed" if answer.approved else f"held: {answer.reason}"
+
+release.add("deploy", deploy)
 '''
 
 
@@ -94,7 +102,7 @@ async def test_the_server_lists_its_tools(tmp_path: Path) -> None:
     async with _serve(tmp_path) as client:
         names = {t.name for t in (await client.list_tools()).tools}
         assert names == {"start_workflow", "start_goal", "show_run", "list_runs", "follow_run",
-                         "cancel_run"}
+                         "cancel_run", "list_approvals", "answer_approval"}
 
 
 async def test_start_follow_show_and_list_a_run(tmp_path: Path) -> None:
@@ -181,3 +189,28 @@ async def test_the_server_over_streamable_http(tmp_path: Path) -> None:
     finally:
         process.terminate()
         await asyncio.to_thread(process.wait, 20)
+
+
+async def test_an_approval_is_listed_and_answered_and_its_ended_run_resumed(
+        tmp_path: Path) -> None:
+    (tmp_path / "graphs.py").write_text(GRAPH)
+    detached = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "counterpoint.cli", "run", "graphs.py:release", "--db",
+         str(tmp_path / "runs.db"), "--detach-waiting", "-q"],
+        cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert detached.returncode == 3, detached.stderr  # only the approval is left: it ended
+    async with _serve(tmp_path) as client:
+        [pending] = await _call(client, "list_approvals")
+        assert (pending["question"], pending["payload"], pending["status"]) == \
+            ("deploy v1 to prod?", {"version": "v1"}, "pending")
+        answered = await _call(client, "answer_approval", approval_id=pending["id"],
+                               approved=True, by="ana")
+        assert answered["resumed"] and answered["answer"]["by"] == "ana"
+        await _follow(client, pending["run_id"])
+        shown = await _call(client, "show_run", run_id=pending["run_id"])
+        assert shown["status"] == "succeeded" and shown["outputs"] == {"deploy": "deployed"}
+        again = await _error(client, "answer_approval", approval_id=pending["id"],
+                             approved=False, reason="too late")
+        assert "was approved already" in again
+        assert await _call(client, "list_approvals") == []

@@ -1,5 +1,5 @@
 """counterpoint as an MCP server: start workflows and goals, follow, show, list and
-cancel runs, from any MCP client (``counterpoint mcp``).
+cancel runs, list and answer approvals, from any MCP client (``counterpoint mcp``).
 
 Runs started through the server run in the server's process, recorded in its store like
 any other (``counterpoint show`` and ``counterpoint resume`` work on them); when the
@@ -7,7 +7,9 @@ server stops, the runs it still runs stop where they are and stay resumable. A u
 mistake (an unknown run, a target that does not load, a bad input) is the tool's error
 result, in one line, never a traceback.
 
-Approvals (list and answer) are not served yet: counterpoint has no approvals to serve.
+An answer to an approval is recorded in the store first (the first answer wins); a run
+this server or another live process runs takes it at its next command poll, and a run
+whose process ended is resumed here, as ``counterpoint approve`` resumes it.
 """
 
 from __future__ import annotations
@@ -61,6 +63,12 @@ class Runs:
         for waiter in waiters:
             waiter.cancel()
         await asyncio.wait(waiters)
+
+    async def resume(self, run_id: RunId) -> None:
+        """Continue, in this process, a run whose process ended (an answer came for it)."""
+        from ..api import start_resume
+        handle = await start_resume(run_id, store=self.store)
+        self.handles[handle.run_id] = handle
 
     def events(self, run_id: str) -> list[Any]:
         return self.store.events(self._known(run_id))
@@ -169,6 +177,41 @@ def build_server(store: RunStore, *, model: str | None = None) -> MCPServer:
                             "attempt": e.attempt, "data": e.data} for e in new],
                 "next_seq": new[-1].seq if new else after_seq,
                 "finished": finished and (not new or new[-1].seq == events[-1].seq)}
+
+    @server.tool()
+    @user_errors
+    async def list_approvals(run_id: str | None = None,
+                             pending_only: bool = True) -> list[dict[str, Any]]:
+        """Approvals waiting for a person (of `run_id`, or of every unfinished run): id,
+        run, node, question, payload, status; `pending_only=false` lists answered ones."""
+        from ..answering import approvals
+        from ..cli.approvals_view import approval_dict
+        if run_id is not None:
+            runs._known(run_id)
+        found = await asyncio.to_thread(approvals, store, run_id)
+        return [approval_dict(a) for a in found if not pending_only or a.status == "pending"]
+
+    @server.tool()
+    @user_errors
+    async def answer_approval(approval_id: str, approved: bool, reason: str | None = None,
+                              by: str | None = None,
+                              edit: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Approve or reject an approval (`edit`: the arguments to call an approved tool
+        with instead). The first answer wins; a run whose process ended is resumed."""
+        from ..answering import answer
+        from ..approval import Answer
+        from ..cli.approvals_view import approval_dict
+        from ..store.owners import run_owner_alive
+        given = Answer(approved=approved, by=by, reason=reason,
+                       edit=edit if approved else None)
+        answered = await asyncio.to_thread(answer, store, approval_id, given)
+        record = store.run(RunId(answered.run_id.split("/", 1)[0]))
+        resumed = False
+        if record.status == "running" and record.run_id not in runs.handles \
+                and not run_owner_alive(record):
+            await runs.resume(record.run_id)
+            resumed = True
+        return {**approval_dict(answered), "resumed": resumed}
 
     @server.tool()
     @user_errors
