@@ -199,3 +199,31 @@ async def test_outside_a_run_the_block_keeps_one_server(tmp_path: Path) -> None:
         (pid,) = _pids(pids)
         assert alive(pid)
     assert not alive(pid)
+
+
+async def test_an_mcp_tool_can_need_approval_and_is_kept_to_the_roles_capabilities(
+        tmp_path: Path, store: RunStore) -> None:
+    notes = tmp_path / "notes.txt"
+    tools = mcp_tools(command=STDIO, name="fixture", approval=["append_line"])
+    answers = [[_call("append_line", path=str(notes), text="rm -rf")],
+               [_call("add", "c2", a=1, b=2)], "done"]
+    clerk = Agent("clerk", model=Model(ScriptedModel(answers), cache=False), tools=[tools],
+                  capabilities=cp.Capabilities(tools={"append_line"}, side_effects=True))
+    g = cp.Graph("mcp")
+    g.add("clerk", clerk, task="Do it.")
+    handle = await cp.start(g, store=store)
+    async for event in handle.events():
+        if event.kind is EventKind.APPROVAL_REQUESTED:
+            break
+    [pending] = handle.approvals()
+    assert pending.payload["tool"] == "append_line"
+    handle.reject(pending.id, "not today", by="ana")
+    result = await handle.result()
+    assert result.ok, result.nodes
+    assert not notes.exists()  # rejected: the side effect never ran
+    contents = [d["content"] for kind, d in _tool_events(store, result.run_id)
+                if kind == "tool_result"]
+    assert contents[0] == "error: the call was rejected by ana: not today"
+    assert contents[1].startswith("error: permission denied")  # `add` is not granted
+    kinds = [e.kind for e in store.events(result.run_id)]
+    assert EventKind.PERMISSION_DENIED in kinds

@@ -58,7 +58,8 @@ def mcp_tools(*, command: Sequence[str] | None = None, url: str | None = None,
               exclude: Iterable[str] = (), prefix: str = "",
               read_only: Iterable[str] = (), env: Mapping[str, str] | None = None,
               cwd: str | None = None, start_timeout: float = 30.0,
-              call_timeout: float | None = 60.0) -> MCPTools:
+              call_timeout: float | None = 60.0,
+              approval: bool | Iterable[str] = False) -> MCPTools:
     """The tools of one MCP server, for ``Agent(tools=[...])``.
 
     Give ``command=[program, *args]`` (a server started as a child process, spoken to
@@ -66,7 +67,9 @@ def mcp_tools(*, command: Sequence[str] | None = None, url: str | None = None,
     named tools (each must exist), ``exclude`` drops some, ``prefix`` goes before every
     name (two servers with a ``search`` tool). ``read_only`` names tools without side
     effects the server does not mark so. ``start_timeout`` bounds the start and the
-    listing, ``call_timeout`` each call.
+    listing, ``call_timeout`` each call. ``approval`` makes an agent ask a person before
+    a call (see ``@tool(approval=...)``): ``True`` for every tool with side effects, or
+    the (remote) names of the tools that need it.
     """
     if command is not None and (isinstance(command, str) or not all(
             isinstance(part, str) and part for part in command)):
@@ -77,7 +80,8 @@ def mcp_tools(*, command: Sequence[str] | None = None, url: str | None = None,
                           env=dict(env or {}), cwd=cwd, start_timeout=start_timeout,
                           call_timeout=call_timeout)
     return MCPTools(config=config, include=tuple(include) if include is not None else None,
-                    exclude=frozenset(exclude), prefix=prefix, read_only=frozenset(read_only))
+                    exclude=frozenset(exclude), prefix=prefix, read_only=frozenset(read_only),
+                    approval=approval if isinstance(approval, bool) else frozenset(approval))
 
 
 @dataclass(eq=False, kw_only=True)
@@ -92,6 +96,9 @@ class MCPTools:
     exclude: frozenset[str] = frozenset()
     prefix: str = ""
     read_only: frozenset[str] = frozenset()
+    approval: bool | frozenset[str] = False
+    """Tools an agent asks a person about before calling: all side-effecting ones
+    (``True``) or these remote names."""
     _own: Resources | None = field(default=None, init=False, repr=False)
 
     @property
@@ -183,7 +190,13 @@ class MCPTools:
         return Tool(name=_UNSAFE.sub("_", f"{self.prefix}{remote}")[:64],
                     description=description,
                     parameters=schema, fn=call, side_effects=not read_only,
-                    takes_key=takes_key)
+                    takes_key=takes_key,
+                    approval=self._asks(remote, read_only))
+
+    def _asks(self, remote: str, read_only: bool) -> bool:
+        if isinstance(self.approval, bool):
+            return self.approval and not read_only
+        return remote in self.approval
 
 
 def _schema(input_schema: Any) -> dict[str, Any]:
