@@ -4,15 +4,19 @@ once, the killed attempt's claim is expired in the log, and ``show`` prints the 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
 from collections import Counter
 from pathlib import Path
+
+from support import wait_until
 
 from counterpoint.board import fold
 from counterpoint.events import EventKind
@@ -34,6 +38,15 @@ def _runner(command: str, db: Path, run_id: str, side: Path,
         env["BOARD_HANG_ON"] = hang_on
     return subprocess.Popen([sys.executable, str(RUNNER), command, str(db), run_id],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _recorded(db: Path, run_id: str) -> bool:
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+            return conn.execute("SELECT 1 FROM runs WHERE run_id = ?",
+                                (run_id,)).fetchone() is not None
+    except sqlite3.Error:  # not created yet
+        return False
 
 
 def _finish(proc: subprocess.Popen[str]) -> dict[str, object]:
@@ -99,6 +112,9 @@ def test_kills_at_random_moments_lose_no_task(tmp_path: Path) -> None:
         db, side, run_id = tmp_path / f"runs{trial}.db", tmp_path / f"s{trial}", f"r-{trial}"
         proc = _runner("run", db, run_id, side)
         _wait_for_line(side, "start", proc)  # the workers have begun
+        # and the run is durable: a kill before its first commit leaves nothing to resume
+        wait_until(lambda db=db, run_id=run_id: _recorded(db, run_id),
+                   f"run {run_id} to be in {db}")
         time.sleep(rng.uniform(0.0, 0.15))  # the moment of the kill, not a wait for a state
         proc.send_signal(signal.SIGKILL)
         proc.communicate()
