@@ -1,6 +1,7 @@
 """S1, program-aware model-call scheduling (M35), on a SIMULATED endpoint: FIFO vs program.
 
     python benchmarks/scheduling.py [--quick] [--sizes 200,1000] [--seed 0] [--json FILE]
+    python benchmarks/scheduling.py --replicas [--sizes 200]   # S2 only
 
 Many workflows share one model endpoint with 8 slots. Every node of every workflow makes
 one model call (``cache=False``), so calls queue for the model's ``max_concurrency=8``
@@ -19,6 +20,15 @@ HTTP server on 127.0.0.1 speaking the Chat Completions API) with a
 seconds per answer token and a block prefix cache. No model runs; answers are filler
 text of the requested length. The numbers say how the two queue orders compare on this
 timing model, not how fast any real model is.
+
+S2, replica stickiness (also a simulation, run after S1 or alone with ``--replicas``): the
+same batch against one model name served by two simulated replicas (``base_urls``, 4
+slots each, a prefix cache each), with a long per-workflow context (about
+``S2_CONTEXT_TOKENS`` tokens, prefill-bound, as agent calls with long histories are).
+``balance = "sticky"`` (each workflow keeps its replica, see
+``counterpoint/models/replicas.py``) against ``round_robin``, in this invocation: mean
+and p95 completion, makespan, and the share of prompt tokens served from the replicas'
+prefix caches.
 
 Workflows: shapes drawn (seeded) from the bundled traces in ``../shared/evaldata``:
 the 13 TaskBench records (tool graphs of 1-6 nodes: single, chain, DAG) and the
@@ -117,9 +127,12 @@ def batch(n: int, seed: int) -> list[Shape]:
     return [rng.choice(pool) for _ in range(n)]
 
 
-def build(shape: Shape, index: int, model: Model) -> cp.Graph:
-    """One workflow: every node asks the model for its answer length, given its inputs."""
-    context = f"Workflow {index} ({shape.name}). " + "Shared instructions. " * 12
+def build(shape: Shape, index: int, model: Model, repeat: int = 12) -> cp.Graph:
+    """One workflow: every node asks the model for its answer length, given its inputs.
+
+    Its calls share a prefix of their own: the workflow's context (``repeat`` times a
+    short sentence, about five tokens each)."""
+    context = f"Workflow {index} ({shape.name}). " + "Shared instructions. " * repeat
 
     async def call(node: str, tokens: int, **inputs: str) -> str:
         prompt = f"{context}\nStep {node}. Inputs: {', '.join(sorted(inputs))}."
@@ -213,15 +226,98 @@ def run_batch(shapes: list[Shape], order: str) -> BatchResult:
                        makespan=makespan, throughput=len(shapes) / makespan)
 
 
+S2_SLOTS = 4
+"""Slots per replica (two replicas: the same 8 slots as S1)."""
+S2_CONTEXT_TOKENS = 2000
+S2_PREFILL = 0.0001
+"""Simulated seconds per uncached prompt token in S2 (prefill-bound)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaResult:
+    balance: str
+    workflows: int
+    mean: float
+    p95: float
+    makespan: float
+    cached_share: float
+    """Prompt tokens served from the replicas' prefix caches, over all prompt tokens."""
+    split: tuple[int, int]
+    """Requests each replica served."""
+
+
+def run_replicas(shapes: list[Shape], balance: str) -> ReplicaResult:
+    engines = [SimulatedEngine(slots=S2_SLOTS, prefill=S2_PREFILL, decode=DECODE)
+               for _ in range(2)]
+    with OpenAIServer(default=Reply.dynamic(_filler), engine=engines[0],
+                      models=(SERVER_MODEL,)) as one, \
+            OpenAIServer(default=Reply.dynamic(_filler), engine=engines[1],
+                         models=(SERVER_MODEL,)) as two:
+        name = f"bench-s2-{balance}-{uuid.uuid4().hex[:8]}"
+        registry = ModelRegistry({name: ModelConfig(
+            name=name, provider="openai", model=SERVER_MODEL,
+            base_urls=(one.base_url, two.base_url), balance=balance,  # type: ignore[arg-type]
+            profile="generic", max_concurrency=S2_SLOTS, retries=0)}, name)
+        model = Model(name, registry=registry)
+        repeat = S2_CONTEXT_TOKENS // 5
+        graphs = [build(shape, i, model, repeat) for i, shape in enumerate(shapes)]
+
+        async def go() -> tuple[list[float], float]:
+            start = time.perf_counter()
+            done: list[float] = [0.0] * len(graphs)
+
+            async def one_run(i: int) -> None:
+                result = await cp.run(graphs[i], store="memory",
+                                      options=cp.RunOptions(max_concurrency=64))
+                if not result.ok:
+                    raise AssertionError(f"workflow {i} ({shapes[i].name}) {result.status}")
+                done[i] = time.perf_counter() - start
+
+            async with asyncio.TaskGroup() as tg:
+                for i in range(len(graphs)):
+                    tg.create_task(one_run(i))
+            return done, time.perf_counter() - start
+
+        times, makespan = asyncio.run(go())
+        split = (len(one.requests), len(two.requests))
+    expected = sum(len(s.nodes) for s in shapes)
+    if sum(split) != expected:
+        raise AssertionError(f"{balance}: {sum(split)} model calls, expected {expected}")
+    prompt = sum(e.prompt_tokens for e in engines)
+    cached = sum(e.cached_tokens for e in engines)
+    return ReplicaResult(balance=balance, workflows=len(shapes), mean=statistics.fmean(times),
+                         p95=quantile(times, 0.95), makespan=makespan,
+                         cached_share=cached / prompt if prompt else 0.0, split=split)
+
+
+def replicas_section(n: int, seed: int) -> dict[str, Any]:
+    shapes = batch(n, seed)
+    spread = run_replicas(shapes, "round_robin")
+    sticky = run_replicas(shapes, "sticky")
+    for r in (spread, sticky):
+        print(f"  {n:>5} workflows {r.balance:>11}: mean {r.mean:6.2f} s, p95 {r.p95:6.2f} s, "
+              f"makespan {r.makespan:6.2f} s, prefix-cached {r.cached_share:6.1%} of prompt "
+              f"tokens, requests per replica {r.split[0]}/{r.split[1]}")
+    ratios = {"mean_ratio": sticky.mean / spread.mean, "p95_ratio": sticky.p95 / spread.p95,
+              "makespan_ratio": sticky.makespan / spread.makespan}
+    print(f"  {n:>5} workflows sticky ÷ round_robin: mean {ratios['mean_ratio']:.3f}, p95 "
+          f"{ratios['p95_ratio']:.3f}, makespan {ratios['makespan_ratio']:.3f}")
+    return {"workflows": n, "round_robin": asdict(spread), "sticky": asdict(sticky), **ratios}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="only 200 workflows")
     parser.add_argument("--sizes", default="200,1000")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--replicas", action="store_true",
+                        help="only S2, replica stickiness (sticky vs round_robin)")
     args = parser.parse_args(argv)
     tune_gc()
     sizes = [200] if args.quick else [int(s) for s in args.sizes.split(",")]
+    if args.replicas:
+        return _replicas_only(sizes, args)
     print("S1 program-aware model-call scheduling, SIMULATED endpoint "
           f"({SLOTS} slots, prefill {PREFILL * 1e6:g} µs/token, decode {DECODE * 1e3:g} "
           "ms/token); FIFO and program orders run in this invocation")
@@ -243,9 +339,23 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{program.throughput / fifo.throughput:.3f}  {'PASS' if passed else 'MISS'}")
         rows.append({"workflows": n, "fifo": asdict(fifo), "program": asdict(program),
                      "mean_ratio": mean_ratio, "p95_ratio": p95_ratio, "pass": passed})
+    print(f"S2 replica stickiness, SIMULATED: 2 replicas x {S2_SLOTS} slots, a "
+          f"~{S2_CONTEXT_TOKENS}-token context per workflow, prefill {S2_PREFILL * 1e6:g} "
+          "µs/token; round_robin and sticky run in this invocation")
+    replicas = [replicas_section(n, args.seed) for n in sizes[:1]]
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=2))
+        args.json.write_text(json.dumps({"s1": rows, "s2": replicas}, indent=2))
     return 0 if ok else 1
+
+
+def _replicas_only(sizes: list[int], args: argparse.Namespace) -> int:
+    print(f"S2 replica stickiness, SIMULATED: 2 replicas x {S2_SLOTS} slots, a "
+          f"~{S2_CONTEXT_TOKENS}-token context per workflow, prefill {S2_PREFILL * 1e6:g} "
+          "µs/token; round_robin and sticky run in this invocation")
+    rows = [replicas_section(n, args.seed) for n in sizes]
+    if args.json:
+        args.json.write_text(json.dumps({"s2": rows}, indent=2))
+    return 0
 
 
 if __name__ == "__main__":

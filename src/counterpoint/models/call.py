@@ -281,6 +281,8 @@ class _Call:
             "response": self._blob(response.model_dump_json())}
         if self.purpose:
             data["purpose"] = self.purpose
+        if binding.config.base_url:  # which replica, when a model has several
+            data["endpoint"] = binding.config.base_url
         self._node_event(EventKind.MODEL_CALL, data)
 
     def record_error(self, binding: _Binding, request: Request, exc: ModelError,

@@ -22,6 +22,13 @@ A model is named by one string: ``openai:gpt-4.1-mini``, ``anthropic:claude-sonn
     tpm = 1000000
     fallbacks = ["local:smollm2"]
 
+    [models.big]                   # one model served by several replicas
+    provider = "openai"
+    model = "Qwen/Qwen3-32B"
+    base_urls = ["http://10.0.0.5:8000/v1", "http://10.0.0.6:8000/v1"]
+    balance = "sticky"             # a workflow keeps its replica's prefix cache (or round_robin)
+    max_concurrency = 8            # per replica
+
     [goal.tokens]                  # max_tokens of one call of a goal role (counterpoint run "GOAL")
     planner = 1536
     verifier = 1024
@@ -40,12 +47,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import ConfigError
 from ..secrets import register_secret
 from . import provider_registry
 from .queueing import QueueOrder
+from .replicas import Balance
 from .types import Usage
 
 DEFAULT_MODEL = "local:smollm2"
@@ -73,6 +81,12 @@ class ModelConfig(BaseModel):
     """The id the endpoint knows (for ``local``: a GGUF path, or ``smollm2`` or empty for
     the embedded default)."""
     base_url: str | None = None
+    base_urls: tuple[str, ...] = ()
+    """Several endpoints serving this model (replicas); instead of ``base_url``. A
+    workflow's calls stick to one of them (see :mod:`.replicas`)."""
+    balance: Balance = "sticky"
+    """How calls are spread over ``base_urls``: ``sticky`` (a workflow keeps its replica,
+    within a load bound) or ``round_robin``."""
     profile: str | None = None
     """Capability profile (``openai``, ``vllm``, ``sglang``, ``ollama``, ``llama.cpp``,
     ``llama-cpp-python``, ``generic``); defaults by provider and base URL."""
@@ -98,6 +112,18 @@ class ModelConfig(BaseModel):
     """Models to try, in order, when this one still fails after its retries."""
     source: str | None = None
     """Where it was defined (``file:line``), for messages."""
+
+    @model_validator(mode="after")
+    def _one_endpoint_setting(self) -> ModelConfig:
+        if self.base_url and self.base_urls:
+            raise ValueError("set base_url (one endpoint) or base_urls (replicas), not both")
+        if len(set(self.base_urls)) != len(self.base_urls):
+            raise ValueError(f"base_urls lists an endpoint twice: {list(self.base_urls)}")
+        return self
+
+    def replica(self, url: str) -> ModelConfig:
+        """This configuration pointed at one of its ``base_urls``."""
+        return self.model_copy(update={"base_url": url, "base_urls": ()})
 
     @property
     def priced(self) -> bool:
@@ -130,7 +156,8 @@ class ModelConfig(BaseModel):
                                   f"read api_key_file {path}: {exc.strerror}") from exc
             register_secret(key)
             return key
-        variable = self.api_key_env or (None if self.base_url else _KEY_ENV.get(self.provider))
+        variable = self.api_key_env or (None if self.base_url or self.base_urls
+                                        else _KEY_ENV.get(self.provider))
         if variable is None:
             return None
         value = os.environ.get(variable)

@@ -16,7 +16,9 @@ every provider:
 5. for structured output, validates the answer and re-asks with the validation
    errors a bounded number of times, then raises ``InvalidOutput`` with the raw
    answer attached;
-6. if the model still fails, tries each fallback model in turn.
+6. if the model still fails, tries each fallback model in turn. A model served by
+   several endpoints (``base_urls``) first picks the calling workflow's replica, and
+   tries its other replicas when that one cannot be reached (:mod:`.replicas`).
 
 Inside a running node every attempt is a ``model_call`` event in the run's log
 (model, tokens, cost, latency, time to first token, and the request and response
@@ -34,7 +36,8 @@ import random
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from ..errors import ConfigError, ModelError
+from ..context import call_owner
+from ..errors import ConfigError, ModelError, ModelUnavailable
 from ..policy import Backoff
 from ..secrets import redact_exception
 from . import prompt
@@ -42,6 +45,7 @@ from .binding import _Binding, bind_config, bind_given
 from .call import Generation, _Call
 from .config import ModelConfig, ModelRegistry, load_registry
 from .provider import Provider, TextSink
+from .replicas import ReplicaSet, replica_set
 from .types import Message, ToolSpec
 
 if TYPE_CHECKING:
@@ -120,6 +124,19 @@ class Model:
             config = config.model_copy(update=updates)
         return bind_config(config)
 
+    def _targets(self, spec: str | Provider) -> list[tuple[_Binding, ReplicaSet | None]]:
+        """Where a call to ``spec`` may go, first choice first: one binding, or one per
+        replica in the calling workflow's order (see :mod:`.replicas`)."""
+        binding = self._bind(spec)
+        urls = binding.config.base_urls
+        if not urls:
+            return [(binding, None)]
+        replicas = replica_set(binding.config.name, urls, binding.config.balance,
+                               binding.config.max_concurrency)
+        owner = call_owner()
+        return [(bind_config(binding.config.replica(url)), replicas)
+                for url in replicas.order(owner.workflow if owner is not None else "")]
+
     def _chain(self) -> list[str | Provider]:
         chain: list[str | Provider] = [self._spec if self._spec is not None else self.name]
         if not isinstance(self._spec, Provider):
@@ -193,14 +210,23 @@ class Model:
         errors: list[str] = []
         chain = self._chain()
         for index, spec in enumerate(chain):
-            binding = self._bind(spec)
-            try:
-                return await call.run(binding)
-            except ModelError as exc:
-                redact_exception(exc)
-                if index == len(chain) - 1:
-                    if errors:
-                        exc.add_note("earlier in the fallback chain: " + "; ".join(errors))
-                    raise
-                errors.append(f"{binding.config.name}: {exc}")
+            targets = self._targets(spec)
+            for turn, (binding, replicas) in enumerate(targets):
+                try:
+                    if replicas is None:
+                        return await call.run(binding)
+                    with replicas.holding(binding.config.base_url or ""):
+                        return await call.run(binding)
+                except ModelError as exc:
+                    redact_exception(exc)
+                    # another replica helps only when this one could not be reached
+                    sibling = turn < len(targets) - 1 and isinstance(exc, ModelUnavailable)
+                    if index == len(chain) - 1 and not sibling:
+                        if errors:
+                            exc.add_note("earlier in the fallback chain: " + "; ".join(errors))
+                        raise
+                    where = f" at {binding.config.base_url}" if replicas is not None else ""
+                    errors.append(f"{binding.config.name}{where}: {exc}")
+                    if not sibling:
+                        break
         raise AssertionError("unreachable: the chain is never empty")
