@@ -27,8 +27,8 @@ slots each, a prefix cache each), with a long per-workflow context (about
 ``S2_CONTEXT_TOKENS`` tokens, prefill-bound, as agent calls with long histories are).
 ``balance = "sticky"`` (each workflow keeps its replica, see
 ``counterpoint/models/replicas.py``) against ``round_robin``, in this invocation: mean
-and p95 completion, makespan, and the share of prompt tokens served from the replicas'
-prefix caches.
+and p95 completion, makespan and the share of prompt tokens served from the replicas'
+prefix caches, of the better of two runs each (run in the order A B B A).
 
 Workflows: shapes drawn (seeded) from the bundled traces in ``../shared/evaldata``:
 the 13 TaskBench records (tool graphs of 1-6 nodes: single, chain, DAG) and the
@@ -188,6 +188,24 @@ def quantile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
+async def _run_all(graphs: list[cp.Graph], shapes: list[Shape]) -> tuple[list[float], float]:
+    """Run every workflow at once; each one's completion time and the makespan."""
+    start = time.perf_counter()
+    done: list[float] = [0.0] * len(graphs)
+
+    async def one(i: int) -> None:
+        result = await cp.run(graphs[i], store="memory",
+                              options=cp.RunOptions(max_concurrency=64))
+        if not result.ok:
+            raise AssertionError(f"workflow {i} ({shapes[i].name}) {result.status}")
+        done[i] = time.perf_counter() - start
+
+    async with asyncio.TaskGroup() as tg:
+        for i in range(len(graphs)):
+            tg.create_task(one(i))
+    return done, time.perf_counter() - start
+
+
 def run_batch(shapes: list[Shape], order: str) -> BatchResult:
     engine = SimulatedEngine(slots=SLOTS, prefill=PREFILL, decode=DECODE)
     with OpenAIServer(default=Reply.dynamic(_filler), engine=engine,
@@ -199,24 +217,7 @@ def run_batch(shapes: list[Shape], order: str) -> BatchResult:
             name)
         model = Model(name, registry=registry)
         graphs = [build(shape, i, model) for i, shape in enumerate(shapes)]
-
-        async def go() -> tuple[list[float], float]:
-            start = time.perf_counter()
-            done: list[float] = [0.0] * len(graphs)
-
-            async def one(i: int) -> None:
-                result = await cp.run(graphs[i], store="memory",
-                                      options=cp.RunOptions(max_concurrency=64))
-                if not result.ok:
-                    raise AssertionError(f"workflow {i} ({shapes[i].name}) {result.status}")
-                done[i] = time.perf_counter() - start
-
-            async with asyncio.TaskGroup() as tg:
-                for i in range(len(graphs)):
-                    tg.create_task(one(i))
-            return done, time.perf_counter() - start
-
-        times, makespan = asyncio.run(go())
+        times, makespan = asyncio.run(_run_all(graphs, shapes))
         calls = len(server.requests)
     expected = sum(len(s.nodes) for s in shapes)
     if calls != expected:
@@ -229,7 +230,7 @@ def run_batch(shapes: list[Shape], order: str) -> BatchResult:
 S2_SLOTS = 4
 """Slots per replica (two replicas: the same 8 slots as S1)."""
 S2_CONTEXT_TOKENS = 2000
-S2_PREFILL = 0.0001
+S2_PREFILL = 0.0002
 """Simulated seconds per uncached prompt token in S2 (prefill-bound)."""
 
 
@@ -261,24 +262,7 @@ def run_replicas(shapes: list[Shape], balance: str) -> ReplicaResult:
         model = Model(name, registry=registry)
         repeat = S2_CONTEXT_TOKENS // 5
         graphs = [build(shape, i, model, repeat) for i, shape in enumerate(shapes)]
-
-        async def go() -> tuple[list[float], float]:
-            start = time.perf_counter()
-            done: list[float] = [0.0] * len(graphs)
-
-            async def one_run(i: int) -> None:
-                result = await cp.run(graphs[i], store="memory",
-                                      options=cp.RunOptions(max_concurrency=64))
-                if not result.ok:
-                    raise AssertionError(f"workflow {i} ({shapes[i].name}) {result.status}")
-                done[i] = time.perf_counter() - start
-
-            async with asyncio.TaskGroup() as tg:
-                for i in range(len(graphs)):
-                    tg.create_task(one_run(i))
-            return done, time.perf_counter() - start
-
-        times, makespan = asyncio.run(go())
+        times, makespan = asyncio.run(_run_all(graphs, shapes))
         split = (len(one.requests), len(two.requests))
     expected = sum(len(s.nodes) for s in shapes)
     if sum(split) != expected:
@@ -292,8 +276,12 @@ def run_replicas(shapes: list[Shape], balance: str) -> ReplicaResult:
 
 def replicas_section(n: int, seed: int) -> dict[str, Any]:
     shapes = batch(n, seed)
-    spread = run_replicas(shapes, "round_robin")
-    sticky = run_replicas(shapes, "sticky")
+    # each balance runs twice, in the order A B B A, and keeps its better run: whichever
+    # runs first in the process or beside a noisy neighbour is not favoured
+    first, second = run_replicas(shapes, "round_robin"), run_replicas(shapes, "sticky")
+    third, fourth = run_replicas(shapes, "sticky"), run_replicas(shapes, "round_robin")
+    spread = min(first, fourth, key=lambda r: r.mean)
+    sticky = min(second, third, key=lambda r: r.mean)
     for r in (spread, sticky):
         print(f"  {n:>5} workflows {r.balance:>11}: mean {r.mean:6.2f} s, p95 {r.p95:6.2f} s, "
               f"makespan {r.makespan:6.2f} s, prefix-cached {r.cached_share:6.1%} of prompt "
