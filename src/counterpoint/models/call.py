@@ -281,7 +281,7 @@ class _Call:
             "response": self._blob(response.model_dump_json())}
         if self.purpose:
             data["purpose"] = self.purpose
-        if binding.config.base_url:  # which replica, when a model has several
+        if binding.config.base_url:  # who served it (which replica, when there are several)
             data["endpoint"] = binding.config.base_url
         self._node_event(EventKind.MODEL_CALL, data)
 

@@ -104,7 +104,9 @@ class Model:
         return not isinstance(self._spec, Provider)
 
     # ---------------------------------------------------------------- resolving
-    def _bind(self, spec: str | Provider) -> _Binding:
+    def _bind(self, spec: str | Provider | ModelConfig) -> _Binding:
+        if isinstance(spec, ModelConfig):  # resolved already (one replica, see _targets)
+            return bind_config(spec)
         if isinstance(spec, Provider):
             # a provider object's configuration never changes: build it once per Model
             config = self._given.get(spec)
@@ -115,26 +117,31 @@ class Model:
                     retries=3 if self.retries is None else self.retries,
                     max_concurrency=self._limits[0], rpm=self._limits[1], tpm=self._limits[2])
             return bind_given(config, spec)
-        config = self.registry.resolve(spec)
+        return bind_config(self._resolve(spec))
+
+    def _resolve(self, name: str) -> ModelConfig:
+        """The registry's configuration of ``name``, with this Model's own overrides."""
+        config = self.registry.resolve(name)
         updates = {k: v for k, v in zip(("max_concurrency", "rpm", "tpm"), self._limits,
                                         strict=True) if v is not None}
         if self.retries is not None:
             updates["retries"] = self.retries
-        if updates:
-            config = config.model_copy(update=updates)
-        return bind_config(config)
+        return config.model_copy(update=updates) if updates else config
 
-    def _targets(self, spec: str | Provider) -> list[tuple[_Binding, ReplicaSet | None]]:
-        """Where a call to ``spec`` may go, first choice first: one binding, or one per
-        replica in the calling workflow's order (see :mod:`.replicas`)."""
-        binding = self._bind(spec)
-        urls = binding.config.base_urls
-        if not urls:
-            return [(binding, None)]
-        replicas = replica_set(binding.config.name, urls, binding.config.balance,
-                               binding.config.max_concurrency)
+    def _targets(self, spec: str | Provider
+                 ) -> list[tuple[Provider | ModelConfig, ReplicaSet | None]]:
+        """Where a call to ``spec`` may go, first choice first, each to give to
+        :meth:`_bind`: ``spec`` itself, or one configuration per replica in the calling
+        workflow's order (see :mod:`.replicas`). Bound one at a time, when tried."""
+        if isinstance(spec, Provider):
+            return [(spec, None)]
+        config = self._resolve(spec)
+        if not config.base_urls:
+            return [(config, None)]
+        replicas = replica_set(config.name, config.base_urls, config.balance,
+                               config.max_concurrency)
         owner = call_owner()
-        return [(bind_config(binding.config.replica(url)), replicas)
+        return [(config.replica(url), replicas)
                 for url in replicas.order(owner.workflow if owner is not None else "")]
 
     def _chain(self) -> list[str | Provider]:
@@ -211,7 +218,8 @@ class Model:
         chain = self._chain()
         for index, spec in enumerate(chain):
             targets = self._targets(spec)
-            for turn, (binding, replicas) in enumerate(targets):
+            for turn, (target, replicas) in enumerate(targets):
+                binding = self._bind(target)
                 try:
                     if replicas is None:
                         return await call.run(binding)
