@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from counterpoint.store import MemoryStore, RunStore, SQLiteStore, close_idle_stores, open_store
+from counterpoint.testing.postgres import PostgresServer
 
 
-@pytest.fixture(params=["memory", "sqlite", "shared"])
+@pytest.fixture(params=["memory", "sqlite", "shared", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunStore]:
     """Each store implementation in turn: the memory store, a SQLite store, and a handle
     on a shared SQLite store (what ``open_store(path)`` gives)."""
@@ -20,8 +21,11 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunStore]:
         the_store = MemoryStore()
     elif request.param == "sqlite":
         the_store = SQLiteStore(tmp_path / "runs.db")
-    else:
+    elif request.param == "shared":
         the_store = open_store(tmp_path / "shared.db")
+    else:  # a fresh database on the session's real PostgreSQL server
+        server = request.getfixturevalue("postgres_server")
+        the_store = open_store(server.create_database())
     yield the_store
     the_store.close()
 
@@ -30,3 +34,14 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunStore]:
 def _no_shared_store_outlives_its_test() -> Iterator[None]:
     yield
     close_idle_stores()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A real PostgreSQL server for the session (fails, never skips, without the
+    binaries), with its password in ``PGPASSWORD``."""
+    with PostgresServer(settings={"fsync": "off"}) as server, \
+            pytest.MonkeyPatch.context() as env:
+        for key, value in server.env.items():
+            env.setenv(key, value)
+        yield server

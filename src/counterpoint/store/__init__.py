@@ -44,7 +44,9 @@ def default_location() -> str:
 
 
 def open_store(location: str | os.PathLike[str] | None = None) -> RunStore:
-    """Open the store at ``location`` (a path, or ``memory`` / ``:memory:``).
+    """Open the store at ``location`` (a path, ``memory`` / ``:memory:``, or a
+    ``postgresql://`` URL: a :class:`~.postgres.PostgresStore`, which needs the
+    ``postgres`` extra).
 
     A path gives a handle on the process's shared store of that file (see
     :mod:`.shared`): close it when done. Opening reads only; the file and its
@@ -53,4 +55,19 @@ def open_store(location: str | os.PathLike[str] | None = None) -> RunStore:
     where = str(location) if location is not None else default_location()
     if where in ("memory", ":memory:"):
         return MemoryStore()
+    if where.startswith(("postgresql://", "postgres://")):
+        return _open_postgres(where)
     return open_shared(where)
+
+
+def _open_postgres(url: str) -> RunStore:
+    """A :class:`~.postgres.PostgresStore` on ``url``, or a clear error without psycopg."""
+    try:
+        from .postgres import PostgresStore
+    except ImportError as exc:
+        from ..errors import StoreError
+        from .postgres_url import redact
+
+        raise StoreError(f"store {redact(url)}: PostgreSQL stores need psycopg ({exc}); "
+                         "install them with `pip install 'counterpoint[postgres]'`") from None
+    return PostgresStore(url)
