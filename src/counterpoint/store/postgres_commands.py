@@ -150,9 +150,9 @@ class Listener:
                                 "kind = 'answer' AND run_id = ANY(%s) ORDER BY id",
                                 (list(answers),)).fetchall()
             for run_id, key, payload in rows:
-                watcher = answers.get(run_id)
-                if watcher is not None and key not in self._answers_seen:
+                answering = answers.get(run_id)
+                if answering is not None and key not in self._answers_seen:
                     self._answers_seen.add(key)
-                    watcher[0].call_soon_threadsafe(
-                        watcher[1], str(key).removeprefix(f"answer:{run_id}:"),
+                    answering[0].call_soon_threadsafe(
+                        answering[1], str(key).removeprefix(f"answer:{run_id}:"),
                         json.loads(payload))

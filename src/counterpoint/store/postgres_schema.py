@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreCorrupt
 from .schema import check_applied
@@ -62,7 +62,7 @@ RUN_COLUMNS = ("run_id, graph, status, created_at, updated_at, parent, source, o
 """The run index's columns, in the order the store reads them."""
 
 
-def applied(conn: psycopg.Connection[tuple[object, ...]], where: str) -> list[str] | None:
+def applied(conn: psycopg.Connection[tuple[Any, ...]], where: str) -> list[str] | None:
     """The migrations applied to the database of ``conn``, or ``None`` if it holds none
     of counterpoint's tables yet."""
     row = conn.execute("SELECT to_regclass('cp_migrations') IS NOT NULL, "
@@ -77,7 +77,7 @@ def applied(conn: psycopg.Connection[tuple[object, ...]], where: str) -> list[st
     return [str(r[0]) for r in conn.execute("SELECT name FROM cp_migrations ORDER BY id")]
 
 
-def migrate(conn: psycopg.Connection[tuple[object, ...]],
+def migrate(conn: psycopg.Connection[tuple[Any, ...]],
             migrations: Sequence[tuple[str, str]], where: str) -> None:
     """Apply the migrations the database of ``conn`` lacks, in one transaction under the
     migration lock. Idempotent; safe from many processes at once."""

@@ -10,7 +10,7 @@ shown: :func:`redact` replaces it with ``***`` in every message and in the store
 from __future__ import annotations
 
 import urllib.parse
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError, StoreLocked
 
@@ -111,7 +111,7 @@ def _connection_error(where: str, message: str) -> StoreError:
 
 
 def connect(url: str, *, lock_timeout: float, connect_timeout: float = 10.0,
-            autocommit: bool = False) -> psycopg.Connection[tuple[object, ...]]:
+            autocommit: bool = False) -> psycopg.Connection[tuple[Any, ...]]:
     """A connection to ``url`` with the store's settings (a lock wait of at most
     ``lock_timeout`` seconds); a failure is :func:`explain`-ed."""
     import psycopg
