@@ -1,0 +1,127 @@
+"""The PostgreSQL store against a real server: clear errors, a dropped connection, and
+claims raced by real processes (:mod:`counterpoint.store.postgres`)."""
+
+from __future__ import annotations
+
+import os
+
+import psycopg
+import pytest
+
+from counterpoint.errors import StoreError, StoreTooNew
+from counterpoint.store import open_store
+from counterpoint.store.postgres import PostgresStore
+from counterpoint.testing.postgres import PostgresServer
+
+from .helpers import HOST, RUN, created, ended, finished, node_event, python
+
+
+def test_a_bad_url_is_a_clear_error() -> None:
+    with pytest.raises(StoreError, match="not a valid PostgreSQL URL"):
+        open_store("postgresql://u@localhost:notaport/db")
+    with pytest.raises(StoreError, match="names no database"):
+        open_store("postgresql://u@localhost:5432")
+
+
+def test_an_unreachable_server_is_a_clear_error_without_the_password(
+        postgres_server: PostgresServer) -> None:
+    url = f"postgresql://u:hunter2@127.0.0.1:{postgres_server.port + 1}/db"
+    with pytest.raises(StoreError, match="cannot reach the PostgreSQL server") as caught:
+        open_store(url)
+    assert "hunter2" not in str(caught.value) and "u:***@" in str(caught.value)
+
+
+def test_a_wrong_password_is_a_clear_error_without_it(postgres_server: PostgresServer) -> None:
+    url = postgres_server.url().replace("postgres@", "postgres:wrong-secret@")
+    with pytest.raises(StoreError, match=r"refused the login.*PGPASSWORD") as caught:
+        open_store(url)
+    assert "wrong-secret" not in str(caught.value)
+
+
+def test_a_database_with_a_newer_schema_is_refused_and_left_alone(
+        postgres_server: PostgresServer) -> None:
+    url = postgres_server.create_database()
+    store = PostgresStore(url)
+    store.migrate()
+    store.close()
+    with psycopg.connect(url) as conn:
+        conn.execute("INSERT INTO cp_migrations (name, applied_at) VALUES ('9999_future', 0)")
+    with pytest.raises(StoreTooNew, match=r"9999_future.*database was not modified"):
+        PostgresStore(url)
+
+
+def test_the_writer_survives_a_dropped_connection(postgres_server: PostgresServer) -> None:
+    url = postgres_server.create_database()
+    store = PostgresStore(url)
+    try:
+        store.append(RUN, created())
+        store.flush_sync()
+        assert postgres_server.terminate_backends(url.rsplit("/", 1)[1]) >= 1
+        store.append(RUN, node_event(2))
+        store.append(RUN, finished(3))
+        store.flush_sync()  # reconnected and committed the batch once
+        assert [e.seq for e in store.events(RUN)] == [1, 2, 3]
+        assert store.run(RUN).status == "succeeded"
+    finally:
+        store.close()
+
+
+_OWNER = """
+import sys
+from counterpoint.events import Event, EventKind
+from counterpoint.store import open_store
+store = open_store(sys.argv[1])
+store.append(sys.argv[2], Event(EventKind.RUN_CREATED, 1.0, data={'graph': 'g'}, seq=1))
+store.flush_sync()
+print('created', flush=True)
+sys.stdin.read()
+"""
+_CLAIMANT = """
+import os, socket, sys
+from counterpoint.errors import RunClaimed
+from counterpoint.store import open_store
+store = open_store(sys.argv[1])
+print("ready", flush=True)
+sys.stdin.readline()
+try:
+    store.claim(sys.argv[2], pid=os.getpid(), host=socket.gethostname())
+    print("won", flush=True)
+except RunClaimed as exc:
+    print("lost", exc, flush=True)
+sys.stdin.read()
+store.close()
+"""
+
+
+def test_processes_claiming_a_run_at_once_on_one_database_exactly_one_wins(
+        postgres_server: PostgresServer) -> None:
+    url = postgres_server.create_database()
+    owner = python(_OWNER, url, RUN)
+    assert owner.stdout is not None and owner.stdout.readline() == "created\n"
+    owner.kill()
+    owner.wait(timeout=60)
+    procs = [python(_CLAIMANT, url, RUN) for _ in range(2)]
+    try:
+        for proc in procs:
+            assert proc.stdout is not None
+            assert proc.stdout.readline() == "ready\n", proc.communicate(timeout=60)
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        answers = [proc.stdout.readline() for proc in procs if proc.stdout is not None]
+    finally:
+        results = [ended(proc) for proc in procs]
+    assert all(code == 0 for code, _, _ in results), results
+    winners = [p.pid for p, a in zip(procs, answers, strict=True) if a == "won\n"]
+    assert len(winners) == 1, answers
+    loser = next(a for a in answers if a != "won\n")
+    assert loser.startswith(f"lost run {RUN} is being resumed by process {winners[0]} "
+                            f"on {HOST}"), loser
+    store = PostgresStore(url)
+    try:
+        assert store.run(RUN).owner_pid == winners[0]
+        store.claim(RUN, pid=os.getpid(), host=HOST)  # the winner has ended: it may go on
+        assert store.run(RUN).owner_pid == os.getpid()
+    finally:
+        store.close()
