@@ -125,3 +125,23 @@ def test_processes_claiming_a_run_at_once_on_one_database_exactly_one_wins(
         assert store.run(RUN).owner_pid == os.getpid()
     finally:
         store.close()
+
+
+def test_the_cli_takes_a_postgres_url_and_exits_2_without_the_password(
+        postgres_server: PostgresServer) -> None:
+    import subprocess
+    import sys
+
+    url = postgres_server.create_database()
+    env = {**os.environ, "COUNTERPOINT_DB": url}
+    listed = subprocess.run([sys.executable, "-m", "counterpoint.cli", "runs"], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0 and "no runs in postgresql://" in listed.stdout, listed
+    bad = url.replace("postgres@", "postgres:not-this-one@")
+    refused = subprocess.run([sys.executable, "-m", "counterpoint.cli", "runs", "--db", bad],
+                             env={**env, "PGPASSWORD": ""}, capture_output=True, text=True,
+                             timeout=120)
+    assert refused.returncode == 2, refused
+    assert "refused the login" in refused.stderr + refused.stdout
+    assert "not-this-one" not in refused.stderr + refused.stdout
+    assert "Traceback" not in refused.stderr

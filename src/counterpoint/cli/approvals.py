@@ -195,7 +195,8 @@ def _open(db: str | None) -> RunStore:
     from ..errors import StoreError
     from ..store import default_location, open_store
     location = db or default_location()
-    if location not in ("memory", ":memory:") and not Path(location).exists():
+    if location not in ("memory", ":memory:") and "://" not in location \
+            and not Path(location).exists():
         raise StoreError(f"store {location} does not exist; pass --db PATH or set "
                          "COUNTERPOINT_DB")
     return open_store(location)

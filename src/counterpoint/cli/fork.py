@@ -68,7 +68,8 @@ def fork_command(
                                                                        "--replace")}
         raw = _pairs(inputs or [], "--input")
         location = db or default_location()
-        if location not in ("memory", ":memory:") and not Path(location).exists():
+        if location not in ("memory", ":memory:") and "://" not in location \
+            and not Path(location).exists():
             raise RunNotFound(f"run {run_id} not found: there is no store at {location}; "
                               "pass --db PATH or set COUNTERPOINT_DB")
         store = open_store(location)

@@ -109,7 +109,8 @@ def runs(
     out = make_console()
     location = db or default_location()
     with reported():
-        if location not in ("memory", ":memory:") and not Path(location).exists():
+        if location not in ("memory", ":memory:") and "://" not in location \
+            and not Path(location).exists():
             out.print(f"no runs: there is no store at {location}", soft_wrap=True)
             return
         store = open_store(location)
@@ -118,7 +119,7 @@ def runs(
         finally:
             store.close()
     if not records:
-        out.print(f"no runs in {location}", soft_wrap=True)
+        out.print(f"no runs in {store.location}", soft_wrap=True)
         return
     out.print(runs_table(records, shown_status), soft_wrap=True)
 

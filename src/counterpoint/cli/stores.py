@@ -18,7 +18,8 @@ def open_existing(db: str | None, run_id: str | None = None) -> RunStore:
     """The store at ``db``, which must exist already (reading never creates one)."""
     from ..store import default_location, open_store
     location = db or default_location()
-    if location not in ("memory", ":memory:") and not Path(location).exists():
+    if location not in ("memory", ":memory:") and "://" not in location \
+            and not Path(location).exists():
         if run_id is not None:
             raise RunNotFound(f"run {run_id} not found: there is no store at {location}; "
                               "pass --db PATH or set COUNTERPOINT_DB")
