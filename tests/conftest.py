@@ -19,6 +19,16 @@ from counterpoint.store import MemoryStore, RunStore, SQLiteStore
 LLAMA_SERVER_START_TIMEOUT = 60.0
 
 
+@pytest.fixture(autouse=True)
+def _fresh_health() -> Iterator[None]:
+    """Each test starts with every model and tool healthy: the process-wide breakers
+    (counterpoint.health) would otherwise carry one test's failures into the next."""
+    from counterpoint.health import health
+    health().reset()
+    yield
+    health().reset()
+
+
 @pytest.fixture(params=["memory", "sqlite"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunStore]:
     """Each store implementation in turn (the conformance suite runs on all of them)."""

@@ -73,6 +73,18 @@ class EventKind(enum.StrEnum):
     """A claimed item completed with its (checked) result."""
     PERMISSION_DENIED = "permission_denied"
     """A call outside an agent's capabilities, refused before it ran."""
+    HEALTH_CHANGED = "health_changed"
+    """A model's or tool's circuit breaker changed state (target, before, after, why), on
+    the run whose call saw it (:mod:`counterpoint.health`)."""
+    REROUTED = "rerouted"
+    """A failed or open-circuit model or tool was replaced by the cheapest healthy
+    alternative (from, to, why, cost, path)."""
+    ESCALATED = "escalated"
+    """A failure no healthy alternative could take: handed on (to the caller, the agent's
+    model or a re-planner), with why and what was tried."""
+    TOPOLOGY_CHOSEN = "topology_chosen"
+    """How a goal run executes its plan (single, parallel, sequential, hierarchical) and
+    the measures that decided it (:mod:`counterpoint.planning.topology`)."""
 
 
 # Module-level aliases: attribute access on an Enum class costs ~100 ns, which the
@@ -101,7 +113,9 @@ INFORMATIONAL = frozenset({EventKind.MODEL_CALL, EventKind.AGENT_TURN, EventKind
                            EventKind.BOARD_WRITE, EventKind.BOARD_CONFLICT,
                            EventKind.QUEUE_PUT, EventKind.CLAIM_TAKEN,
                            EventKind.CLAIM_RELEASED, EventKind.CLAIM_EXPIRED,
-                           EventKind.CLAIM_DONE, EventKind.PERMISSION_DENIED})
+                           EventKind.CLAIM_DONE, EventKind.PERMISSION_DENIED,
+                           EventKind.HEALTH_CHANGED, EventKind.REROUTED,
+                           EventKind.ESCALATED, EventKind.TOPOLOGY_CHOSEN})
 """Events that record what a node did without changing which nodes run."""
 APPROVALS = frozenset({EventKind.APPROVAL_REQUESTED, EventKind.APPROVAL_ANSWERED,
                        EventKind.APPROVAL_ESCALATED, EventKind.APPROVAL_WITHDRAWN})

@@ -300,8 +300,10 @@ async def test_no_decomposition_runs_exactly_one_subtask() -> None:
 async def test_dependency_results_reach_the_worker_under_the_context_heading() -> None:
     crew = Crew(_plan(_sub("t1"), _sub("t2"), _sub("t3", "compare", needs=["t1", "t2"],
                                                    expected="a comparison")))
-    result, _ = await _run("goal", Team.default(crew.model()), Limits(max_rounds=0))
+    result, events = await _run("goal", Team.default(crew.model()), Limits(max_rounds=0))
     _ok(result)
+    chosen = [e.data or {} for e in events if e.kind is EventKind.TOPOLOGY_CHOSEN]
+    assert [(c["shape"], c["width"], c["depth"]) for c in chosen] == [("parallel", 2, 2)]
     prompts = {_subtask(r)[0]: r.messages[-1].content for r in crew.requests["worker"]}
     assert _context(prompts["t1"]) == {} and _context(prompts["t2"]) == {}
     assert _context(prompts["t3"]) == {"t1": "result of t1", "t2": "result of t2"}

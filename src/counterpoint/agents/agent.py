@@ -49,6 +49,7 @@ from ..errors import (
     UserError,
 )
 from ..events import EventKind
+from ..health.tools import call_healed
 from ..ids import NodeId
 from ..models import Message, Model, Provider, Response, ToolCall, Usage
 from ..permissions import Capabilities, acting_as
@@ -359,7 +360,7 @@ class _Loop:
         _SCOPE.set(f"{self.scope}/{self.turns}.{index}")  # this task's own context
         _TOOL_CALL.set(key)
         try:
-            value = await tool.call(arguments, key=key)
+            value = await call_healed(tool, arguments, key=key, ctx=self.ctx)
             content = value if isinstance(value, str) else codec.encode(value)
         except OutputNotSerializable as exc:
             raise OutputNotSerializable(f"{self.where()}: tool {call.name} returned a value "

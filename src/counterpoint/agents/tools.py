@@ -18,6 +18,7 @@ result is already in the run log is never made again.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -65,6 +66,11 @@ class Tool:
     approval: bool | Callable[[dict[str, Any]], bool] = False
     """Whether a person must approve a call before it runs: ``True`` for every call, or a
     function of the (validated) arguments saying whether this call needs it."""
+    alternatives: tuple[Tool, ...] = ()
+    """Tools taking the same arguments that a failing call is rerouted to, cheapest
+    healthy first (:mod:`counterpoint.health.tools`)."""
+    cost: float = 1.0
+    """What a call costs, relative to its alternatives (for rerouting)."""
 
     def needs_approval(self, arguments: Mapping[str, Any]) -> bool:
         """Whether a call with ``arguments`` must be approved first."""
@@ -76,6 +82,9 @@ class Tool:
         _check_name(self.name, "pass name=... to choose a valid one")
         if (self.fn is None) == (self.runner is None):
             raise UserError(f"tool {self.name}: give exactly one of fn and runner")
+        if not 0 <= self.cost < float("inf"):
+            raise UserError(f"tool {self.name}: cost must be a finite number >= 0, "
+                            f"got {self.cost!r}")
 
     @property
     def spec(self) -> ToolSpec:
@@ -146,19 +155,23 @@ def tool(fn: Callable[..., Any], /) -> Tool: ...
 
 @overload
 def tool(*, name: str | None = None, description: str | None = None,
-         side_effects: bool = False, approval: bool | Callable[[dict[str, Any]], bool] = False
+         side_effects: bool = False, approval: bool | Callable[[dict[str, Any]], bool] = False,
+         alternatives: Sequence[Tool] = (), cost: float = 1.0,
          ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
 def tool(fn: Callable[..., Any] | None = None, /, *, name: str | None = None,
          description: str | None = None, side_effects: bool = False,
          approval: bool | Callable[[dict[str, Any]], bool] = False,
+         alternatives: Sequence[Tool] = (), cost: float = 1.0,
          ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a :class:`Tool` of a typed function: ``@tool`` or ``@tool(side_effects=True)``;
-    ``approval=True`` (or a function of the arguments) makes each call wait for a person."""
+    ``approval=True`` (or a function of the arguments) makes each call wait for a person;
+    ``alternatives`` are tried, cheapest ``cost`` first, when a call fails."""
     def make(function: Callable[..., Any]) -> Tool:
-        return from_function(function, name=name, description=description,
+        made = from_function(function, name=name, description=description,
                              side_effects=side_effects, approval=approval)
+        return dataclasses.replace(made, alternatives=tuple(alternatives), cost=cost)
     return make(fn) if fn is not None else make
 
 

@@ -16,9 +16,11 @@ every provider:
 5. for structured output, validates the answer and re-asks with the validation
    errors a bounded number of times, then raises ``InvalidOutput`` with the raw
    answer attached;
-6. if the model still fails, tries each fallback model in turn. A model served by
-   several endpoints (``base_urls``) first picks the calling workflow's replica, and
-   tries its other replicas when that one cannot be reached (:mod:`.replicas`).
+6. if the model still fails, reroutes to the cheapest healthy fallback model; a model
+   whose circuit breaker is open is not tried at all (:mod:`counterpoint.health`). A
+   model served by several endpoints (``base_urls``) first picks the calling
+   workflow's replica, and tries its other replicas when that one cannot be reached
+   (:mod:`.replicas`).
 
 Inside a running node every attempt is a ``model_call`` event in the run's log
 (model, tokens, cost, latency, time to first token, and the request and response
@@ -38,6 +40,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from ..context import call_owner
 from ..errors import ConfigError, ModelError, ModelUnavailable
+from ..health.chain import ChainHealing
 from ..policy import Backoff
 from ..secrets import redact_exception
 from . import prompt
@@ -216,25 +219,60 @@ class Model:
                      cache=chosen if allowed else False, purpose=purpose)
         errors: list[str] = []
         chain = self._chain()
-        for index, spec in enumerate(chain):
+        healing = ChainHealing([_name_of(s) for s in chain], [_key_of(s) for s in chain],
+                               [self._cost(s) for s in chain], ctx)
+        index = healing.first()
+        while index is not None:
+            spec = chain[index]
             targets = self._targets(spec)
             for turn, (target, replicas) in enumerate(targets):
                 binding = self._bind(target)
                 try:
                     if replicas is None:
-                        return await call.run(binding)
-                    with replicas.holding(binding.config.base_url or ""):
-                        return await call.run(binding)
+                        generation = await call.run(binding)
+                    else:
+                        with replicas.holding(binding.config.base_url or ""):
+                            generation = await call.run(binding)
                 except ModelError as exc:
                     redact_exception(exc)
                     # another replica helps only when this one could not be reached
                     sibling = turn < len(targets) - 1 and isinstance(exc, ModelUnavailable)
-                    if index == len(chain) - 1 and not sibling:
+                    where = f" at {binding.config.base_url}" if replicas is not None else ""
+                    if sibling:
+                        errors.append(f"{binding.config.name}{where}: {exc}")
+                        continue
+                    index = healing.failed(index, exc)  # rerouted, or escalated: raise
+                    if index is None:
                         if errors:
                             exc.add_note("earlier in the fallback chain: " + "; ".join(errors))
                         raise
-                    where = f" at {binding.config.base_url}" if replicas is not None else ""
                     errors.append(f"{binding.config.name}{where}: {exc}")
-                    if not sibling:
-                        break
-        raise AssertionError("unreachable: the chain is never empty")
+                    break
+                healing.succeeded(index)
+                return generation
+        retry = healing.retry_in()
+        raise ModelUnavailable(
+            f"model {self.name}: every model of its fallback chain is unavailable (circuit "
+            f"open: {', '.join(healing.unavailable())}); retry in {retry:.1f}s, or add a "
+            "fallback model", model=self.name, retry_after=retry)
+
+    def _cost(self, spec: str | Provider) -> float:
+        """What a call to ``spec`` costs, to rank fallbacks when rerouting: USD per
+        million input plus output tokens (0 when unknown)."""
+        if isinstance(spec, Provider):
+            return 0.0
+        try:
+            config = self._resolve(spec)
+        except ConfigError:
+            return 0.0  # raised when (if ever) the call gets to it
+        return (config.price_input or 0.0) + (config.price_output or 0.0)
+
+
+def _name_of(spec: str | Provider) -> str:
+    return spec.name if isinstance(spec, Provider) else spec
+
+
+def _key_of(spec: str | Provider) -> str:
+    """What a model's breaker is keyed by: its configured name, or what determines a
+    provider object's answers (two objects of one name may be different servers)."""
+    return spec.identity if isinstance(spec, Provider) else spec

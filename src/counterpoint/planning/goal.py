@@ -15,10 +15,12 @@ again nor re-decides a verify round whose decision the log holds.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..context import NodeContext
+from ..events import EventKind
 from ..graph import Graph
 from ..patch import Edit
 from .plan import Subtask
@@ -26,6 +28,7 @@ from .planner import make_plan
 from .session import _dump, _Earlier, _Session
 from .subtasks import _work
 from .team import Limits, Team
+from .topology import choose_topology
 from .verify import _verify
 from .wiring import _add_subtasks, _add_tail, _results_text
 
@@ -68,8 +71,13 @@ class _GoalSteps:
     async def __call__(self, ctx: NodeContext) -> dict[str, Any]:
         """The ``plan`` node: plan the goal, add its subtasks, a verify and an answer node."""
         earlier = await _Earlier.read(ctx)
-        plan, repairs = earlier.plan() or await make_plan(self.goal, self.team, self.limits,
-                                                          ctx=ctx)
+        planned = earlier.plan()
+        plan, repairs = planned or await make_plan(self.goal, self.team, self.limits, ctx=ctx)
+        if planned is None:  # (a resumed run recorded its choice with its plan)
+            choice = choose_topology(plan.subtasks)
+            ctx.record(EventKind.TOPOLOGY_CHOSEN, {
+                "shape": choice.shape.value, "why": choice.why,
+                **dataclasses.asdict(choice.measures)})
         session = _Session(self, self.goal)
         edit = Edit("plan")
         _add_subtasks(edit, session, [(s, s.id) for s in plan.subtasks])

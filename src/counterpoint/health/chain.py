@@ -1,0 +1,138 @@
+"""Healing a model call: its fallback chain, rerouted over the models' health.
+
+:class:`ChainHealing` is what :meth:`counterpoint.models.Model.generate` walks instead
+of its plain fallback list. The model asked for goes first while its breaker lets it;
+when it fails (or its breaker is open) the call is rerouted to the cheapest healthy
+model left in the chain (a cost-weighted :class:`~.routes.RouteGraph`, the failed and
+open models weighing infinity; ties keep the chain's order). Every failure ends as a
+``rerouted`` event or, when nothing healthy is left, an ``escalated`` one, after which
+the caller raises the error.
+
+Only the provider's health counts against a breaker: unreachable, 5xx, timeouts, cut
+streams and unparseable answers. A rejected request, a refusal or an invalid answer
+came from a model that is up, and rate limits are the limiter's business.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ..errors import MalformedResponse, ModelError, ModelUnavailable, RateLimited
+from ..events import EventKind
+from .registry import HealthRegistry, health, model_target
+from .routes import Edge, RouteGraph
+
+if TYPE_CHECKING:
+    from ..context import NodeContext
+
+_START, _END = "call", "answer"
+
+
+def unhealthy(exc: ModelError) -> bool:
+    """Whether ``exc`` says the model's provider is unhealthy (see the module docstring)."""
+    return (isinstance(exc, ModelUnavailable) and not isinstance(exc, RateLimited)) or \
+        isinstance(exc, MalformedResponse)
+
+
+class ChainHealing:
+    """One call's walk over its fallback chain (not shared between calls).
+
+    ``names`` are the chain's model names, first choice first (as the log shows them);
+    ``keys`` what their breakers are keyed by (a configured model's name, a provider
+    object's identity); ``costs`` what a call to each costs (any unit, the same for all:
+    the facade uses the price per million tokens, 0 when unknown).
+    """
+
+    def __init__(self, names: Sequence[str], keys: Sequence[str], costs: Sequence[float],
+                 ctx: NodeContext | None, registry: HealthRegistry | None = None) -> None:
+        self.names = tuple(names)
+        self.targets = tuple(model_target(k) for k in keys)
+        self.registry = registry or health()
+        self.ctx = ctx
+        self.graph = RouteGraph()
+        for index, (target, cost) in enumerate(zip(self.targets, costs, strict=True)):
+            self.graph.add(_START, _node(index), max(cost, 0.0), uses=target)
+            self.graph.add(_node(index), _END, 0.0)
+        self.tried: list[int] = []
+        self.started = 0.0
+
+    def first(self) -> int | None:
+        """The chain index to call first: the model asked for, unless its breaker is open
+        (then the cheapest healthy other, a ``rerouted`` event); ``None`` if none is."""
+        if self._acquire(0):
+            return 0
+        return self._reroute(0, "circuit open")
+
+    def failed(self, index: int, exc: ModelError) -> int | None:
+        """The model at ``index`` failed with ``exc``: the index to call next, or ``None``
+        (the failure was escalated; the caller raises ``exc``)."""
+        why = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+        target = self.targets[index]
+        if unhealthy(exc):
+            self.registry.failed(target, why, self.ctx)
+        else:
+            self.registry.succeeded(target, self._elapsed(), self.ctx)
+        self.tried.append(index)
+        return self._reroute(index, why)
+
+    def succeeded(self, index: int) -> None:
+        self.registry.succeeded(self.targets[index], self._elapsed(), self.ctx)
+
+    def retry_in(self) -> float:
+        """Seconds until the first open breaker of the chain lets a probe through."""
+        return min(self.registry.breaker(t).retry_in() for t in self.targets)
+
+    def unavailable(self) -> list[str]:
+        return [n for i, (n, t) in enumerate(zip(self.names, self.targets, strict=True))
+                if i not in self.tried and not self.registry.available(t)]
+
+    # ------------------------------------------------------------------ routing
+    def _acquire(self, index: int) -> bool:
+        self.started = self.registry.clock.now()
+        return self.registry.acquire(self.targets[index], self.ctx)
+
+    def _elapsed(self) -> float:
+        return max(0.0, self.registry.clock.now() - self.started)
+
+    def _reroute(self, frm: int, why: str) -> int | None:
+        refused: set[int] = {frm}  # the model failed or open just now weighs infinity
+
+        def allowed(edge: Edge) -> bool:
+            if edge.uses is None:
+                return True
+            index = _index(edge.target)
+            return index not in refused and index not in self.tried and \
+                self.registry.available(edge.uses)
+
+        while True:
+            route = self.graph.cheapest(_START, _END, allowed)
+            if route is None:
+                self._record(EventKind.ESCALATED, {
+                    "kind": "model", "from": self.names[frm], "why": why, "to": "caller",
+                    "tried": [self.names[i] for i in self.tried],
+                    "unavailable": self.unavailable()})
+                return None
+            index = _index(route.edges[0].target)
+            if self._acquire(index):  # (another call may have taken the last probe)
+                self._record(EventKind.REROUTED, {
+                    "kind": "model", "from": self.names[frm], "to": self.names[index],
+                    "why": why, "cost": route.cost, "path": list(route.calls)})
+                return index
+            refused.add(index)
+
+    def _record(self, kind: EventKind, data: dict[str, object]) -> None:
+        ctx = self.ctx
+        if ctx is None:
+            from ..context import current_context
+            ctx = current_context()
+        if ctx is not None:
+            ctx.record(kind, dict(data))
+
+
+def _node(index: int) -> str:
+    return f"model#{index}"
+
+
+def _index(node: str) -> int:
+    return int(node.partition("#")[2])

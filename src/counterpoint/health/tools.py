@@ -1,0 +1,103 @@
+"""Healing a tool call: a failing or open-circuit tool is rerouted to its alternatives.
+
+A tool declares alternatives (``tool(..., alternatives=[other])``), each a tool taking
+the same arguments, and may have alternatives of its own: they form a cost-weighted
+:class:`~.routes.RouteGraph` (a tool's ``cost``; default 1), over which
+:func:`call_healed` takes the cheapest path whose tools are healthy, with no model
+asked. A tool's failure (a :class:`~counterpoint.ToolError`, an MCP server's, an
+``OSError`` or a timeout) counts against its breaker and reroutes; when no path is
+left it is an ``escalated`` event and the error goes back to the agent's model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..errors import MCPServerError, ToolError
+from ..events import EventKind
+from .registry import health, tool_target
+from .routes import Edge, RouteGraph
+
+if TYPE_CHECKING:
+    from ..agents.tools import Tool
+    from ..context import NodeContext
+
+FAILURES = (ToolError, MCPServerError, OSError, TimeoutError)
+_START, _END = "call", "answer"
+
+
+def _graph(tool: Tool) -> tuple[RouteGraph, dict[str, Tool]]:
+    graph, tools, queue = RouteGraph(), {tool.name: tool}, [tool]
+    graph.add(_START, tool.name, tool.cost)
+    while queue:
+        current = queue.pop(0)
+        graph.add(current.name, _END, 0.0, uses=tool_target(current.name))
+        for alt in current.alternatives:
+            graph.add(current.name, alt.name, alt.cost)
+            if alt.name not in tools:
+                tools[alt.name] = alt
+                queue.append(alt)
+    return graph, tools
+
+
+async def call_healed(tool: Tool, arguments: Mapping[str, Any], *, key: str | None,
+                      ctx: NodeContext | None) -> Any:
+    """Call ``tool`` with ``arguments``, rerouted over its alternatives while it fails
+    (see the module docstring); raises the last failure when no healthy path is left."""
+    registry = health()
+    if not tool.alternatives:
+        return await _one(tool, arguments, key, ctx)
+    graph, tools = _graph(tool)
+    failed: set[str] = set()
+    last: BaseException | None = None
+
+    def allowed(edge: Edge) -> bool:
+        return edge.uses is None or (edge.source not in failed and
+                                     registry.available(edge.uses))
+
+    frm, why = tool.name, ""
+    while True:
+        route = graph.cheapest(_START, _END, allowed)
+        if route is None:
+            _record(ctx, EventKind.ESCALATED, {
+                "kind": "tool", "from": tool.name, "why": why or "circuit open",
+                "to": "agent model", "tried": sorted(failed),
+                "unavailable": sorted(n for n in tools if n not in failed and
+                                      not registry.available(tool_target(n)))})
+            if last is not None:
+                raise last
+            raise ToolError(f"tool {tool.name} and its alternatives are unavailable (circuit "
+                            "open); try again later or do without it")
+        chosen = tools[route.nodes[-2]]
+        if chosen.name != tool.name or why:
+            _record(ctx, EventKind.REROUTED, {
+                "kind": "tool", "from": frm, "to": chosen.name, "why": why or "circuit open",
+                "cost": route.cost, "path": list(route.nodes[1:-1])})
+        try:
+            return await _one(chosen, arguments, key, ctx)
+        except FAILURES as exc:
+            failed.add(chosen.name)
+            last, frm, why = exc, chosen.name, str(exc)[:300] or type(exc).__name__
+
+
+async def _one(tool: Tool, arguments: Mapping[str, Any], key: str | None,
+               ctx: NodeContext | None) -> Any:
+    registry = health()
+    target = tool_target(tool.name)
+    if not registry.acquire(target, ctx):
+        raise ToolError(f"tool {tool.name} is unavailable (circuit open after repeated "
+                        "failures); use another tool or try later")
+    started = registry.clock.now()
+    try:
+        value = await tool.call(arguments, key=key)
+    except FAILURES as exc:
+        registry.failed(target, str(exc)[:300] or type(exc).__name__, ctx)
+        raise
+    registry.succeeded(target, max(0.0, registry.clock.now() - started), ctx)
+    return value
+
+
+def _record(ctx: NodeContext | None, kind: EventKind, data: dict[str, Any]) -> None:
+    if ctx is not None:
+        ctx.record(kind, data)
