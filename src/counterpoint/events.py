@@ -73,6 +73,10 @@ class EventKind(enum.StrEnum):
     """A claimed item completed with its (checked) result."""
     PERMISSION_DENIED = "permission_denied"
     """A call outside an agent's capabilities, refused before it ran."""
+    MODEL_ROUTED = "model_routed"
+    """The router chose a model for a call of ``model="auto"`` (``data``: model, policy,
+    reason, tags, candidates considered; ``escalated_from`` and ``failure`` when an
+    earlier choice failed its check; see :mod:`counterpoint.routing`)."""
 
 
 # Module-level aliases: attribute access on an Enum class costs ~100 ns, which the
@@ -101,7 +105,8 @@ INFORMATIONAL = frozenset({EventKind.MODEL_CALL, EventKind.AGENT_TURN, EventKind
                            EventKind.BOARD_WRITE, EventKind.BOARD_CONFLICT,
                            EventKind.QUEUE_PUT, EventKind.CLAIM_TAKEN,
                            EventKind.CLAIM_RELEASED, EventKind.CLAIM_EXPIRED,
-                           EventKind.CLAIM_DONE, EventKind.PERMISSION_DENIED})
+                           EventKind.CLAIM_DONE, EventKind.PERMISSION_DENIED,
+                           EventKind.MODEL_ROUTED})
 """Events that record what a node did without changing which nodes run."""
 APPROVALS = frozenset({EventKind.APPROVAL_REQUESTED, EventKind.APPROVAL_ANSWERED,
                        EventKind.APPROVAL_ESCALATED, EventKind.APPROVAL_WITHDRAWN})
