@@ -15,7 +15,7 @@ import counterpoint as cp
 from counterpoint.errors import ConfigError
 from counterpoint.events import EventKind
 from counterpoint.models import Model, ModelConfig, ModelRegistry
-from counterpoint.routing import BudgetLeft, Candidate, RouteRequest, Router, RouteStats
+from counterpoint.routing import BudgetLeft, Candidate, Router, RouteRequest, RouteStats
 from counterpoint.store import MemoryStore
 from counterpoint.testing import OpenAIServer, Reply
 
@@ -81,7 +81,8 @@ async def test_failures_in_the_log_change_a_later_choice(
     assert [r["model"] for r in later] == ["strong"]
     # another tag has no record: the cheap model is tried first for it
     other = Model.auto(tags=["prose"], check=_right, registry=_registry(servers), cache=False)
-    assert [r["model"] for r in await _run(other, store)][0] == "cheap"
+    routed = await _run(other, store)
+    assert routed[0]["model"] == "cheap"
 
 
 async def test_every_model_failing_the_check_is_a_clear_error(
