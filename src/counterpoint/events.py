@@ -85,6 +85,10 @@ class EventKind(enum.StrEnum):
     TOPOLOGY_CHOSEN = "topology_chosen"
     """How a goal run executes its plan (single, parallel, sequential, hierarchical) and
     the measures that decided it (:mod:`counterpoint.planning.topology`)."""
+    MODEL_ROUTED = "model_routed"
+    """The router chose a model for a call of ``model="auto"`` (``data``: model, policy,
+    reason, tags, candidates considered; ``escalated_from`` and ``failure`` when an
+    earlier choice failed its check; see :mod:`counterpoint.routing`)."""
 
 
 # Module-level aliases: attribute access on an Enum class costs ~100 ns, which the
@@ -115,7 +119,8 @@ INFORMATIONAL = frozenset({EventKind.MODEL_CALL, EventKind.AGENT_TURN, EventKind
                            EventKind.CLAIM_RELEASED, EventKind.CLAIM_EXPIRED,
                            EventKind.CLAIM_DONE, EventKind.PERMISSION_DENIED,
                            EventKind.HEALTH_CHANGED, EventKind.REROUTED,
-                           EventKind.ESCALATED, EventKind.TOPOLOGY_CHOSEN})
+                           EventKind.ESCALATED, EventKind.TOPOLOGY_CHOSEN,
+                           EventKind.MODEL_ROUTED})
 """Events that record what a node did without changing which nodes run."""
 APPROVALS = frozenset({EventKind.APPROVAL_REQUESTED, EventKind.APPROVAL_ANSWERED,
                        EventKind.APPROVAL_ESCALATED, EventKind.APPROVAL_WITHDRAWN})

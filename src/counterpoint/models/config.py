@@ -17,6 +17,8 @@ A model is named by one string: ``openai:gpt-4.1-mini``, ``anthropic:claude-sonn
     price_input = 0.05             # USD per million tokens (omit: tokens only)
     price_output = 0.20
     context_window = 32768
+    tags = ["code", "math"]        # skill tags, for routing (model = "auto")
+    quality = 2                    # rank among routed models: higher is stronger
     max_concurrency = 8            # rate limits shared by every run in the process
     rpm = 600
     tpm = 1000000
@@ -98,6 +100,13 @@ class ModelConfig(BaseModel):
     price_cached_input: float | None = Field(default=None, ge=0)
     """USD per million cached input tokens (defaults to ``price_input``)."""
     context_window: int | None = Field(default=None, gt=0)
+    """Tokens of prompt plus answer the model takes; the router skips a model a request
+    does not fit (``None``: unknown, never skipped)."""
+    tags: tuple[str, ...] = ()
+    """Skill tags this model is offered for by the router (empty: any tag)."""
+    quality: int | None = Field(default=None, ge=0)
+    """Rank among the models ``auto`` routes to, higher is stronger; a model without one is
+    not routed to (see :mod:`counterpoint.routing`)."""
     max_concurrency: int | None = Field(default=None, gt=0)
     rpm: float | None = Field(default=None, gt=0)
     tpm: float | None = Field(default=None, gt=0)

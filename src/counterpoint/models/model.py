@@ -53,6 +53,7 @@ from .types import Message, ToolSpec
 
 if TYPE_CHECKING:
     from ..context import NodeContext
+    from ..routing.route import Route
     from ..store import RunStore
 
 T = TypeVar("T")
@@ -72,8 +73,11 @@ class Model:
                  cache: bool | None = None, retries: int | None = None,
                  output_retries: int = 2, backoff: Backoff = DEFAULT_BACKOFF,
                  max_concurrency: int | None = None, rpm: float | None = None,
-                 tpm: float | None = None, timeout: float | None = None) -> None:
+                 tpm: float | None = None, timeout: float | None = None,
+                 route: Route | None = None) -> None:
         self._registry = registry
+        self.route = route
+        """How ``Model("auto")`` chooses a model per call (see :mod:`counterpoint.routing`)."""
         self._spec = model
         self._fallbacks = tuple(fallbacks)
         self.cache = cache
@@ -90,6 +94,26 @@ class Model:
         self.name = model.name if isinstance(model, Provider) else \
             (model or self.registry.default)
         """The name calls are recorded under."""
+
+    @classmethod
+    def auto(cls, policy: Any = "cheapest_that_passes", *, tags: Sequence[str] = (),
+             check: Any = None, models: Sequence[str] = (), budget: Any = None,
+             **options: Any) -> Model:
+        """A model the router chooses per call: see :class:`counterpoint.routing.Route`."""
+        from ..routing.route import Route
+        return cls("auto", route=Route(policy=policy, tags=tuple(tags), check=check,
+                                       models=tuple(models), budget=budget), **options)
+
+    @property
+    def routed(self) -> bool:
+        """Whether each call's model is chosen by the router (the name ``auto``)."""
+        return self.named and self.name == "auto"
+
+    def _concrete(self, name: str) -> Model:
+        return Model(name, registry=self._registry, cache=self.cache, retries=self.retries,
+                     output_retries=self.output_retries, backoff=self.backoff,
+                     max_concurrency=self._limits[0], rpm=self._limits[1],
+                     tpm=self._limits[2], timeout=self.timeout)
 
     @property
     def registry(self) -> ModelRegistry:
@@ -195,6 +219,20 @@ class Model:
         ctx = ctx if ctx is not None else current_context()
         if store is None and ctx is not None:
             store = ctx.store
+        if self.routed:
+            from ..routing.auto import route_call
+            from ..routing.route import Route
+            given = [Message.user(prompt_text)] if isinstance(prompt_text, str) else \
+                list(prompt_text or ())
+            options: dict[str, Any] = dict(
+                output=output, system=system, context=context, tools=tools,
+                tool_choice=tool_choice, temperature=temperature, max_tokens=max_tokens,
+                stop=stop, seed=seed, stream=stream, ctx=ctx, store=store, cache=cache,
+                purpose=purpose)
+            return await route_call(
+                self.route or Route(), self.registry, ctx=ctx, store=store, messages=given,
+                system=system, context=context, max_tokens=max_tokens,
+                attempt=lambda name: self._concrete(name).generate(prompt_text, **options))
         messages: list[Message] = []
         if isinstance(prompt_text, str):
             messages.append(Message.user(prompt_text))

@@ -116,7 +116,7 @@ class _Resolver:
         if name is None:
             return None
         registry = self._registry_or_none()
-        if registry is not None:
+        if registry is not None and name != "auto":  # routed: chosen per call (routing)
             try:
                 registry.resolve(name)
             except ConfigError as exc:

@@ -1,0 +1,18 @@
+"""Model routing per call: ``model="auto"`` chooses a model by policy (see :mod:`.auto`).
+
+The registry of candidates and what the run log taught about them is :mod:`.registry`;
+the policies are :mod:`.policies`; eligibility and the choice, :mod:`.router`; the
+options, :mod:`.route`.
+"""
+
+from __future__ import annotations
+
+from .auto import route_call, router_for
+from .policies import POLICIES, Choice, Option, RouteRequest
+from .registry import Candidate, RouteStats, candidates, fold_run, stats_for
+from .route import AUTO, BudgetLeft, Route
+from .router import COMFORT_SHARE, Routed, Router
+
+__all__ = ["AUTO", "COMFORT_SHARE", "POLICIES", "BudgetLeft", "Candidate", "Choice", "Option",
+           "Route", "RouteRequest", "RouteStats", "Routed", "Router", "candidates",
+           "fold_run", "route_call", "router_for", "stats_for"]

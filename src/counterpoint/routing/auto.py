@@ -1,0 +1,108 @@
+"""A call of ``model="auto"``: choose, call, check, escalate; every choice an event.
+
+:func:`route_call` is what :meth:`Model.generate <counterpoint.models.Model.generate>`
+runs for a routed model. It learns from the store's finished runs (:func:`.stats_for`),
+asks the :class:`~.router.Router` for a model, records the choice as a
+``model_routed`` event (model, policy, reason, tags, candidates considered), calls the
+model through ``attempt``, and runs the route's output check. When the answer is
+invalid structured output, fails the check or the model fails, the call is made again on
+a stronger model (a new choice, recorded with ``escalated_from`` and ``failure``), at
+most ``Route.escalations`` times; when none is left, a last ``model_routed`` event with
+no model says so and :class:`~counterpoint.errors.InvalidOutput` is raised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InvalidOutput, ModelError
+from ..events import EventKind
+from .policies import RouteRequest
+from .registry import candidates, stats_for
+from .route import Route
+from .router import Router, check_policy
+
+if TYPE_CHECKING:
+    from ..context import NodeContext
+    from ..models.call import Generation
+    from ..models.config import ModelRegistry
+    from ..models.types import Message
+    from ..store import RunStore
+
+DEFAULT_ANSWER_TOKENS = 1024
+"""The answer bound a call without ``max_tokens`` is costed with."""
+
+
+def router_for(route: Route, registry: ModelRegistry, store: RunStore | None) -> Router:
+    """The router of ``route`` over ``registry``'s models, with what ``store`` taught."""
+    check_policy(route.policy)
+    return Router(candidates=candidates(registry, route.models), policy=route.policy,
+                  stats=stats_for(store))
+
+
+def prompt_tokens(messages: Sequence[Message], system: str | None,
+                  context: Sequence[str]) -> int:
+    """About four characters a token, as the rate limiter estimates."""
+    chars = sum(len(m.content) for m in messages) + len(system or "") + \
+        sum(len(c) for c in context)
+    return chars // 4 + 1
+
+
+def _problem(route: Route, generation: Generation[Any]) -> str | None:
+    if route.check is None:
+        return None
+    verdict = route.check(generation)
+    if verdict is None or verdict is True:
+        return None
+    return verdict if isinstance(verdict, str) and verdict else "the output check failed"
+
+
+async def route_call(route: Route, registry: ModelRegistry, *, ctx: NodeContext | None,
+                     store: RunStore | None, messages: Sequence[Message],
+                     system: str | None, context: Sequence[str], max_tokens: int | None,
+                     attempt: Callable[[str], Awaitable[Generation[Any]]]
+                     ) -> Generation[Any]:
+    """Route one call (see the module docstring); ``attempt(name)`` makes it on a model."""
+    router = router_for(route, registry, store)
+    request = RouteRequest(node=str(ctx.node) if ctx is not None else None, tags=route.tags,
+                           prompt_tokens=prompt_tokens(messages, system, context),
+                           max_tokens=max_tokens or DEFAULT_ANSWER_TOKENS,
+                           budget=route.budget_left(), threshold=route.threshold)
+    failures: list[str] = []
+    escalated: dict[str, Any] = {}
+    for step in range(route.escalations + 2):
+        routed = router.choose(request)
+        model = routed.choice.model if step <= route.escalations else None
+        data = {**routed.data(), "model": model, "tags": list(route.tags), "step": step,
+                **escalated}
+        if model is None and routed.choice.model is not None:
+            data["reason"] = f"{route.escalations} escalation(s) used"
+        if ctx is not None:
+            ctx.record(EventKind.MODEL_ROUTED, data)
+        if model is None:
+            break
+        try:
+            generation = await attempt(model)
+        except InvalidOutput as exc:
+            failure = {"kind": "invalid_output", "problem": exc.errors or str(exc)}
+        except ModelError as exc:
+            failure = {"kind": "error", "problem": str(exc)}
+        else:
+            problem = _problem(route, generation)
+            if problem is None:
+                return generation
+            failure = {"kind": "check", "problem": problem}
+        failures.append(f"{model}: {failure['problem']}")
+        escalated = {"escalated_from": model, "failure": failure}
+        request = RouteRequest(node=request.node, tags=request.tags,
+                               prompt_tokens=request.prompt_tokens,
+                               max_tokens=request.max_tokens, budget=route.budget_left(),
+                               threshold=request.threshold,
+                               failed=(*request.failed, model))
+    where = f"run {ctx.run_id}, node {ctx.node!r}: " if ctx is not None else ""
+    tried = "; ".join(failures) or routed.choice.reason
+    raise InvalidOutput(
+        f"{where}model auto ({routed.policy}): no routed model passed ({tried}); add a "
+        "stronger model (a higher quality = N), allow more escalations, or loosen the check",
+        model="auto", errors=tried)
