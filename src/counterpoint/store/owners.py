@@ -15,7 +15,9 @@ from __future__ import annotations
 import os
 import socket
 from dataclasses import dataclass
+from typing import Any
 
+from ..errors import RunClaimed
 from .index import RunRecord
 
 _BOOT_ID = "/proc/sys/kernel/random/boot_id"
@@ -131,6 +133,24 @@ def refusal(run_id: str, *, status: str, owner: Owner | None, claimed: bool,
                 f"{run_id}`")
     return (f"run {run_id} {doing} {where}; wait for it to finish, or cancel it with "
             f"`counterpoint cancel {run_id}`")
+
+
+CLAIM_COLUMNS = "status, owner_pid, owner_host, owner_token, claimed_at"
+"""The run-index columns a claim reads, in the order :func:`check_claim` takes them."""
+
+
+def check_claim(run_id: str, row: tuple[Any, ...], by: Owner) -> bool:
+    """Raise :class:`RunClaimed` if ``by`` may not take over ``run_id``, whose run-index
+    row (:data:`CLAIM_COLUMNS`) is ``row``; else whether the claim is to be recorded (the
+    run is not finished)."""
+    status, owner_pid, owner_host, owner_token, claimed_at = row
+    owner = None if owner_pid is None else Owner(pid=owner_pid, host=owner_host or by.host,
+                                                 token=owner_token)
+    refused = refusal(run_id, status=status, owner=owner, claimed=claimed_at is not None,
+                      by=by)
+    if refused is not None:
+        raise RunClaimed(refused)
+    return bool(status == "running")
 
 
 def _stat(pid: int) -> list[str] | None:

@@ -26,7 +26,7 @@ import orjson
 import psycopg
 import psycopg_pool
 
-from ..errors import RunClaimed, RunNotFound, StoreCorrupt, StoreError, StoreTooNew
+from ..errors import RunNotFound, StoreCorrupt, StoreError, StoreTooNew
 from ..events import Event, EventKind
 from ..ids import NodeId, RunId
 from . import owners
@@ -284,19 +284,11 @@ class PostgresStore(RunStore):
         conn = connect(self.url, lock_timeout=self._lock_timeout)
         try:
             with conn.transaction():
-                row = conn.execute("SELECT status, owner_pid, owner_host, owner_token, "
-                                   "claimed_at FROM cp_runs WHERE run_id = %s FOR UPDATE",
-                                   (run_id,)).fetchone()
+                row = conn.execute(f"SELECT {owners.CLAIM_COLUMNS} FROM cp_runs "
+                                   "WHERE run_id = %s FOR UPDATE", (run_id,)).fetchone()
                 if row is None:
                     raise self._not_found(run_id)
-                status, owner_pid, owner_host, owner_token, claimed_at = row
-                owner = None if owner_pid is None else owners.Owner(
-                    pid=owner_pid, host=owner_host or by.host, token=owner_token)
-                refused = owners.refusal(run_id, status=status, owner=owner,
-                                         claimed=claimed_at is not None, by=by)
-                if refused is not None:
-                    raise RunClaimed(refused)
-                if status == "running":
+                if owners.check_claim(run_id, row, by):
                     conn.execute("UPDATE cp_runs SET owner_pid = %s, owner_host = %s, "
                                  "owner_token = %s, claimed_at = %s WHERE run_id = %s",
                                  (by.pid, by.host, by.token, time.time(), run_id))

@@ -45,7 +45,7 @@ from typing import Any
 
 import orjson
 
-from ..errors import RunClaimed, RunNotFound, StoreCorrupt, StoreError
+from ..errors import RunNotFound, StoreCorrupt, StoreError
 from ..events import Event, EventKind
 from ..ids import NodeId, RunId
 from . import answer_rows, owners, paths, schema
@@ -384,18 +384,11 @@ class SQLiteStore(Shipper, RunStore):
         conn = self._connect()
         try:
             with schema.immediate(conn):
-                row = conn.execute("SELECT status, owner_pid, owner_host, owner_token, "
-                                   "claimed_at FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+                row = conn.execute(f"SELECT {owners.CLAIM_COLUMNS} FROM runs "
+                                   "WHERE run_id = ?", (run_id,)).fetchone()
                 if row is None:
                     raise self._not_found(run_id)
-                status, owner_pid, owner_host, owner_token, claimed_at = row
-                owner = None if owner_pid is None else owners.Owner(
-                    pid=owner_pid, host=owner_host or by.host, token=owner_token)
-                refused = owners.refusal(run_id, status=status, owner=owner,
-                                         claimed=claimed_at is not None, by=by)
-                if refused is not None:
-                    raise RunClaimed(refused)
-                if status == "running":
+                if owners.check_claim(run_id, row, by):
                     conn.execute("UPDATE runs SET owner_pid = ?, owner_host = ?, owner_token = ?,"
                                  " claimed_at = ? WHERE run_id = ?",
                                  (by.pid, by.host, by.token, time.time(), run_id))
