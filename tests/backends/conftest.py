@@ -8,30 +8,14 @@ imported into tests/backends/test_conformance.py run unchanged on each backend.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from ray_fixtures import ray_backend, ray_cluster
 
 from counterpoint.backend import InProcessBackend
 
-
-@pytest.fixture(scope="session")
-def ray_cluster() -> Iterator[Any]:
-    """A local Ray cluster of 2 CPUs for the whole session; yields the ``ray`` module."""
-    from counterpoint.ray.cluster import connect
-    ray = connect(None, num_cpus=2)
-    yield ray
-    ray.shutdown()
-
-
-@pytest.fixture(scope="session")
-def ray_backend(ray_cluster: Any) -> Iterator[Any]:
-    from counterpoint.ray import RayBackend
-    backend = RayBackend(actors=2)
-    backend.start()
-    yield backend
-    backend.close()
+__all__ = ["backend", "ray_backend", "ray_cluster"]
 
 
 @pytest.fixture(params=["inprocess", "ray"])
