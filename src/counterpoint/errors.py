@@ -19,6 +19,7 @@
     │   ├── ForkError                 a fork names a seq, node, input or replacement that the
     │   │                             parent run's log does not allow
     │   ├── ConfigError               a model name or ``counterpoint.toml`` is invalid
+    │   ├── StepNotSerializable       a step cannot be sent to another process (Ray backend)
     │   └── StoreError                the store cannot be used (nothing in it was modified)
     │       ├── StoreLocked           another process holds the database lock
     │       ├── StoreCorrupt          the file is not a counterpoint database
@@ -38,7 +39,8 @@
     │   ├── BoardConflict             a blackboard write based on a stale read, or refused
     │   │   │                         by its key's policy (catch it, read again, retry)
     │   │   └── ClaimLost             a work-queue claim expired or was completed already
-    │   └── PermissionDenied          a call outside the agent's capabilities (refused)
+    │   ├── PermissionDenied          a call outside the agent's capabilities (refused)
+    │   └── WorkerLost                the process running an attempt died (retryable)
     │   └── ModelError                a model call failed (names the model and the cause)
     │       ├── ModelUnavailable      5xx, timeout, connection error, cut-off stream (retryable)
     │       │   └── RateLimited       429 or a provider's "overloaded" (retryable, retry_after)
@@ -115,6 +117,10 @@ class ForkError(UserError):
 
 class ConfigError(UserError):
     """A model name, model configuration or ``counterpoint.toml`` is invalid."""
+
+
+class StepNotSerializable(UserError):
+    """A step, its fallback or a literal input cannot be pickled for a remote worker."""
 
 
 class StoreError(UserError):
@@ -243,6 +249,11 @@ class PermissionDenied(RunFailure):
     effect or a blackboard key it may not write). Refused before it ran, and recorded."""
 
     retryable = False
+
+
+class WorkerLost(RunFailure):
+    """The worker process or actor running an attempt died (a system failure): retryable,
+    the next attempt runs on a fresh worker."""
 
 
 class ControlSignal(CounterpointError):

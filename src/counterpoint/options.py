@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import UserError
+
+if TYPE_CHECKING:
+    from .backend import Backend
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -29,6 +32,9 @@ class RunOptions:
     cache: bool = True
     """Answer model calls from the run store's response cache (``False``: every call asks
     its model, and nothing is cached)."""
+    backend: Backend | None = field(default=None, compare=False)
+    """Where node callables run (``None``: in this process, :class:`InProcessBackend`), e.g.
+    ``counterpoint.ray.RayBackend()``. Not recorded in the log: a resume names its own."""
 
     def __post_init__(self) -> None:
         if self.max_concurrency is not None and self.max_concurrency < 1:

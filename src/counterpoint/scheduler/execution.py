@@ -174,6 +174,14 @@ def check_inputs(graph: Graph, inputs: Mapping[str, Any], options: RunOptions) -
             raise UserError(f"{excess[0].where}: {excess[1]}; raise the limit")
 
 
+def check_backend(backend: Backend, graph: Graph) -> None:
+    """Let ``backend`` refuse ``graph`` before the run starts, if it checks graphs (a
+    backend that ships steps to other processes checks that they can be sent)."""
+    check = getattr(backend, "check_graph", None)
+    if check is not None:
+        check(graph)
+
+
 def prepare_run(graph: Graph, inputs: Mapping[str, Any], options: RunOptions,
                 store: RunStore | str | None, run_id: str | None, backend: Backend | None,
                 source_attr: str | None, parent: RunId | None,
@@ -185,13 +193,15 @@ def prepare_run(graph: Graph, inputs: Mapping[str, Any], options: RunOptions,
     """
     topology = graph.validate()
     check_inputs(graph, inputs, options)
+    backend = backend or options.backend or DEFAULT_BACKEND
+    check_backend(backend, graph)
     owns = not isinstance(store, RunStore)
     the_store = store if isinstance(store, RunStore) else open_store(store)
     rid = RunId(run_id) if run_id else new_run_id()
     state = RunState.fresh(rid, graph.name, topology, graph.nodes,
                            estimates=the_store.estimates(), limits=options.limits)
     execution = Execution(graph, state, the_store, options,
-                          backend=backend or DEFAULT_BACKEND, inputs=inputs, parent=parent,
+                          backend=backend, inputs=inputs, parent=parent,
                           capacity=capacity)
     execution.owns_store = owns
     cache = topology.cache
@@ -231,10 +241,12 @@ def prepare_resume(rid: RunId, store: RunStore, graph: Graph | None,
     created = events[0].data or {}
     inputs = {k: codec.decode(v) for k, v in (created.get("inputs") or {}).items()}
     the_graph.validate()  # a graph that changed since the run was recorded fails here
+    backend = backend or opts.backend or DEFAULT_BACKEND
+    check_backend(backend, the_graph)
     state = RunState.new(rid, the_graph.name, the_graph.nodes.values(),  # as added
                          estimates=store.estimates(), limits=opts.limits)
     replay(state, events, the_graph)
-    execution = Execution(the_graph, state, store, opts, backend=backend or DEFAULT_BACKEND,
+    execution = Execution(the_graph, state, store, opts, backend=backend,
                           inputs=inputs, seq=events[-1].seq, parent=record.parent,
                           capacity=capacity)
     execution.journal = journal_of(state, events)

@@ -180,8 +180,9 @@ def prepare_fork(parent: RunId, store: RunStore, *, at: int | str | None = None,
     for seq, ev in enumerate(written, 1):
         ev.seq = seq
     store.append_many(rid, written)  # one batch: the SQLite store commits it as a whole
-    execution = Execution(the_graph, state, store, opts, backend=backend or DEFAULT_BACKEND,
-                          inputs=new_inputs, seq=len(written))
+    execution = Execution(the_graph, state, store, opts,
+                          backend=backend or opts.backend or DEFAULT_BACKEND, inputs=new_inputs,
+                          seq=len(written))
     return execution, Event(RUN_RESUMED, now, data={"pid": os.getpid(), "fork": True})
 
 

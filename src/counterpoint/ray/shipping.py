@@ -1,0 +1,113 @@
+"""What crosses from the controller to Ray workers: pickled steps, Ray resources, big values.
+
+* :func:`check_graph` pickles every step, fallback and literal input of a graph (and its
+  sub-graphs) before the run starts, so a step that closes over a lock, a socket or other
+  local state fails with :class:`~counterpoint.errors.StepNotSerializable` naming the node
+  and the culprit, not with a pickling traceback in a worker.
+* :func:`ray_options` maps a node's resource tags to Ray's: ``cpu`` to ``num_cpus``,
+  ``gpu`` to ``num_gpus``, and any other name the cluster declares (``ray start
+  --resources '{"embedder": 2}'``) to a custom resource. Names the cluster does not know
+  stay counterpoint's own limits (``RunOptions.limits``) and are not sent to Ray.
+* :func:`rough_size` estimates a value's size cheaply, without pickling it, to decide
+  which inputs travel through Ray's object store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..errors import StepNotSerializable
+from ..graph import Graph, NodeSpec
+from ..nodes import InputRef, NodeKind, NodeRef
+
+CPU = "cpu"
+GPU = "gpu"
+
+
+def ray_options(resources: Mapping[str, int], cluster: Mapping[str, float]) -> dict[str, Any]:
+    """Ray ``.options()`` for a node that holds ``resources``, on a cluster whose resources
+    are ``cluster`` (``ray.cluster_resources()``); ``{}`` when none maps to Ray."""
+    options: dict[str, Any] = {}
+    custom: dict[str, float] = {}
+    for name, units in resources.items():
+        if name == CPU:
+            options["num_cpus"] = units
+        elif name == GPU:
+            options["num_gpus"] = units
+        elif name in cluster and name not in ("CPU", "GPU", "memory", "object_store_memory"):
+            custom[name] = float(units)
+    if custom:
+        options["resources"] = custom
+    return options
+
+
+def rough_size(value: Any, budget: int = 64) -> int:
+    """Bytes ``value`` takes, roughly: exact for ``bytes``/``str``, ``nbytes`` for arrays,
+    summed over at most ``budget`` items of containers (scaled up to their length)."""
+    if isinstance(value, bytes | bytearray | memoryview | str):
+        return len(value)
+    nbytes = getattr(value, "nbytes", None)
+    if isinstance(nbytes, int):
+        return nbytes
+    if isinstance(value, dict):
+        items: list[Any] = list(value.values())
+    elif isinstance(value, list | tuple | set | frozenset):
+        items = list(value)
+    else:
+        return 64
+    if not items:
+        return 64
+    sample = items[:budget]
+    seen = sum(rough_size(item, max(1, budget // len(sample))) for item in sample)
+    return 64 + seen * len(items) // len(sample)
+
+
+def _culprit(obj: Any, name: str) -> str:
+    """What in ``obj`` cannot be pickled, as Ray's inspector finds it (it prints a report,
+    which is kept out of the user's terminal)."""
+    from ray.util import inspect_serializability
+    with contextlib.redirect_stdout(io.StringIO()):
+        _ok, failures = inspect_serializability(obj, name=name)
+    named = sorted({f"{' -> '.join(f.path)!r} ({type(f.obj).__name__})" for f in failures})
+    return f"it refers to {', '.join(named)}, which cannot be pickled" if named else ""
+
+
+def check_picklable(obj: Any, what: str, spec: NodeSpec, graph: Graph) -> None:
+    """Raise :class:`StepNotSerializable` if ``obj`` (``what`` of node ``spec``) cannot be
+    pickled for a Ray worker."""
+    from ray import cloudpickle
+    try:
+        cloudpickle.dumps(obj)  # type: ignore[no-untyped-call]
+    except Exception as exc:
+        culprit = _culprit(obj, getattr(obj, "__name__", what))
+        raise StepNotSerializable(
+            f"{spec.where or graph.source.origin}: graph {graph.name!r}, node {spec.id!r}: "
+            f"{what} cannot be sent to a Ray worker{': ' + culprit if culprit else ''} "
+            f"({type(exc).__name__}: {exc}). Create such objects inside the step, pass them "
+            "in as inputs that pickle, or run without the Ray backend") from None
+
+
+def check_graph(graph: Graph, checked: dict[Any, bool]) -> None:
+    """Check that every node of ``graph`` (and of its sub-graphs) that the Ray backend would
+    send to a worker can be pickled; ``checked`` remembers steps that passed (by identity)."""
+    for spec in graph.nodes.values():
+        fn = spec.fn
+        if isinstance(fn, Graph):
+            check_graph(fn, checked)
+            continue
+        if spec.kind is NodeKind.JOIN or spec.context_param or spec.policy.isolation != "thread":
+            continue  # joins run no code; steps that take a NodeContext run in the controller
+        callables: list[tuple[str, Callable[..., Any]]] = [
+            (f"step {getattr(fn, '__qualname__', fn)!r}", fn)]
+        if spec.policy.fallback is not None:
+            callables.append(("its fallback", spec.policy.fallback))
+        for what, item in callables:
+            if item not in checked:
+                check_picklable(item, what, spec, graph)
+                checked[item] = True
+        for name, value in spec.inputs.items():
+            if not isinstance(value, NodeRef | InputRef) and rough_size(value) < 1 << 16:
+                check_picklable(value, f"literal input {name!r}", spec, graph)
