@@ -73,6 +73,10 @@ class EventKind(enum.StrEnum):
     """A claimed item completed with its (checked) result."""
     PERMISSION_DENIED = "permission_denied"
     """A call outside an agent's capabilities, refused before it ran."""
+    BUDGET_RESERVED = "budget_reserved"
+    """A model call's bound (``data``: id, usd, tokens, model) reserved in the budgets
+    that apply, durably before the call is sent; the ``model_call`` that follows names the
+    reservation it settles (``data["reservation"]``). See :mod:`counterpoint.budget`."""
 
 
 # Module-level aliases: attribute access on an Enum class costs ~100 ns, which the
@@ -101,7 +105,8 @@ INFORMATIONAL = frozenset({EventKind.MODEL_CALL, EventKind.AGENT_TURN, EventKind
                            EventKind.BOARD_WRITE, EventKind.BOARD_CONFLICT,
                            EventKind.QUEUE_PUT, EventKind.CLAIM_TAKEN,
                            EventKind.CLAIM_RELEASED, EventKind.CLAIM_EXPIRED,
-                           EventKind.CLAIM_DONE, EventKind.PERMISSION_DENIED})
+                           EventKind.CLAIM_DONE, EventKind.PERMISSION_DENIED,
+                           EventKind.BUDGET_RESERVED})
 """Events that record what a node did without changing which nodes run."""
 APPROVALS = frozenset({EventKind.APPROVAL_REQUESTED, EventKind.APPROVAL_ANSWERED,
                        EventKind.APPROVAL_ESCALATED, EventKind.APPROVAL_WITHDRAWN})

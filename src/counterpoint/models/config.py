@@ -98,6 +98,9 @@ class ModelConfig(BaseModel):
     price_cached_input: float | None = Field(default=None, ge=0)
     """USD per million cached input tokens (defaults to ``price_input``)."""
     context_window: int | None = Field(default=None, gt=0)
+    max_output_tokens: int | None = Field(default=None, gt=0)
+    """The most tokens one answer may have: under a budget, the bound reserved for a
+    call that sets no ``max_tokens`` (and sent as its ``max_tokens``)."""
     max_concurrency: int | None = Field(default=None, gt=0)
     rpm: float | None = Field(default=None, gt=0)
     tpm: float | None = Field(default=None, gt=0)
