@@ -40,7 +40,10 @@
     │   │   │                         by its key's policy (catch it, read again, retry)
     │   │   └── ClaimLost             a work-queue claim expired or was completed already
     │   ├── PermissionDenied          a call outside the agent's capabilities (refused)
-    │   └── WorkerLost                the process running an attempt died (retryable)
+    │   ├── WorkerLost                the process running an attempt died (retryable)
+    │   ├── BudgetExceeded            a model call would overspend a money or token budget
+    │   │                             (refused before it was sent; names run, node, budget)
+    │   ├── UnpricedModel             a model without a price was called under a money budget
     │   └── ModelError                a model call failed (names the model and the cause)
     │       ├── ModelUnavailable      5xx, timeout, connection error, cut-off stream (retryable)
     │       │   └── RateLimited       429 or a provider's "overloaded" (retryable, retry_after)
@@ -254,6 +257,33 @@ class PermissionDenied(RunFailure):
 class WorkerLost(RunFailure):
     """The worker process or actor running an attempt died (a system failure): retryable,
     the next attempt runs on a fresh worker."""
+
+    retryable = True
+
+
+class BudgetExceeded(RunFailure):
+    """A model call was refused before it was sent: its bound (prompt tokens plus the
+    answer's ``max_tokens``) does not fit what is left of a budget, even once the calls in
+    flight settle. Not retryable: the same call would be refused again."""
+
+    retryable = False
+
+    def __init__(self, message: str, *, budget: str = "", spent: float = 0.0,
+                 reserved: float = 0.0) -> None:
+        super().__init__(message)
+        self.budget = budget
+        """The budget that refused it (``"run R: $0.50"``, ``"run R, node n: 1,000 tokens"``)."""
+        self.spent = spent
+        """What that budget had spent (US dollars or tokens, in the budget's unit)."""
+        self.reserved = reserved
+        """What calls in flight had reserved of it when the call was refused."""
+
+
+class UnpricedModel(RunFailure):
+    """A model with no configured price was called under a money budget: its cost cannot
+    be bounded, so the call is refused. Set ``price_input`` and ``price_output``."""
+
+    retryable = False
 
 
 class ControlSignal(CounterpointError):

@@ -89,6 +89,10 @@ class EventKind(enum.StrEnum):
     """The router chose a model for a call of ``model="auto"`` (``data``: model, policy,
     reason, tags, candidates considered; ``escalated_from`` and ``failure`` when an
     earlier choice failed its check; see :mod:`counterpoint.routing`)."""
+    BUDGET_RESERVED = "budget_reserved"
+    """A model call's bound (``data``: id, usd, tokens, model) reserved in the budgets
+    that apply, durably before the call is sent; the ``model_call`` that follows names the
+    reservation it settles (``data["reservation"]``). See :mod:`counterpoint.budget`."""
 
 
 # Module-level aliases: attribute access on an Enum class costs ~100 ns, which the
@@ -120,7 +124,7 @@ INFORMATIONAL = frozenset({EventKind.MODEL_CALL, EventKind.AGENT_TURN, EventKind
                            EventKind.CLAIM_DONE, EventKind.PERMISSION_DENIED,
                            EventKind.HEALTH_CHANGED, EventKind.REROUTED,
                            EventKind.ESCALATED, EventKind.TOPOLOGY_CHOSEN,
-                           EventKind.MODEL_ROUTED})
+                           EventKind.MODEL_ROUTED, EventKind.BUDGET_RESERVED})
 """Events that record what a node did without changing which nodes run."""
 APPROVALS = frozenset({EventKind.APPROVAL_REQUESTED, EventKind.APPROVAL_ANSWERED,
                        EventKind.APPROVAL_ESCALATED, EventKind.APPROVAL_WITHDRAWN})

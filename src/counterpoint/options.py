@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .budget import Budget
 from .errors import UserError
 
 if TYPE_CHECKING:
@@ -35,6 +36,9 @@ class RunOptions:
     backend: Backend | None = field(default=None, compare=False)
     """Where node callables run (``None``: in this process, :class:`InProcessBackend`), e.g.
     ``counterpoint.ray.RayBackend()``. Not recorded in the log: a resume names its own."""
+    budget: Budget | None = None
+    """Money and tokens the run's model calls may spend (sub-runs included): each call
+    reserves its bound before it is sent and settles after (:mod:`counterpoint.budget`)."""
 
     def __post_init__(self) -> None:
         if self.max_concurrency is not None and self.max_concurrency < 1:
@@ -49,7 +53,8 @@ class RunOptions:
         return {"max_concurrency": self.max_concurrency, "limits": dict(self.limits),
                 "fail_fast": self.fail_fast, "deadline": self.deadline, "seed": self.seed,
                 "cache": self.cache,
-                **({"detach_when_waiting": True} if self.detach_when_waiting else {})}
+                **({"detach_when_waiting": True} if self.detach_when_waiting else {}),
+                **({"budget": self.budget.as_data()} if self.budget is not None else {})}
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> RunOptions:
@@ -57,4 +62,5 @@ class RunOptions:
                    limits=dict(data.get("limits") or {}), fail_fast=bool(data.get("fail_fast")),
                    deadline=data.get("deadline"), seed=data.get("seed"),
                    cache=bool(data.get("cache", True)),
-                   detach_when_waiting=bool(data.get("detach_when_waiting")))
+                   detach_when_waiting=bool(data.get("detach_when_waiting")),
+                   budget=Budget.from_data(data.get("budget")))

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .budget import Budget
 from .errors import UserError
 
 PROGRAMMING_ERRORS: tuple[type[BaseException], ...] = (
@@ -76,6 +77,9 @@ class Policy:
     worker thread; a cancelled sync step's thread runs on until it checks
     ``ctx.cancelled``) or ``process`` (a child process, killed on cancel or timeout; see
     :mod:`counterpoint.isolation`)."""
+    budget: Budget | None = None
+    """Money and tokens this node's model calls may spend, over all its attempts (its
+    sub-run's and agents' included), within what is left of the run's budget."""
 
     def __post_init__(self) -> None:
         if self.retries < 0:

@@ -21,7 +21,7 @@ import pydantic
 from ..errors import InvalidOutput, ModelError
 from ..events import EventKind
 from ..secrets import redact_exception
-from . import prompt
+from . import budgeting, prompt
 from .binding import _Binding
 from .provider import TextSink
 from .types import Message, Request, Response, ToolCall, ToolSpec, Usage
@@ -208,12 +208,14 @@ class _Call:
                     _first.append(time.perf_counter() - _started)
                 self.publish(binding, piece)
 
-            estimate = _estimate_tokens(request)
+            # under a budget: the answer bounded, and its cost reserved before it is sent
+            sent, reservation = await budgeting.reserve(config, request, self.ctx)
+            estimate = _estimate_tokens(sent)
             try:
                 async with binding.limiter.slot(estimate):
                     started = time.perf_counter()
                     response = await binding.provider.complete(
-                        request, on_text=on_text if self.stream else None,
+                        sent, on_text=on_text if self.stream else None,
                         time_limit=self.model.timeout or config.timeout)
             except ModelError as exc:
                 redact_exception(exc)  # before it is logged: a provider may echo the key
@@ -223,18 +225,23 @@ class _Call:
                 if exc.retryable and attempt < attempts:
                     wait = max(exc.retry_after or 0.0,
                                self.model.backoff.delay(attempt, self.model.rng))
-                self.record_error(binding, request, exc, latency, attempt, wait)
+                self.record_error(binding, sent, exc, latency, attempt, wait,
+                                  budgeting.settle(reservation, None))
                 if wait is None:
                     raise
                 await asyncio.sleep(wait)  # a 429 also paused and paced the limiter
                 continue
+            except BaseException:
+                budgeting.settle_unknown(reservation)  # cancelled in flight: maybe paid
+                raise
             latency = time.perf_counter() - started
             binding.limiter.settle(estimate, response.usage.total_tokens)
             response = response.model_copy(update={"usage": config.cost(response.usage)})
             self.calls += 1
             self.usage = self.usage + response.usage
-            self.record(binding, request, response, latency=latency,
-                        ttft=first[0] if first else None, attempt=attempt, cache_hit=False)
+            self.record(binding, sent, response, latency=latency,
+                        ttft=first[0] if first else None, attempt=attempt, cache_hit=False,
+                        booked=budgeting.settle(reservation, response.usage))
             return response, False
         raise AssertionError("unreachable")
 
@@ -264,7 +271,8 @@ class _Call:
         return self.store.put_blob(text) if self.store is not None else None
 
     def record(self, binding: _Binding, request: Request, response: Response, *,
-               latency: float, ttft: float | None, attempt: int, cache_hit: bool) -> None:
+               latency: float, ttft: float | None, attempt: int, cache_hit: bool,
+               booked: dict[str, Any] | None = None) -> None:
         if self.ctx is None:
             return
         usage = response.usage
@@ -281,12 +289,15 @@ class _Call:
             "response": self._blob(response.model_dump_json())}
         if self.purpose:
             data["purpose"] = self.purpose
+        if booked:  # the budget reservation this call settled
+            data.update(booked)
         if binding.config.base_url:  # who served it (which replica, when there are several)
             data["endpoint"] = binding.config.base_url
         self._node_event(EventKind.MODEL_CALL, data)
 
     def record_error(self, binding: _Binding, request: Request, exc: ModelError,
-                     latency: float, attempt: int, retry_in: float | None) -> None:
+                     latency: float, attempt: int, retry_in: float | None,
+                     booked: dict[str, Any] | None = None) -> None:
         if self.ctx is None:
             return
         self._node_event(EventKind.MODEL_CALL, {
@@ -295,7 +306,7 @@ class _Call:
             "error_type": type(exc).__name__, "status": exc.status,
             "retryable": exc.retryable, "retry_in": retry_in, "latency": round(latency, 6),
             "request": self._blob(request.model_dump_json(by_alias=True)),
-            **({"purpose": self.purpose} if self.purpose else {})})
+            **({"purpose": self.purpose} if self.purpose else {}), **(booked or {})})
 
     def record_invalid(self, binding: _Binding, ask: int, problems: str) -> None:
         self._node_event(EventKind.MODEL_CALL, {

@@ -107,6 +107,9 @@ class ModelConfig(BaseModel):
     quality: int | None = Field(default=None, ge=0)
     """Rank among the models ``auto`` routes to, higher is stronger; a model without one is
     not routed to (see :mod:`counterpoint.routing`)."""
+    max_output_tokens: int | None = Field(default=None, gt=0)
+    """The most tokens one answer may have: under a budget, the bound reserved for a
+    call that sets no ``max_tokens`` (and sent as its ``max_tokens``)."""
     max_concurrency: int | None = Field(default=None, gt=0)
     rpm: float | None = Field(default=None, gt=0)
     tpm: float | None = Field(default=None, gt=0)

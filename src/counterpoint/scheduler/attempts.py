@@ -16,6 +16,7 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from .. import codec
+from ..budget import use_ledger
 from ..context import _CURRENT, NodeContext
 from ..errors import (
     FallbackFailed,
@@ -68,6 +69,7 @@ class Attempts(Control):
         for _ in range(ADOPT_LIMIT):
             node_id = spec.id
             _CURRENT.set((self, node_id, attempt))  # this task's own context: no reset needed
+            use_ledger(self.ledgers.for_node(spec))
             heir: NodeId | tuple[NodeSpec, int] | None = None
             try:
                 if spec.kind is JOIN:

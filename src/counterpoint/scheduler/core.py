@@ -30,6 +30,7 @@ from ..resources import Resources
 from ..state import RunState, RunStatus
 from ..store import RunStore
 from .capacity import Capacity
+from .ledgers import new_ledgers
 from .waiting import ApprovalDesk
 
 if TYPE_CHECKING:
@@ -61,8 +62,8 @@ class ExecutionCore:
                  "_emitting", "_group", "_heir", "_held", "_inline_async", "_loop", "_outbox",
                  "_pending", "_rng", "_sending", "_sends", "_seq", "_subscribers", "_tasks",
                  "_thread", "_timers", "_unlogged", "_waits", "approvals", "backend", "graph",
-                 "inputs", "journal", "options", "owns_store", "parent", "resources", "run_id",
-                 "state", "store")
+                 "inputs", "journal", "ledgers", "options", "owns_store", "parent", "resources",
+                 "run_id", "state", "store")
 
     def __init__(self, graph: Graph, state: RunState, store: RunStore, options: RunOptions,
                  *, backend: Backend, inputs: Mapping[str, Any], seq: int = 0,
@@ -124,6 +125,8 @@ class ExecutionCore:
         self.resources = Resources()
         """What the run's steps opened for the whole run (MCP servers): closed at its end."""
         """Sub-graph nodes running now -> the handle of their sub-run."""
+        self.ledgers = new_ledgers(self.run_id, options, sub_run=parent is not None)
+        """The run's budget ledgers (:mod:`.ledgers`); replaced on resume."""
         self.approvals = ApprovalDesk(self)  # type: ignore[arg-type]
         """The run's approvals: nodes waiting for people, and their answers."""
         self._waits: dict[NodeId, dict[str, float]] = {}

@@ -32,6 +32,7 @@ from ..store import RunStore, open_store
 from .attempts import Attempts
 from .capacity import Capacity
 from .handle import RunHandle
+from .ledgers import resumed_ledgers
 from .limits import over_limit
 from .pipeline import _SENDS, _Sends
 from .replay import journal_of, replay
@@ -80,6 +81,7 @@ class Execution(Attempts):
         self._capacity.join(self)
         self.store.watch_cancel(self.run_id, loop, self._cancel_requested)
         try:
+            self.ledgers.start(self.options)
             if self.options.deadline is not None:
                 self._deadline = loop.call_later(self.options.deadline, self.stop,
                                                  "deadline")
@@ -250,5 +252,9 @@ def prepare_resume(rid: RunId, store: RunStore, graph: Graph | None,
                           inputs=inputs, seq=events[-1].seq, parent=record.parent,
                           capacity=capacity)
     execution.journal = journal_of(state, events)
+    execution.ledgers = resumed_ledgers(
+        rid, opts, store, events, sub_run=record.parent is not None,
+        budgeted=opts.budget is not None or any(
+            s.policy.budget is not None for s in the_graph.nodes.values()))
     execution.approvals.load(events)
     return execution
