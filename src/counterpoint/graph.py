@@ -345,7 +345,7 @@ class Graph(_GraphChecks):
         outputs, output_of = self._outputs, self._output_of
         own = self._identity
         deps: dict[NodeId, None] = {}
-        refs: list[tuple[str, NodeRef | InputRef]] = []
+        refs: list[str] = []
         unexpected = False  # a name the signature may not take
         present = 0  # required parameters among the inputs
         mismatch = False  # an input whose annotated type may not match
@@ -359,7 +359,7 @@ class Graph(_GraphChecks):
                     self._check_ref_owner(value, id, f"input {name!r}")
                 source = value.node
                 deps[source] = None
-                refs.append((name, value))
+                refs.append(name)
                 expected = hints.get(name)
                 if expected is not None and not value.path and not mismatch:
                     produced = outputs[source] if output_of.get(source, _MISSING) \
@@ -373,7 +373,7 @@ class Graph(_GraphChecks):
                     raise GraphError(f"{self._label(where, id)}: input {name!r} refers to "
                                      f"graph input {value.name!r}, which is not declared; "
                                      f"call g.input({value.name!r}) first")
-                refs.append((name, value))
+                refs.append(name)
         if map_over is not None:
             self._check_ref_owner(map_over, id, "map(over=...)")
             deps[map_over.node] = None

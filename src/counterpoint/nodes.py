@@ -121,9 +121,10 @@ class NodeSpec:
     """For an item spawned by a map at run time: the map's id (branch choices name it)."""
     deps: tuple[NodeId, ...] = ()
     """All dependencies, data and ordering, in a stable order (derived)."""
-    refs: tuple[tuple[str, NodeRef | InputRef], ...] = field(default=(), init=False,
-                                                             repr=False, compare=False)
-    """The inputs that are not literals, as (parameter, reference), in order (derived)."""
+    refs: tuple[str, ...] = field(default=(), init=False, repr=False, compare=False)
+    """The parameters whose inputs are references (not literals), in order (derived): names
+    only, since a tuple of strings is one object the garbage collector stops tracking, where
+    (parameter, reference) pairs were three it walked on every full collection."""
 
     def __post_init__(self) -> None:
         refs, deps = _derived(self.inputs, self.map_over, self.after)
@@ -138,7 +139,7 @@ class NodeSpec:
         return deps
 
 
-_Derived = tuple[tuple[tuple[str, "NodeRef | InputRef"], ...], tuple[NodeId, ...]]
+_Derived = tuple[tuple[str, ...], tuple[NodeId, ...]]
 """A spec's ``refs`` and ``deps``."""
 
 
@@ -147,13 +148,13 @@ def _derived(inputs: Mapping[str, Any], map_over: NodeRef | None,
     """A spec's ``refs`` and ``deps`` (see :class:`NodeSpec`); ``Graph._build_spec`` works
     them out the same way while it checks the inputs."""
     seen: dict[NodeId, None] = {}
-    refs: list[tuple[str, NodeRef | InputRef]] = []
+    refs: list[str] = []
     for name, value in inputs.items():
         if isinstance(value, NodeRef):
             seen[value.node] = None
-            refs.append((name, value))
+            refs.append(name)
         elif isinstance(value, InputRef):
-            refs.append((name, value))
+            refs.append(name)
     if map_over is not None:
         seen[map_over.node] = None
     for dep in after:

@@ -150,7 +150,9 @@ class Attempts(Control):
     def _arguments(self, spec: NodeSpec) -> dict[str, Any]:
         kwargs = dict(spec.inputs)  # the literals as they are; references replaced in place
         nodes = self.state.nodes
-        for name, value in spec.refs:
+        inputs = spec.inputs
+        for name in spec.refs:
+            value = inputs[name]
             if isinstance(value, InputRef):
                 kwargs[name] = self.inputs[value.name]
                 continue
