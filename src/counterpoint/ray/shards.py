@@ -32,7 +32,8 @@ from ..options import RunOptions
 from .cluster import connect
 
 BATCH = 200
-"""Runs per batch sent to a shard."""
+"""Most runs per batch sent to a shard (fewer when there are too few runs to give every
+shard :data:`IN_FLIGHT` batches)."""
 IN_FLIGHT = 2
 """Batches each shard holds at once (one runs while the next is on its way)."""
 
@@ -60,6 +61,8 @@ class Progress:
     """Runs that ended (in any status)."""
     failed: int
     """Runs that ended in another status than ``succeeded``."""
+    running: int
+    """Runs placed on a shard that have not ended yet."""
     total: int
     elapsed: float
     """Seconds since the first batch was placed."""
@@ -108,7 +111,7 @@ class Shard:
 
 def run_many(graph: Graph | str, inputs: Sequence[Mapping[str, Any]], *, workers: int = 2,
              store_dir: str | Path | None = None, options: RunOptions | None = None,
-             concurrency: int = 1000, batch: int = BATCH, address: str | None = None,
+             concurrency: int = 1000, batch: int | None = None, address: str | None = None,
              num_cpus: int | None = None, restarts: int = 3,
              progress: Callable[[Progress], None] | None = None) -> list[RunSummary]:
     """Run ``graph`` once per item of ``inputs`` over ``workers`` shard actors on Ray and
@@ -117,9 +120,13 @@ def run_many(graph: Graph | str, inputs: Sequence[Mapping[str, Any]], *, workers
     ``graph`` is a :class:`Graph` (pickled to the shards) or a target ``FILE.py[:GRAPH]``
     each shard loads itself. ``store_dir`` holds the shards' SQLite files (default: a
     ``shards`` folder next to the default store). ``concurrency`` bounds the runs each
-    shard runs at once; ``progress`` is called after every batch. ``address`` and
+    shard runs at once; ``batch`` is the runs sent to a shard at a time (default: up to
+    :data:`BATCH`, fewer so that every shard gets work); ``progress`` is called after
+    every batch. ``address`` and
     ``num_cpus`` are those of :class:`~counterpoint.ray.RayBackend`.
     """
+    if batch is None:
+        batch = max(1, min(BATCH, -(-len(inputs) // (workers * IN_FLIGHT))))
     if workers < 1 or batch < 1 or concurrency < 1:
         raise UserError(f"run_many needs workers, batch and concurrency >= 1, got "
                         f"{workers}, {batch}, {concurrency}")
@@ -127,8 +134,8 @@ def run_many(graph: Graph | str, inputs: Sequence[Mapping[str, Any]], *, workers
     from ray import cloudpickle
 
     from ..store import default_location
-    folder = Path(store_dir) if store_dir is not None else \
-        Path(default_location()).parent / "shards"
+    folder = (Path(store_dir) if store_dir is not None else
+              Path(default_location()).parent / "shards").resolve()  # shards run elsewhere
     folder.mkdir(parents=True, exist_ok=True)
     shipped: bytes | str = graph if isinstance(graph, str) else \
         cloudpickle.dumps(graph)  # type: ignore[no-untyped-call]
@@ -175,10 +182,11 @@ def run_many(graph: Graph | str, inputs: Sequence[Mapping[str, Any]], *, workers
                 results[summary.index] = summary
                 done += 1
                 failed += summary.status != "succeeded"
-            if progress is not None:
-                progress(Progress(done=done, failed=failed, total=len(inputs),
-                                  elapsed=time.perf_counter() - began))
             place(shard)
+            if progress is not None:
+                running = sum(len(w) for _, w in pending.values())
+                progress(Progress(done=done, failed=failed, running=running,
+                                  total=len(inputs), elapsed=time.perf_counter() - began))
     finally:
         for handle in shards:
             ray.kill(handle)
