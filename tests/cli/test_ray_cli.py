@@ -78,11 +78,11 @@ def test_workers_run_every_line_over_shards_with_aggregate_progress(
     done = _cli(work, "run", "flow.py", "--workers", "2", "--inputs", "inputs.jsonl",
                 "--ray-address", _address(ray_cluster), "--db", "runs.db")
     assert done.returncode == 1, done.stderr  # the run of x=3 failed
-    assert "runs 7/7 done · 1 failed · 0 running ·" in done.stdout
-    assert "7 runs: 6 succeeded, 1 failed in" in done.stdout
-    assert "line 3: run " in done.stdout
+    assert "runs 7/7 done · 1 failed · 0 running ·" in done.stdout, done.stdout
+    assert "7 runs: 6 succeeded, 1 failed in" in done.stdout, done.stdout
+    assert "line 3: run " in done.stdout, done.stdout
     shards = sorted((work / "shards").glob("shard-*.db"))
-    assert [p.name for p in shards] == ["shard-0.db", "shard-1.db"]
+    assert [p.name for p in shards] == ["shard-0.db", "shard-1.db"], (done.stdout, done.stderr)
     statuses: list[str] = []
     for path in shards:
         store = SQLiteStore(path)
