@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -159,6 +159,8 @@ class ShardPool:
         self.shards: list[Any] = []
         self._ray: Any = None
         self._jobs = itertools.count(1)
+        self.in_flight = 0
+        """Runs placed on the shards by :meth:`stream` that have not ended."""
 
     def start(self) -> ShardPool:
         """Connect to Ray and start the shards; returns once every one is up. Idempotent."""
@@ -196,6 +198,27 @@ class ShardPool:
         """:func:`run_many` on this pool's shards."""
         if batch is None:
             batch = max(1, min(BATCH, -(-len(inputs) // (self.workers * IN_FLIGHT))))
+        results: list[RunSummary | None] = [None] * len(inputs)
+        done = failed = 0
+        began = time.perf_counter()
+        for summaries in self.stream(graph, inputs, options=options, concurrency=concurrency,
+                                     batch=batch, restarts=restarts):
+            for summary in summaries:
+                results[summary.index] = summary
+                done += 1
+                failed += summary.status != "succeeded"
+            if progress is not None:
+                progress(Progress(done=done, failed=failed, running=self.in_flight,
+                                  total=len(inputs), elapsed=time.perf_counter() - began))
+        return [r for r in results if r is not None]
+
+    def stream(self, graph: Graph | str, inputs: Iterable[Mapping[str, Any]], *,
+               options: RunOptions | None = None, concurrency: int = 1000,
+               batch: int = BATCH, restarts: int = 3) -> Iterator[list[RunSummary]]:
+        """Run ``graph`` once per item of ``inputs`` (read lazily, so it may be endless)
+        and yield each batch's summaries as it ends, in the order batches end; keeps
+        :data:`IN_FLIGHT` batches of ``batch`` runs on every shard (:attr:`in_flight`
+        says how many runs are placed and not ended). Nothing is kept once yielded."""
         if batch < 1 or concurrency < 1:
             raise UserError(f"run_many needs batch and concurrency >= 1, got {batch}, "
                             f"{concurrency}")
@@ -206,23 +229,21 @@ class ShardPool:
         shipped: bytes | str = graph if isinstance(graph, str) else \
             cloudpickle.dumps(graph)  # type: ignore[no-untyped-call]
         data = (options or RunOptions()).as_data()
+        numbered = enumerate(inputs)
 
         def prepare(shard: int) -> None:
             self.shards[shard].prepare.remote(job, shipped, data, concurrency)
 
-        batches: Iterator[list[tuple[int, dict[str, Any]]]] = (
-            [(i, dict(inputs[i])) for i in range(start, min(start + batch, len(inputs)))]
-            for start in range(0, len(inputs), batch))
         pending: dict[Any, tuple[int, list[tuple[int, dict[str, Any]]]]] = {}
-        results: list[RunSummary | None] = [None] * len(inputs)
-        done = failed = 0
-        began = time.perf_counter()
 
         def place(shard: int, work: list[tuple[int, dict[str, Any]]] | None = None) -> None:
-            work = work if work is not None else next(batches, None)
+            if work is None:
+                work = [(i, dict(item)) for i, item in itertools.islice(numbered, batch)]
             if work:
                 pending[self.shards[shard].run_batch.remote(job, work)] = (shard, work)
+                self.in_flight += len(work)
 
+        self.in_flight = 0
         for shard in range(self.workers):
             prepare(shard)  # a shard runs its calls in order: the job is there first
             for _ in range(IN_FLIGHT):
@@ -230,6 +251,7 @@ class ShardPool:
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
             shard, work = pending.pop(ready[0])
+            self.in_flight -= len(work)
             try:
                 summaries: list[RunSummary] = ray.get(ready[0])
             except ray.exceptions.RayActorError as exc:
@@ -244,19 +266,12 @@ class ShardPool:
                 for ref, (other, lost) in list(pending.items()):
                     if other == shard:  # the dead shard's other batches go again too
                         del pending[ref]
+                        self.in_flight -= len(lost)
                         place(shard, lost)
                 place(shard, work)
                 continue
-            for summary in summaries:
-                results[summary.index] = summary
-                done += 1
-                failed += summary.status != "succeeded"
             place(shard)
-            if progress is not None:
-                running = sum(len(w) for _, w in pending.values())
-                progress(Progress(done=done, failed=failed, running=running,
-                                  total=len(inputs), elapsed=time.perf_counter() - began))
-        return [r for r in results if r is not None]
+            yield summaries
 
 
 def run_many(graph: Graph | str, inputs: Sequence[Mapping[str, Any]], *, workers: int = 2,
