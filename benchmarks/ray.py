@@ -67,7 +67,7 @@ def _root() -> int:
     return 0
 
 
-def _join(parts: list[int]) -> int:
+def _join(**parts: int) -> int:
     return len(parts)
 
 
@@ -75,7 +75,7 @@ def w6_graph(nodes: int, loops: int) -> cp.Graph:
     g = cp.Graph("W6-cpu-fanout")
     root = g.add("root", _root)
     parts = [g.add(f"burn{i:02d}", burn, loops=loops, after=[root]) for i in range(nodes)]
-    g.output(g.add("join", _join, parts=parts))
+    g.output(g.add("join", _join, inputs={f"p{i}": part for i, part in enumerate(parts)}))
     return g
 
 
@@ -106,7 +106,7 @@ def w6(nodes: int, seconds: float) -> bool:
     graph = w6_graph(nodes, loops)
     backend = RayBackend(num_cpus=CPUS)
     backend.start()
-    _makespan(w6_graph(CPUS, loops // 20), backend, CPUS)  # Ray's workers start, once
+    _makespan(w6_graph(nodes, loops // 50), backend, nodes)  # Ray starts its workers
     inprocess = _makespan(graph, None, nodes)
     ray_time = _makespan(graph, backend, nodes)
     pool = _process_pool(nodes, loops)
