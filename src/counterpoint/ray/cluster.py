@@ -31,13 +31,15 @@ def ray_module() -> Any:
 
 def connect(address: str | None = None, *, num_cpus: int | None = None) -> Any:
     """Connect this process to Ray (``address``: ``None`` starts a local cluster, ``auto``
-    joins the one ``ray start`` runs on this machine, ``ray://host:10001`` a remote one) and
+    joins the one ``ray start`` runs on this machine, ``ray://host:10001`` a remote one;
+    ``$RAY_ADDRESS``, when set, stands for a missing address, as it does for Ray) and
     return the ``ray`` module. Idempotent: a process already connected keeps its cluster.
 
     A local cluster's workers get this process's ``sys.path`` (as ``PYTHONPATH``), so a step
     defined in a module this process can import is importable in the workers too.
     """
     ray = ray_module()
+    address = address or os.environ.get("RAY_ADDRESS") or None
     if address is not None:
         check_address(address)
     with _LOCK:
