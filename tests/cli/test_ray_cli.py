@@ -142,3 +142,68 @@ def test_without_ray_installed_the_error_says_how_to_install_it(
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "error: the Ray backend needs Ray: pip install 'counterpoint[ray]'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+SLOW = """
+from pathlib import Path
+
+import counterpoint as cp
+
+HERE = Path(__file__).parent
+
+
+def step(node: str, previous: int = 0) -> int:
+    with (HERE / "side.txt").open("a") as side:
+        side.write(node + "\\n")
+    if node == "b" and not (HERE / "resumed").exists():
+        import time
+        time.sleep(300)  # the first run's workload: the test kills the CLI meanwhile
+    return previous + 1
+
+
+graph = cp.Graph("slow-chain")
+graph.output(graph.add("c", step, node="c", previous=graph.add(
+    "b", step, node="b", previous=graph.add("a", step, node="a"))))
+"""
+
+
+def test_a_killed_run_on_ray_resumes_on_ray_from_the_command_line(
+        tmp_path: Path, ray_cluster: Any) -> None:
+    import signal
+
+    from support import wait_until
+
+    from counterpoint.events import EventKind
+    (tmp_path / "slow.py").write_text(SLOW)
+    db = tmp_path / "runs.db"
+    first = subprocess.Popen(
+        [sys.executable, "-m", "counterpoint.cli", "run", "slow.py", "--backend", "ray",
+         "--ray-address", _address(ray_cluster), "--db", str(db), "--quiet"],
+        cwd=tmp_path, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def started_b() -> str | None:
+        if not db.exists():
+            return None
+        store = SQLiteStore(db)
+        try:
+            for record in store.runs():
+                kinds = [(e.kind, e.node) for e in store.events(RunId(record.run_id))]
+                if (EventKind.NODE_STARTED, "b") in kinds:
+                    return str(record.run_id)
+        except Exception:
+            return None  # the store is being created
+        finally:
+            store.close()
+        return None
+
+    try:
+        run_id = wait_until(started_b, "the log to show node b started", timeout=120)
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=30)
+    (tmp_path / "resumed").touch()
+    done = _cli(tmp_path, "resume", run_id, "--backend", "ray", "--ray-address",
+                _address(ray_cluster), "--db", str(db), "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["outputs"]["c"] == 3
+    assert (tmp_path / "side.txt").read_text().split() == ["a", "b", "b", "c"]  # a once

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
     from ..graph import Graph
     from ..options import RunOptions
+    from ..ray import RayBackend
     from ..results import RunResult
     from ..store import RunStore
     from .live import Display
@@ -348,8 +349,12 @@ def resume(
     db: Db = None,
     quiet: Quiet = False,
     as_json: AsJson = False,
+    backend: cluster_cli.BackendName = None,
+    ray_address: cluster_cli.RayAddress = None,
 ) -> None:
-    """Continue a run whose process died; nodes that finished do not run again."""
+    """Continue a run whose process died; nodes that finished do not run again.
+
+    --backend ray runs the nodes left on Ray, whatever backend the run started on."""
     from ..state import RunStatus
     from .recorded import log_report, resolve_run
     out = make_console()
@@ -367,21 +372,26 @@ def resume(
                 report = log_report(record, store.events(RunId(run_id)))
                 code = _finish(report, db=db, as_json=as_json, out=out)
             else:
-                code = _resume(run_id, store, db=db, quiet=quiet, as_json=as_json, out=out,
-                               progress=progress)
+                chosen = cluster_cli.choose_backend(backend, ray_address)
+                try:
+                    code = _resume(run_id, store, db=db, quiet=quiet, as_json=as_json,
+                                   out=out, progress=progress, backend=chosen)
+                finally:
+                    if chosen is not None:
+                        chosen.close()
         finally:
             store.close()
     raise typer.Exit(code)
 
 
 def _resume(run_id: str, store: RunStore, *, db: str | None, quiet: bool, as_json: bool,
-            out: Console, progress: Console) -> int:
+            out: Console, progress: Console, backend: RayBackend | None = None) -> int:
     from .. import api, loop
     from .live import follow
     display = _display(progress, quiet=quiet)
 
     async def resume_and_follow() -> RunResult:
-        handle = await api.start_resume(run_id, store=store)
+        handle = await api.start_resume(run_id, store=store, backend=backend)
         return await follow(handle, display)
 
     if not quiet:
