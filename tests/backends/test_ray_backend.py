@@ -116,3 +116,19 @@ def test_a_cluster_address_is_checked_before_ray_is_asked() -> None:
     address = f"ray://127.0.0.1:{free_port()}"
     with pytest.raises(ConfigError, match=f"cannot reach the Ray cluster at '{address}'"):
         check_address(address)
+
+
+async def _kills_its_shard_once(x: int, marker: str) -> int:
+    if x == 5 and not _marked(marker):
+        os._exit(1)  # the shard actor's process dies mid-batch
+    return x
+
+
+def test_a_shard_that_dies_is_replaced_and_its_batches_run_again(
+        ray_cluster: Any, tmp_path: Path) -> None:
+    g = cp.Graph("dies-once")
+    g.add("k", _kills_its_shard_once, x=g.input("x"), marker=str(tmp_path / "m"))
+    results = run_many(g, [{"x": i} for i in range(12)], workers=2, batch=3,
+                       store_dir=tmp_path / "shards")
+    assert [r.output for r in results] == [{"k": i} for i in range(12)]
+    assert all(r.status == "succeeded" for r in results)

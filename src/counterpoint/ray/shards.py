@@ -231,8 +231,11 @@ class ShardPool:
         data = (options or RunOptions()).as_data()
         numbered = enumerate(inputs)
 
-        def prepare(shard: int) -> None:
-            self.shards[shard].prepare.remote(job, shipped, data, concurrency)
+        def prepare(*shards: int) -> None:
+            # an async actor may start calls out of order (its arguments arrive at different
+            # times), so its batches are sent once it has the job
+            ray.get([self.shards[i].prepare.remote(job, shipped, data, concurrency)
+                     for i in shards])
 
         pending: dict[Any, tuple[int, list[tuple[int, dict[str, Any]]]]] = {}
 
@@ -244,8 +247,8 @@ class ShardPool:
                 self.in_flight += len(work)
 
         self.in_flight = 0
+        prepare(*range(self.workers))
         for shard in range(self.workers):
-            prepare(shard)  # a shard runs its calls in order: the job is there first
             for _ in range(IN_FLIGHT):
                 place(shard)
         while pending:
