@@ -1,4 +1,5 @@
-"""Shared fixtures: every store implementation, a clean working directory, a local model server."""
+"""Shared fixtures: every store implementation, a clean working directory, a local model
+server, and a local Ray cluster (tests/ray_fixtures.py, started once when a test asks)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ray_fixtures import ray_backend, ray_cluster
 from support import free_port, smollm2_gguf
 
 from counterpoint.store import MemoryStore, RunStore, SQLiteStore
+
+__all__ = ["ray_backend", "ray_cluster"]  # fixtures found by name, for every test folder
 
 LLAMA_SERVER_START_TIMEOUT = 60.0
 

@@ -1,5 +1,5 @@
 """A local Ray cluster (2 CPUs, no dashboard) and a Ray backend, once per session, for
-tests/backends and tests/ray."""
+every test that asks for one (tests/conftest.py makes them visible everywhere)."""
 
 from __future__ import annotations
 

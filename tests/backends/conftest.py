@@ -1,9 +1,10 @@
 """Every execution backend in turn: the in-process one and Ray on a local cluster.
 
-The Ray cluster is started once per session (2 CPUs, no dashboard) and shut down at the
-end. The ``backend`` fixture also becomes the default backend of the runs a test starts
-(``counterpoint.scheduler.execution.DEFAULT_BACKEND``), so the runtime's behaviour tests
-imported into tests/backends/test_conformance.py run unchanged on each backend.
+The Ray cluster (tests/ray_fixtures.py, through tests/conftest.py) is started once per
+session (2 CPUs, no dashboard) and shut down at the end. The ``backend`` fixture also
+becomes the default backend of the runs a test starts
+(``counterpoint.scheduler.execution.DEFAULT_BACKEND``), so the behaviour tests of
+tests/backends/test_conformance.py run unchanged on each backend.
 """
 
 from __future__ import annotations
@@ -11,11 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ray_fixtures import ray_backend, ray_cluster
 
 from counterpoint.backend import InProcessBackend
-
-__all__ = ["backend", "ray_backend", "ray_cluster"]
 
 
 @pytest.fixture(params=["inprocess", "ray"])

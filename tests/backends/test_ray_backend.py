@@ -80,3 +80,55 @@ def test_run_many_places_runs_on_shards_and_returns_them_in_order(
         assert store.run(cp.RunId(results[0].run_id)).status == "succeeded"
     finally:
         store.close()
+
+
+def test_a_shard_pool_streams_a_lazy_iterable_and_keeps_its_shards(
+        ray_cluster: Any, tmp_path: Path) -> None:
+    from counterpoint.ray import ShardPool
+    g = cp.Graph("double")
+    g.add("d", _double, x=g.input("x"))
+
+    def inputs() -> Any:  # a generator: the pool reads it as it goes
+        yield from ({"x": i} for i in range(25))
+
+    with ShardPool(2, store_dir=tmp_path) as pool:
+        shards = list(pool.shards)
+        batches = list(pool.stream(g, inputs(), batch=4))
+        assert pool.in_flight == 0
+        again = pool.run_many(g, [{"x": 1}])
+        assert pool.shards == shards  # the same actors served both calls
+        assert all(rss > 0 for rss in pool.rss())
+    summaries = [s for batch in batches for s in batch]
+    assert sorted(s.index for s in summaries) == list(range(25))
+    assert all(len(batch) <= 4 for batch in batches)
+    assert {s.index: s.output for s in summaries} == {i: {"d": 2 * i} for i in range(25)}
+    assert again[0].output == {"d": 2}
+
+
+def test_a_cluster_address_is_checked_before_ray_is_asked() -> None:
+    from support import free_port
+
+    from counterpoint.errors import ConfigError
+    from counterpoint.ray.cluster import check_address
+    check_address("auto")
+    with pytest.raises(ConfigError, match="not 'auto', HOST:PORT or ray://HOST:PORT"):
+        check_address("ray://no-port")
+    address = f"ray://127.0.0.1:{free_port()}"
+    with pytest.raises(ConfigError, match=f"cannot reach the Ray cluster at '{address}'"):
+        check_address(address)
+
+
+async def _kills_its_shard_once(x: int, marker: str) -> int:
+    if x == 5 and not _marked(marker):
+        os._exit(1)  # the shard actor's process dies mid-batch
+    return x
+
+
+def test_a_shard_that_dies_is_replaced_and_its_batches_run_again(
+        ray_cluster: Any, tmp_path: Path) -> None:
+    g = cp.Graph("dies-once")
+    g.add("k", _kills_its_shard_once, x=g.input("x"), marker=str(tmp_path / "m"))
+    results = run_many(g, [{"x": i} for i in range(12)], workers=2, batch=3,
+                       store_dir=tmp_path / "shards")
+    assert [r.output for r in results] == [{"k": i} for i in range(12)]
+    assert all(r.status == "succeeded" for r in results)

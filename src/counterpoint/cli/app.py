@@ -19,6 +19,7 @@ from .. import __version__
 from ..garbage import tune_gc
 from ..ids import RunId
 from . import approvals as approvals_cli
+from . import cluster as cluster_cli
 from . import goals, inspect
 from .args import AsJson, Db, Quiet, RunName
 from .console import make_console, reported
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 
     from ..graph import Graph
     from ..options import RunOptions
+    from ..ray import RayBackend
     from ..results import RunResult
     from ..store import RunStore
     from .live import Display
@@ -209,6 +211,10 @@ def run(
     no_preflight: Annotated[bool, typer.Option(
         "--no-preflight", help="Start without checking the models first (keys, server, "
                                "structured output).")] = False,
+    backend: cluster_cli.BackendName = None,
+    ray_address: cluster_cli.RayAddress = None,
+    workers: cluster_cli.Workers = None,
+    inputs_file: cluster_cli.InputsFile = None,
 ) -> None:
     """Run a graph, a workflow file or a goal, showing its progress, then summarize it.
 
@@ -229,6 +235,15 @@ def run(
                              fail_fast=fail_fast, deadline=deadline,
                              detach_when_waiting=detach_waiting,
                              cache=not no_cache and load_registry().cache)
+        if workers is not None or inputs_file is not None:
+            code = _run_many(target, kind, options, inputs or [], inputs_file, workers,
+                             backend, ray_address, db=db, quiet=quiet, as_json=as_json,
+                             out=out, preflight_first=not no_preflight)
+            raise typer.Exit(code)
+        chosen = cluster_cli.choose_backend(backend, ray_address)
+        if chosen is not None:
+            from dataclasses import replace
+            options = replace(options, backend=chosen)
         attr = None
         if kind == "goal":
             the_team = goals.team(model, planner_model, worker_model, verifier_model,
@@ -257,7 +272,37 @@ def run(
                         as_json=as_json, out=out, goal=kind == "goal")
         finally:
             store.close()
+            if chosen is not None:
+                chosen.close()
     raise typer.Exit(code)
+
+
+def _run_many(target: str, kind: str, options: RunOptions, shared: list[str],
+              inputs_file: str | None, workers: int | None, backend: str | None,
+              address: str | None, *, db: str | None, quiet: bool, as_json: bool,
+              out: Console, preflight_first: bool) -> int:
+    """``run --workers N --inputs FILE.jsonl``: the graph once per line, over Ray shards."""
+    from ..errors import UserError
+    from ..loader import load_target
+    from . import preflight
+    if kind != "graph":
+        raise UserError(f"--workers runs a Python graph (FILE.py[:GRAPH] or a module), "
+                        f"not a {kind}")
+    if inputs_file is None:
+        raise UserError("--workers N needs --inputs FILE.jsonl: one JSON object of graph "
+                        "inputs per line, one run per line")
+    if backend not in (None, "ray"):
+        raise UserError(f"--workers places whole runs on Ray shards; --backend {backend} "
+                        "does not apply (leave it out)")
+    _importable_cwd()
+    graph = load_target(target)  # a graph that does not load fails here, not in a shard
+    if preflight_first:
+        preflight.check_run(preflight.graph_uses(graph))
+    runs = cluster_cli.read_inputs(inputs_file, parse_inputs(shared))
+    return cluster_cli.run_many_command(
+        target, runs, workers=workers or 2, address=address, options=options, db=db,
+        quiet=quiet, as_json=as_json, out=out,
+        progress_out=make_console(stderr=True) if as_json else out)
 
 
 def _run(graph: Graph, options: RunOptions, inputs: dict[str, Any], store: RunStore,
@@ -304,8 +349,12 @@ def resume(
     db: Db = None,
     quiet: Quiet = False,
     as_json: AsJson = False,
+    backend: cluster_cli.BackendName = None,
+    ray_address: cluster_cli.RayAddress = None,
 ) -> None:
-    """Continue a run whose process died; nodes that finished do not run again."""
+    """Continue a run whose process died; nodes that finished do not run again.
+
+    --backend ray runs the nodes left on Ray, whatever backend the run started on."""
     from ..state import RunStatus
     from .recorded import log_report, resolve_run
     out = make_console()
@@ -323,21 +372,26 @@ def resume(
                 report = log_report(record, store.events(RunId(run_id)))
                 code = _finish(report, db=db, as_json=as_json, out=out)
             else:
-                code = _resume(run_id, store, db=db, quiet=quiet, as_json=as_json, out=out,
-                               progress=progress)
+                chosen = cluster_cli.choose_backend(backend, ray_address)
+                try:
+                    code = _resume(run_id, store, db=db, quiet=quiet, as_json=as_json,
+                                   out=out, progress=progress, backend=chosen)
+                finally:
+                    if chosen is not None:
+                        chosen.close()
         finally:
             store.close()
     raise typer.Exit(code)
 
 
 def _resume(run_id: str, store: RunStore, *, db: str | None, quiet: bool, as_json: bool,
-            out: Console, progress: Console) -> int:
+            out: Console, progress: Console, backend: RayBackend | None = None) -> int:
     from .. import api, loop
     from .live import follow
     display = _display(progress, quiet=quiet)
 
     async def resume_and_follow() -> RunResult:
-        handle = await api.start_resume(run_id, store=store)
+        handle = await api.start_resume(run_id, store=store, backend=backend)
         return await follow(handle, display)
 
     if not quiet:

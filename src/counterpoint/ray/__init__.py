@@ -7,6 +7,6 @@ Nothing here imports Ray until it is used.
 from __future__ import annotations
 
 from .backend import RayBackend
-from .shards import Progress, RunSummary, run_many
+from .shards import Progress, RunSummary, ShardPool, run_many
 
-__all__ = ["Progress", "RayBackend", "RunSummary", "run_many"]
+__all__ = ["Progress", "RayBackend", "RunSummary", "ShardPool", "run_many"]

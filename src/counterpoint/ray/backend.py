@@ -34,7 +34,7 @@ from ..context import _CURRENT, NodeContext
 from ..errors import NodeFailed, WorkerLost
 from ..graph import Graph
 from .cluster import connect
-from .shipping import check_graph, ray_options, rough_size
+from .shipping import check_graph, ray_options, rough_size, ship_by_value
 
 INLINE_BYTES = 1 << 20
 """Inputs estimated above this many bytes travel through Ray's object store."""
@@ -156,6 +156,7 @@ class RayBackend:
     def _step(self, fn: Callable[..., Any]) -> Any:
         ref = self._steps.get(fn)
         if ref is None:
+            ship_by_value(fn)  # a live edit's step may come from a file loaded by path
             ref = self._steps[fn] = self._ray.put(fn)
         return ref
 

@@ -7,6 +7,7 @@ this package, and ``counterpoint[ray]`` is an optional extra.
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import threading
 from typing import Any
@@ -14,6 +15,9 @@ from typing import Any
 from ..errors import ConfigError
 
 _LOCK = threading.Lock()
+PROBE_SECONDS = 3.0
+"""How long :func:`connect` waits for a cluster address to accept a TCP connection (Ray
+itself retries an unreachable address for minutes before it gives up)."""
 
 
 def ray_module() -> Any:
@@ -27,13 +31,17 @@ def ray_module() -> Any:
 
 def connect(address: str | None = None, *, num_cpus: int | None = None) -> Any:
     """Connect this process to Ray (``address``: ``None`` starts a local cluster, ``auto``
-    joins the one ``ray start`` runs on this machine, ``ray://host:10001`` a remote one) and
+    joins the one ``ray start`` runs on this machine, ``ray://host:10001`` a remote one;
+    ``$RAY_ADDRESS``, when set, stands for a missing address, as it does for Ray) and
     return the ``ray`` module. Idempotent: a process already connected keeps its cluster.
 
     A local cluster's workers get this process's ``sys.path`` (as ``PYTHONPATH``), so a step
     defined in a module this process can import is importable in the workers too.
     """
     ray = ray_module()
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    if address is not None:
+        check_address(address)
     with _LOCK:
         if ray.is_initialized():
             return ray
@@ -50,3 +58,23 @@ def connect(address: str | None = None, *, num_cpus: int | None = None) -> Any:
                               "one with `ray start --head`, or leave the address out to start "
                               "a local cluster") from exc
     return ray
+
+
+def check_address(address: str) -> None:
+    """Raise :class:`ConfigError` unless ``address`` is ``auto`` or a ``HOST:PORT`` /
+    ``ray://HOST:PORT`` that accepts a TCP connection within :data:`PROBE_SECONDS`."""
+    if address == "auto":
+        return
+    where = address.removeprefix("ray://")
+    host, _, port = where.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"Ray address {address!r} is not 'auto', HOST:PORT or "
+                          "ray://HOST:PORT (e.g. 127.0.0.1:6379 or ray://head:10001)")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_SECONDS):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"cannot reach the Ray cluster at {address!r} "
+                          f"({exc.strerror or type(exc).__name__}); start one with `ray start "
+                          "--head`, check the address, or leave it out to start a local "
+                          "cluster") from None

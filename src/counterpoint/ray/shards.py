@@ -16,12 +16,16 @@ work as for any run), and :attr:`RunSummary.store` says which file holds a run.
 A shard that dies mid-batch is replaced, and its batch is started again on the new shard
 as new runs (at most ``restarts`` times); the interrupted runs stay in the shard's file,
 resumable.
+
+:class:`ShardPool` keeps its shard actors between calls (starting an actor costs a
+process and counterpoint's imports: seconds); :func:`run_many` starts a pool for one call.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,8 +36,9 @@ from ..options import RunOptions
 from .cluster import connect
 
 BATCH = 200
-"""Runs per batch sent to a shard."""
-IN_FLIGHT = 2
+"""Most runs per batch sent to a shard (fewer when there are too few runs to give every
+shard :data:`IN_FLIGHT` batches)."""
+IN_FLIGHT = 3
 """Batches each shard holds at once (one runs while the next is on its way)."""
 
 
@@ -60,43 +65,51 @@ class Progress:
     """Runs that ended (in any status)."""
     failed: int
     """Runs that ended in another status than ``succeeded``."""
+    running: int
+    """Runs placed on a shard that have not ended yet."""
     total: int
     elapsed: float
     """Seconds since the first batch was placed."""
 
 
 class Shard:
-    """One shard: a Ray actor that runs whole runs of one graph with counterpoint's own
-    scheduler, logging to its own SQLite file."""
+    """One shard: a Ray actor that runs whole runs with counterpoint's own scheduler (the
+    in-process backend, on this actor's event loop), logging to its own SQLite file.
 
-    def __init__(self, graph: bytes | str, store: str, options: dict[str, Any],
-                 concurrency: int) -> None:
+    A pool sends it a job (a graph, its options, a concurrency bound) once, then batches
+    of inputs naming the job."""
+
+    def __init__(self, store: str) -> None:
+        from ..store import open_store
+        self.path = store
+        self.store = open_store(store)
+        self.jobs: dict[int, tuple[Graph, RunOptions, Any]] = {}
+
+    async def prepare(self, job: int, graph: bytes | str, options: dict[str, Any],
+                      concurrency: int) -> None:
+        """Load job ``job``'s graph (pickled, or a target ``FILE.py[:GRAPH]``)."""
         import asyncio
 
         from ray import cloudpickle
-
-        from ..store import open_store
         if isinstance(graph, str):
             from ..loader import load_target
-            self.graph: Graph = load_target(graph)
+            loaded: Graph = load_target(graph)
         else:
-            self.graph = cloudpickle.loads(graph)
-        self.path = store
-        self.store = open_store(store)
-        self.options = RunOptions.from_data(options)
-        self.slots = asyncio.Semaphore(concurrency)
+            loaded = cloudpickle.loads(graph)
+        self.jobs = {job: (loaded, RunOptions.from_data(options), asyncio.Semaphore(concurrency))}
 
-    async def run_batch(self, batch: list[tuple[int, dict[str, Any]]]) -> list[RunSummary]:
+    async def run_batch(self, job: int,
+                        batch: list[tuple[int, dict[str, Any]]]) -> list[RunSummary]:
         """Run every ``(index, inputs)`` of ``batch`` concurrently; their summaries once
         all their events are durable."""
         import asyncio
 
         from ..api import run
+        graph, options, slots = self.jobs[job]
 
         async def one(index: int, inputs: dict[str, Any]) -> RunSummary:
-            async with self.slots:
-                result = await run(self.graph, inputs=inputs, options=self.options,
-                                   store=self.store)
+            async with slots:
+                result = await run(graph, inputs=inputs, options=options, store=self.store)
             return RunSummary(index=index, run_id=result.run_id, status=str(result.status),
                               output=result.output if result.ok else None, store=self.path)
 
@@ -105,10 +118,168 @@ class Shard:
         await self.store.flush()
         return [t.result() for t in tasks]
 
+    async def rss(self) -> int:
+        """This actor's resident memory, in bytes (Linux ``/proc``; 0 elsewhere)."""
+        return resident_bytes()
+
+
+def resident_bytes() -> int:
+    """The resident memory of this process, in bytes (``VmRSS``; 0 where there is no
+    ``/proc``)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+class ShardPool:
+    """``workers`` shard actors on Ray, kept between :meth:`run_many` calls; shard ``i``
+    logs to ``<store_dir>/shard-<i>.db``.
+
+    ``store_dir`` defaults to a ``shards`` folder next to the default store; ``address``
+    and ``num_cpus`` are those of :class:`~counterpoint.ray.RayBackend`. Use it as a
+    context manager, or call :meth:`start` and :meth:`close`. Not safe to use from several
+    threads at once.
+    """
+
+    def __init__(self, workers: int = 2, *, store_dir: str | Path | None = None,
+                 address: str | None = None, num_cpus: int | None = None) -> None:
+        if workers < 1:
+            raise UserError(f"a shard pool needs workers >= 1, got {workers}")
+        from ..store import default_location
+        self.workers = workers
+        self.folder = (Path(store_dir) if store_dir is not None else
+                       Path(default_location()).parent / "shards").resolve()  # shards run elsewhere
+        self.address = address
+        self.num_cpus = num_cpus
+        self.shards: list[Any] = []
+        self._ray: Any = None
+        self._jobs = itertools.count(1)
+        self.in_flight = 0
+        """Runs placed on the shards by :meth:`stream` that have not ended."""
+
+    def start(self) -> ShardPool:
+        """Connect to Ray and start the shards; returns once every one is up. Idempotent."""
+        if not self.shards:
+            self._ray = connect(self.address, num_cpus=self.num_cpus)
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self.shards = [self._make(i) for i in range(self.workers)]
+            self._ray.get([s.rss.remote() for s in self.shards])
+        return self
+
+    def _make(self, i: int) -> Any:
+        actor = self._ray.remote(Shard).options(num_cpus=1, max_concurrency=IN_FLIGHT + 2)
+        return actor.remote(str(self.folder / f"shard-{i}.db"))
+
+    def rss(self) -> list[int]:
+        """Each shard's resident memory, in bytes."""
+        return list(self._ray.get([s.rss.remote() for s in self.shards]))
+
+    def close(self) -> None:
+        """End the shard actors (the Ray cluster stays up)."""
+        for handle in self.shards:
+            self._ray.kill(handle)
+        self.shards = []
+
+    def __enter__(self) -> ShardPool:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def run_many(self, graph: Graph | str, inputs: Sequence[Mapping[str, Any]], *,
+                 options: RunOptions | None = None, concurrency: int = 1000,
+                 batch: int | None = None, restarts: int = 3,
+                 progress: Callable[[Progress], None] | None = None) -> list[RunSummary]:
+        """:func:`run_many` on this pool's shards."""
+        if batch is None:
+            batch = max(1, min(BATCH, -(-len(inputs) // (self.workers * IN_FLIGHT))))
+        results: list[RunSummary | None] = [None] * len(inputs)
+        done = failed = 0
+        began = time.perf_counter()
+        for summaries in self.stream(graph, inputs, options=options, concurrency=concurrency,
+                                     batch=batch, restarts=restarts):
+            for summary in summaries:
+                results[summary.index] = summary
+                done += 1
+                failed += summary.status != "succeeded"
+            if progress is not None:
+                progress(Progress(done=done, failed=failed, running=self.in_flight,
+                                  total=len(inputs), elapsed=time.perf_counter() - began))
+        return [r for r in results if r is not None]
+
+    def stream(self, graph: Graph | str, inputs: Iterable[Mapping[str, Any]], *,
+               options: RunOptions | None = None, concurrency: int = 1000,
+               batch: int = BATCH, restarts: int = 3) -> Iterator[list[RunSummary]]:
+        """Run ``graph`` once per item of ``inputs`` (read lazily, so it may be endless)
+        and yield each batch's summaries as it ends, in the order batches end; keeps
+        :data:`IN_FLIGHT` batches of ``batch`` runs on every shard (:attr:`in_flight`
+        says how many runs are placed and not ended). Nothing is kept once yielded."""
+        if batch < 1 or concurrency < 1:
+            raise UserError(f"run_many needs batch and concurrency >= 1, got {batch}, "
+                            f"{concurrency}")
+        self.start()
+        ray = self._ray
+        from ray import cloudpickle
+        job = next(self._jobs)
+        shipped: bytes | str = graph if isinstance(graph, str) else \
+            cloudpickle.dumps(graph)  # type: ignore[no-untyped-call]
+        data = (options or RunOptions()).as_data()
+        numbered = enumerate(inputs)
+
+        def prepare(*shards: int) -> None:
+            # an async actor may start calls out of order (its arguments arrive at different
+            # times), so its batches are sent once it has the job
+            ray.get([self.shards[i].prepare.remote(job, shipped, data, concurrency)
+                     for i in shards])
+
+        pending: dict[Any, tuple[int, list[tuple[int, dict[str, Any]]]]] = {}
+
+        def place(shard: int, work: list[tuple[int, dict[str, Any]]] | None = None) -> None:
+            if work is None:
+                work = [(i, dict(item)) for i, item in itertools.islice(numbered, batch)]
+            if work:
+                pending[self.shards[shard].run_batch.remote(job, work)] = (shard, work)
+                self.in_flight += len(work)
+
+        self.in_flight = 0
+        prepare(*range(self.workers))
+        for shard in range(self.workers):
+            for _ in range(IN_FLIGHT):
+                place(shard)
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            shard, work = pending.pop(ready[0])
+            self.in_flight -= len(work)
+            try:
+                summaries: list[RunSummary] = ray.get(ready[0])
+            except ray.exceptions.RayActorError as exc:
+                restarts -= 1
+                if restarts < 0:
+                    raise WorkerLost(f"shard {shard} of run_many died too often "
+                                     f"({type(exc).__name__}); the runs it started are "
+                                     f"in {self.folder}") from None
+                ray.kill(self.shards[shard])
+                self.shards[shard] = self._make(shard)
+                prepare(shard)
+                for ref, (other, lost) in list(pending.items()):
+                    if other == shard:  # the dead shard's other batches go again too
+                        del pending[ref]
+                        self.in_flight -= len(lost)
+                        place(shard, lost)
+                place(shard, work)
+                continue
+            place(shard)
+            yield summaries
+
 
 def run_many(graph: Graph | str, inputs: Sequence[Mapping[str, Any]], *, workers: int = 2,
              store_dir: str | Path | None = None, options: RunOptions | None = None,
-             concurrency: int = 1000, batch: int = BATCH, address: str | None = None,
+             concurrency: int = 1000, batch: int | None = None, address: str | None = None,
              num_cpus: int | None = None, restarts: int = 3,
              progress: Callable[[Progress], None] | None = None) -> list[RunSummary]:
     """Run ``graph`` once per item of ``inputs`` over ``workers`` shard actors on Ray and
@@ -117,69 +288,15 @@ def run_many(graph: Graph | str, inputs: Sequence[Mapping[str, Any]], *, workers
     ``graph`` is a :class:`Graph` (pickled to the shards) or a target ``FILE.py[:GRAPH]``
     each shard loads itself. ``store_dir`` holds the shards' SQLite files (default: a
     ``shards`` folder next to the default store). ``concurrency`` bounds the runs each
-    shard runs at once; ``progress`` is called after every batch. ``address`` and
-    ``num_cpus`` are those of :class:`~counterpoint.ray.RayBackend`.
+    shard runs at once; ``batch`` is the runs sent to a shard at a time (default: up to
+    :data:`BATCH`, fewer so that every shard gets work); ``progress`` is called after
+    every batch. ``address`` and ``num_cpus`` are those of
+    :class:`~counterpoint.ray.RayBackend`. Starts the shards for this call and ends them
+    after it; :class:`ShardPool` keeps them for several calls.
     """
-    if workers < 1 or batch < 1 or concurrency < 1:
+    if workers < 1 or (batch is not None and batch < 1) or concurrency < 1:
         raise UserError(f"run_many needs workers, batch and concurrency >= 1, got "
                         f"{workers}, {batch}, {concurrency}")
-    ray = connect(address, num_cpus=num_cpus)
-    from ray import cloudpickle
-
-    from ..store import default_location
-    folder = Path(store_dir) if store_dir is not None else \
-        Path(default_location()).parent / "shards"
-    folder.mkdir(parents=True, exist_ok=True)
-    shipped: bytes | str = graph if isinstance(graph, str) else \
-        cloudpickle.dumps(graph)  # type: ignore[no-untyped-call]
-    data = (options or RunOptions()).as_data()
-    actor = ray.remote(Shard).options(num_cpus=1, max_concurrency=IN_FLIGHT + 1)
-
-    def make(i: int) -> Any:
-        return actor.remote(shipped, str(folder / f"shard-{i}.db"), data, concurrency)
-
-    shards = [make(i) for i in range(workers)]
-    batches: Iterator[list[tuple[int, dict[str, Any]]]] = (
-        [(i, dict(inputs[i])) for i in range(start, min(start + batch, len(inputs)))]
-        for start in range(0, len(inputs), batch))
-    pending: dict[Any, tuple[int, list[tuple[int, dict[str, Any]]]]] = {}
-    results: list[RunSummary | None] = [None] * len(inputs)
-    done = failed = 0
-    began = time.perf_counter()
-
-    def place(shard: int, work: list[tuple[int, dict[str, Any]]] | None = None) -> None:
-        work = work if work is not None else next(batches, None)
-        if work:
-            pending[shards[shard].run_batch.remote(work)] = (shard, work)
-
-    try:
-        for shard in range(workers):
-            for _ in range(IN_FLIGHT):
-                place(shard)
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            shard, work = pending.pop(ready[0])
-            try:
-                summaries: list[RunSummary] = ray.get(ready[0])
-            except ray.exceptions.RayActorError as exc:
-                restarts -= 1
-                if restarts < 0:
-                    raise WorkerLost(f"shard {shard} of run_many died too often "
-                                     f"({type(exc).__name__}); the runs it started are "
-                                     f"in {folder}") from None
-                ray.kill(shards[shard])
-                shards[shard] = make(shard)
-                place(shard, work)
-                continue
-            for summary in summaries:
-                results[summary.index] = summary
-                done += 1
-                failed += summary.status != "succeeded"
-            if progress is not None:
-                progress(Progress(done=done, failed=failed, total=len(inputs),
-                                  elapsed=time.perf_counter() - began))
-            place(shard)
-    finally:
-        for handle in shards:
-            ray.kill(handle)
-    return [r for r in results if r is not None]
+    with ShardPool(workers, store_dir=store_dir, address=address, num_cpus=num_cpus) as pool:
+        return pool.run_many(graph, inputs, options=options, concurrency=concurrency,
+                             batch=batch, restarts=restarts, progress=progress)

@@ -8,6 +8,9 @@
   ``gpu`` to ``num_gpus``, and any other name the cluster declares (``ray start
   --resources '{"embedder": 2}'``) to a custom resource. Names the cluster does not know
   stay counterpoint's own limits (``RunOptions.limits``) and are not sent to Ray.
+* :func:`ship_by_value` makes the functions of a file loaded by path (``counterpoint run
+  flow.py``: :func:`counterpoint.loader.load_file` imports it under a made-up module name
+  that Ray workers cannot import) travel by value, as ``__main__``'s do.
 * :func:`rough_size` estimates a value's size cheaply, without pickling it, to decide
   which inputs travel through Ray's object store.
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -25,6 +29,20 @@ from ..nodes import InputRef, NodeKind, NodeRef
 
 CPU = "cpu"
 GPU = "gpu"
+FILE_MODULE_PREFIX = "cp_file_"
+"""How :func:`counterpoint.loader.load_file` names the module of a file it imports."""
+_BY_VALUE: set[str] = set()
+
+
+def ship_by_value(fn: Any) -> None:
+    """Have ``cloudpickle`` send the module of ``fn`` by value if it is a file loaded by
+    path (workers could not import it by its made-up name). Idempotent."""
+    name = getattr(fn, "__module__", None) or ""
+    module = sys.modules.get(name)
+    if name.startswith(FILE_MODULE_PREFIX) and module is not None and name not in _BY_VALUE:
+        from ray import cloudpickle
+        cloudpickle.register_pickle_by_value(module)  # type: ignore[no-untyped-call]
+        _BY_VALUE.add(name)
 
 
 def ray_options(resources: Mapping[str, int], cluster: Mapping[str, float]) -> dict[str, Any]:
@@ -79,6 +97,7 @@ def check_picklable(obj: Any, what: str, spec: NodeSpec, graph: Graph) -> None:
     """Raise :class:`StepNotSerializable` if ``obj`` (``what`` of node ``spec``) cannot be
     pickled for a Ray worker."""
     from ray import cloudpickle
+    ship_by_value(obj)
     try:
         cloudpickle.dumps(obj)  # type: ignore[no-untyped-call]
     except Exception as exc:
