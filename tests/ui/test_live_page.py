@@ -1,11 +1,14 @@
 """The web view end to end: a run executing in its own process while a real headless
 chromium shows it. Nodes change state on the page as the run proceeds, a model call's
 prompt is visible, and the page's Cancel button stops the run. The screenshot of the
-README (docs/ui-run.png) is taken here."""
+README (docs/ui-run.png) is taken here: it is written into docs/ only when
+COUNTERPOINT_UPDATE_SCREENSHOT=1, so a test run leaves the checkout as it was."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import signal
 from pathlib import Path
 from typing import Any
@@ -96,8 +99,11 @@ def test_a_live_run_changes_state_shows_its_prompt_and_is_cancelled_from_the_pag
         assert "asked after 6" in prompt.inner_text()  # sum([1, 2, 3]), passed along the run
         answer = page.wait_for_selector(".answer")
         assert answer.inner_text() == "Paris is the capital of France."
-        SCREENSHOT.parent.mkdir(exist_ok=True)
-        page.screenshot(path=str(SCREENSHOT), full_page=True)
+        shot = work.path / "ui-run.png"
+        page.screenshot(path=str(shot), full_page=True)
+        assert shot.read_bytes().startswith(b"\x89PNG")
+        if os.environ.get("COUNTERPOINT_UPDATE_SCREENSHOT") == "1":
+            shutil.copyfile(shot, SCREENSHOT)
 
         page.click("#cancel")
         page.wait_for_selector('#run-head .badge[data-status="cancelled"]')
