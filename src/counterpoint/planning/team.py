@@ -142,6 +142,14 @@ class Team:
                                      instructions=SYNTHESIZER),
                    workers=crew, tokens=chosen)
 
+    def skill_tags(self) -> tuple[str, ...]:
+        """The skill tags the planner may give subtasks: those the models of the routed
+        workers (``model="auto"``) are offered for; empty: any (bounded) tag."""
+        from ..routing import offered_tags  # the router loads the configuration
+        return tuple(sorted({tag for worker in self.workers.values()
+                             if isinstance(worker, Agent) and worker.model.routed
+                             for tag in offered_tags(worker.model)}))
+
     def describe_workers(self) -> str:
         lines = []
         for name, worker in sorted(self.workers.items()):
