@@ -2,7 +2,8 @@
 
 The registry of candidates and what the run log taught about them is :mod:`.registry`;
 the policies are :mod:`.policies`; eligibility and the choice, :mod:`.router`; the
-options, :mod:`.route`.
+options, :mod:`.route`; what routing did in a run, per node (for ``show`` and the web
+view), :mod:`.trail`.
 """
 
 from __future__ import annotations
