@@ -73,3 +73,18 @@ def test_no_model_to_route_to_is_one_error_before_the_run(tmp_path: Path) -> Non
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     assert "no model to route to" in proc.stderr and "flow.yaml:4" in proc.stderr
+
+
+def test_a_goal_runs_routed_worker_preflights_each_candidate() -> None:
+    from counterpoint.cli.preflight import goal_uses
+    from counterpoint.models import Model, ModelConfig, ModelRegistry
+    from counterpoint.planning import Team
+    registry = ModelRegistry(models={n: ModelConfig(name=n, provider="openai", model=n,
+                                                    base_url="http://127.0.0.1:9/v1",
+                                                    quality=q)
+                                     for n, q in (("a", 1), ("b", 2))})
+    team = Team.default("openai:gpt-4.1-mini", worker=Model.auto(registry=registry))
+    uses = {(u.name, u.where) for u in goal_uses(team, {"worker": "--worker-model auto"})}
+    assert ("a", "role worker 'writer' (--worker-model auto), routed to by model auto") in uses
+    assert ("b", "role worker 'writer' (--worker-model auto), routed to by model auto") in uses
+    assert not any(name == "auto" for name, _ in uses)
