@@ -156,7 +156,8 @@ class _PlannedBase(Subtask):
 
 
 def _planned_subtask(workers: Iterable[str], ids: tuple[str, ...] | None,
-                     max_needs: int | None, tags: Sequence[str] = ()) -> type[Subtask]:
+                     max_needs: int | None,
+                     tags: Sequence[str] | None = None) -> type[Subtask]:
     """A ``Subtask`` whose worker must be one of ``workers`` and whose ids are ``ids``
     (else ``PLANNED_ID``), with at most ``max_needs`` distinct needs.
 
@@ -164,11 +165,15 @@ def _planned_subtask(workers: Iterable[str], ids: tuple[str, ...] | None,
     that llama.cpp's grammar and OpenAI-style ``json_schema`` accept; a decoder that
     ignores one (llama.cpp ignores ``uniqueItems``) is still checked when the answer is
     read. Bounded needs stop a small model from counting ``t1, t2, ...`` until the
-    token limit cuts its JSON. Skill tags are at most ``MAX_TAGS`` strings of at most
-    ``TAG_CHARS``, or names from ``tags`` when the team's routed models declare some.
+    token limit cuts its JSON. Skill tags are asked for only when ``tags`` is not
+    ``None`` (some worker is routed: nothing else reads them, so the schema a small
+    model decodes stays as it was): at most ``MAX_TAGS`` strings of at most
+    ``TAG_CHARS``, or names from ``tags`` when the routed models declare some.
     """
-    known = tuple(sorted(set(tags)))
+    known = tuple(sorted(set(tags or ())))
     tag_type: Any = Literal[known] if known else TagText
+    listed: Any = Annotated[list[tag_type], MaxItems(MAX_TAGS),
+                            BeforeValidator(_known_tags(known))]
     worker_type: Any = Literal[tuple(sorted(workers))]
     id_type: Any = Literal[ids] if ids else Annotated[str, Field(pattern=PLANNED_ID,
                                                                  max_length=3)]
@@ -185,8 +190,7 @@ def _planned_subtask(workers: Iterable[str], ids: tuple[str, ...] | None,
                         worker=(worker_type, Field(description="which worker does it")),
                         expected=(ExpectedText, Field(
                             default="", description="what its result should contain")),
-                        tags=(Annotated[list[tag_type], MaxItems(MAX_TAGS),
-                                        BeforeValidator(_known_tags(known))],
+                        tags=(listed if tags is not None else SkipJsonSchema[list[str]],
                               Field(default_factory=list, description=TAGS_DESCRIPTION,
                                     exclude_if=lambda tags: not tags)))
 
@@ -213,10 +217,10 @@ class PlanAnswer(BaseModel):
 
 
 def plan_type(workers: Iterable[str], max_subtasks: int,
-              tags: Sequence[str] = ()) -> type[PlanAnswer]:
+              tags: Sequence[str] | None = None) -> type[PlanAnswer]:
     """The planner's answer schema for a team: workers from ``workers``, ids ``t1`` to
     ``tN`` and 1 to N subtasks (N = ``max_subtasks``), each needing at most N-1 others,
-    with skill tags from ``tags`` if given."""
+    with skill tags when ``tags`` is not ``None`` (from ``tags`` if it names some)."""
     sub = _planned_subtask(workers, plan_ids(max_subtasks), max_subtasks - 1, tags)
     return create_model("TeamPlan", __base__=PlanAnswer,
                         subtasks=(list[sub], Field(min_length=1,  # type: ignore[valid-type]
@@ -224,7 +228,7 @@ def plan_type(workers: Iterable[str], max_subtasks: int,
 
 
 def replan_type(workers: Iterable[str], max_subtasks: int,
-                tags: Sequence[str] = ()) -> type[Replan]:
+                tags: Sequence[str] | None = None) -> type[Replan]:
     """The re-planner's answer schema: new ids follow ``PLANNED_ID`` (they come after
     the existing ones, which this schema does not know); at most ``MAX_EDITS`` (and
     ``max_subtasks``) are added at once."""
