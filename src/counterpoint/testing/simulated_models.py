@@ -22,8 +22,9 @@ the task has a latent hardness ``h`` in [0, 1) and the model succeeds when
 ``h < success rate``. With probability ``correlation`` (per model and task) that
 hardness is the task's own, shared by every model, else one drawn for that model
 alone: so a task a strong model fails is likely failed by weaker ones too (as in real
-model families), every model's marginal success rate is exactly its configured rate,
-and asking the same model again gives the same answer (no luck from retrying).
+model families), each model's success rate is its configured one in expectation (both
+hardnesses are uniform), and asking the same model again gives the same answer (no luck
+from retrying).
 
 What follows from results on these models is how routing policies compare on this
 model of prices, speeds and skills, not how any real model performs.
