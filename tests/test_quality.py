@@ -147,7 +147,7 @@ def test_import_counterpoint_loads_no_layer_until_used() -> None:
 
 def test_readme_config_example_is_a_valid_config(tmp_path: Path) -> None:
     from counterpoint.models.config import load_registry
-    (toml,) = _fenced("toml")
+    toml = _fenced("toml")[0]  # the Models section's (Routing's: tests/routing)
     path = tmp_path / "counterpoint.toml"
     path.write_text(toml)
     registry = load_registry([path])

@@ -62,3 +62,16 @@ async def test_the_server_serves_at_most_slots_requests_at_once() -> None:
         assert len(server.requests) == 6
     assert engine.peak == 2 and engine.in_service == 0
     assert engine.prompt_tokens > 0
+
+
+async def test_an_engine_per_model_name_times_only_that_models_requests() -> None:
+    fast, slow = SimulatedEngine(slots=1), SimulatedEngine(slots=1)
+    with OpenAIServer(default=Reply.text("ok"), engine={"fast": fast, "slow": slow},
+                      models=("fast", "slow", "free")) as server:
+        async with openai.AsyncOpenAI(base_url=server.base_url, api_key="x",
+                                      max_retries=0) as client:
+            for model in ("slow", "free"):  # "free" has no engine: answered untimed
+                await client.chat.completions.create(
+                    model=model, messages=[{"role": "user", "content": "question"}])
+    assert slow.prompt_tokens > 0 and slow.peak == 1
+    assert fast.prompt_tokens == 0 and fast.peak == 0

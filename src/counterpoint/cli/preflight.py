@@ -30,12 +30,16 @@ def goal_uses(team: Team, options: dict[str, str | None]) -> list[ModelUse]:
     roles += [(f"worker {name!r}", "worker", w.model) for name, w in sorted(team.workers.items())
               if isinstance(w, Agent)]
     named: dict[tuple[str, str], list[str]] = {}  # (model, option) -> its roles
+    routed: dict[tuple[str, str], Model] = {}
     for role, key, model in roles:
         if model.named:
-            named.setdefault((model.name, options.get(key) or "the default model"),
-                             []).append(role)
-    return [_use_name(name, f"role{'s' if len(who) > 1 else ''} {', '.join(who)} ({option})")
-            for (name, option), who in named.items()]
+            option = options.get(key) or "the default model"
+            named.setdefault((model.name, option), []).append(role)
+            if model.routed:
+                routed[(model.name, option)] = model
+    return [use for (name, option), who in named.items()
+            for use in _uses(routed.get((name, option)), name,
+                             f"role{'s' if len(who) > 1 else ''} {', '.join(who)} ({option})")]
 
 
 def graph_uses(graph: Graph, file: str | None = None) -> list[ModelUse]:
@@ -56,7 +60,7 @@ def graph_uses(graph: Graph, file: str | None = None) -> list[ModelUse]:
             label = getattr(getattr(fn, "info", None), "label", None)
             where = _line(file, text, agent.model.name) or \
                 (str(label) if label else f"node {node!r} of graph {graph.name!r}")
-            found.append(_use(agent.model, where))
+            found += _uses(agent.model, agent.model.name, where)
         elif isinstance(team := getattr(fn, "team", None), Team):
             found += goal_uses(team, {})
     return found
@@ -70,8 +74,18 @@ def check_run(uses: list[ModelUse]) -> None:
         raise_for(loop.run(preflight(uses)))
 
 
-def _use(model: Model, where: str) -> ModelUse:
-    return _use_name(model.name, where)
+def _uses(model: Model | None, name: str, where: str) -> list[ModelUse]:
+    """What a use of ``name`` checks: the model, or for ``auto`` every model it may route
+    to (one :class:`ConfigError` saying where, when there are none)."""
+    if model is None or not model.routed:
+        return [_use_name(name, where)]
+    from ..errors import ConfigError
+    from ..routing import Route, candidates
+    try:
+        found = candidates(model.registry, (model.route or Route()).models)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} (model auto, named at {where})") from None
+    return [_use_name(c.name, f"{where}, routed to by model auto") for c in found]
 
 
 def _use_name(name: str, where: str) -> ModelUse:

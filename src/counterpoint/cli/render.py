@@ -7,7 +7,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -20,6 +20,9 @@ from ..plan_text import round_lines as round_lines
 from ..state import ModelTally, NodeState, NodeStatus, RunState
 from ..store import ForkPoint, RunRecord
 from .board import board_payload, board_section
+
+if TYPE_CHECKING:
+    from ..routing.trail import NodeRouting
 
 NODE_ROWS = 30
 """Most node rows a summary lists (failed and unfinished nodes are chosen first)."""
@@ -62,6 +65,8 @@ class Report:
     """The run this one was forked from, if it is a fork."""
     forks: tuple[str, ...] = ()
     """The runs forked from this one."""
+    routing: Mapping[str, NodeRouting] = field(default_factory=dict)
+    """What ``model="auto"`` chose for each node that made routed calls, from the log."""
 
 
 OUTPUT_LINES = 24
@@ -200,6 +205,8 @@ def node_table(report: Report, limit: int = NODE_ROWS) -> RenderableType:
     waited = any(t.waited for t in timings.values())
     if waited:  # only when some attempt waited inside its run time
         table.add_column("of it waiting", justify="right")
+    if report.routing:  # only when some node routed its model calls
+        table.add_column("routing", overflow="fold")
     for ns in shown:
         timing = timings.get(ns.spec.id)
         row: list[RenderableType] = [
@@ -208,6 +215,9 @@ def node_table(report: Report, limit: int = NODE_ROWS) -> RenderableType:
             seconds(ns.run_time) if ns.attempt else "-"]
         if waited:
             row.append(wait_text(timing.waited if timing else {}))
+        if report.routing:
+            routed = report.routing.get(ns.spec.id)
+            row.append(Text(routed.text()) if routed else Text("-", style="dim"))
         table.add_row(*row)
     rows: list[RenderableType] = [table]
     hidden = len(nodes) - len(shown)
@@ -381,7 +391,9 @@ def payload(report: Report) -> dict[str, Any]:
                       "attempts": ns.attempt, "run_time": ns.run_time, "error": ns.error,
                       "reused": ns.reused,
                       **({"failed_attempts": list(report.failed_attempts[k])}
-                         if k in report.failed_attempts else {})}
+                         if k in report.failed_attempts else {}),
+                      **({"routing": report.routing[k].as_dict()}
+                         if k in report.routing else {})}
                   for k, ns in state.nodes.items()},
         "metrics": metrics,
         "models": usage_dict(state.models),

@@ -30,6 +30,10 @@ PROBLEM_CHARS = 200
 """One gap the verifier found."""
 ID_CHARS = 12
 """A subtask id a role names (``t1``, ``t3.r1``)."""
+TAG_CHARS = 16
+"""A skill tag the planner gives a subtask (``math``, ``code``), for routing."""
+MAX_TAGS = 2
+"""Skill tags of one subtask: one or two name the skill; more would be padding."""
 MAX_GAPS = 4
 """Gaps one verdict lists: the worst few are enough to re-plan from."""
 CHARS_PER_TOKEN = 2

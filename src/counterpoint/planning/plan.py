@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model
@@ -23,11 +23,15 @@ from .bounds import (
     EXPECTED_CHARS,
     ID_CHARS,
     MAX_GAPS,
+    MAX_TAGS,
     PROBLEM_CHARS,
+    TAG_CHARS,
     TASK_CHARS,
     MaxChars,
     MaxItems,
 )
+
+TAGS_DESCRIPTION = "skill tags of the work, like math or code (at most 2; may be empty)"
 
 
 class Subtask(BaseModel):
@@ -39,6 +43,10 @@ class Subtask(BaseModel):
     needs: list[str] = Field(default_factory=list,
                              description="ids of the subtasks whose results it needs")
     expected: str = Field(default="", description="what its result should contain")
+    tags: list[str] = Field(default_factory=list, description=TAGS_DESCRIPTION,
+                            exclude_if=lambda tags: not tags)
+    """Skill tags: a routed worker (``model="auto"``) chooses its model by them (left out
+    of the recorded plan when empty, so plans without skills read as before)."""
 
 
 class Plan(BaseModel):
@@ -65,6 +73,7 @@ TaskText = Annotated[str, MaxChars(TASK_CHARS)]
 ExpectedText = Annotated[str, MaxChars(EXPECTED_CHARS)]
 ProblemText = Annotated[str, MaxChars(PROBLEM_CHARS)]
 IdText = Annotated[str, MaxChars(ID_CHARS)]
+TagText = Annotated[str, MaxChars(TAG_CHARS)]
 
 
 class Gap(BaseModel):
@@ -122,6 +131,18 @@ def _unique(value: Any) -> Any:
     return list(dict.fromkeys(value)) if isinstance(value, list) else value
 
 
+def _known_tags(known: tuple[str, ...]) -> Callable[[Any], Any]:
+    """Reading tags leniently: repeats collapse and, when the tags are an enumeration, an
+    unknown one is dropped (an unconstrained planner's extra skill is no reason to
+    re-ask)."""
+    def read(value: Any) -> Any:
+        value = _unique(value)
+        if known and isinstance(value, list):
+            return [t for t in value if t in known]
+        return value
+    return read
+
+
 def _needs_required(schema: dict[str, Any]) -> None:
     required = schema.setdefault("required", [])
     if "needs" not in required:
@@ -135,7 +156,8 @@ class _PlannedBase(Subtask):
 
 
 def _planned_subtask(workers: Iterable[str], ids: tuple[str, ...] | None,
-                     max_needs: int | None) -> type[Subtask]:
+                     max_needs: int | None,
+                     tags: Sequence[str] | None = None) -> type[Subtask]:
     """A ``Subtask`` whose worker must be one of ``workers`` and whose ids are ``ids``
     (else ``PLANNED_ID``), with at most ``max_needs`` distinct needs.
 
@@ -143,8 +165,15 @@ def _planned_subtask(workers: Iterable[str], ids: tuple[str, ...] | None,
     that llama.cpp's grammar and OpenAI-style ``json_schema`` accept; a decoder that
     ignores one (llama.cpp ignores ``uniqueItems``) is still checked when the answer is
     read. Bounded needs stop a small model from counting ``t1, t2, ...`` until the
-    token limit cuts its JSON.
+    token limit cuts its JSON. Skill tags are asked for only when ``tags`` is not
+    ``None`` (some worker is routed: nothing else reads them, so the schema a small
+    model decodes stays as it was): at most ``MAX_TAGS`` strings of at most
+    ``TAG_CHARS``, or names from ``tags`` when the routed models declare some.
     """
+    known = tuple(sorted(set(tags or ())))
+    tag_type: Any = Literal[known] if known else TagText
+    listed: Any = Annotated[list[tag_type], MaxItems(MAX_TAGS),
+                            BeforeValidator(_known_tags(known))]
     worker_type: Any = Literal[tuple(sorted(workers))]
     id_type: Any = Literal[ids] if ids else Annotated[str, Field(pattern=PLANNED_ID,
                                                                  max_length=3)]
@@ -160,7 +189,10 @@ def _planned_subtask(workers: Iterable[str], ids: tuple[str, ...] | None,
                             description="ids of earlier subtasks whose results it uses")),
                         worker=(worker_type, Field(description="which worker does it")),
                         expected=(ExpectedText, Field(
-                            default="", description="what its result should contain")))
+                            default="", description="what its result should contain")),
+                        tags=(listed if tags is not None else SkipJsonSchema[list[str]],
+                              Field(default_factory=list, description=TAGS_DESCRIPTION,
+                                    exclude_if=lambda tags: not tags)))
 
 
 class PlanAnswer(BaseModel):
@@ -184,20 +216,23 @@ class PlanAnswer(BaseModel):
         return Plan(decompose=len(self.subtasks) > 1, subtasks=list(self.subtasks))
 
 
-def plan_type(workers: Iterable[str], max_subtasks: int) -> type[PlanAnswer]:
+def plan_type(workers: Iterable[str], max_subtasks: int,
+              tags: Sequence[str] | None = None) -> type[PlanAnswer]:
     """The planner's answer schema for a team: workers from ``workers``, ids ``t1`` to
-    ``tN`` and 1 to N subtasks (N = ``max_subtasks``), each needing at most N-1 others."""
-    sub = _planned_subtask(workers, plan_ids(max_subtasks), max_subtasks - 1)
+    ``tN`` and 1 to N subtasks (N = ``max_subtasks``), each needing at most N-1 others,
+    with skill tags when ``tags`` is not ``None`` (from ``tags`` if it names some)."""
+    sub = _planned_subtask(workers, plan_ids(max_subtasks), max_subtasks - 1, tags)
     return create_model("TeamPlan", __base__=PlanAnswer,
                         subtasks=(list[sub], Field(min_length=1,  # type: ignore[valid-type]
                                                    max_length=max_subtasks)))
 
 
-def replan_type(workers: Iterable[str], max_subtasks: int) -> type[Replan]:
+def replan_type(workers: Iterable[str], max_subtasks: int,
+                tags: Sequence[str] | None = None) -> type[Replan]:
     """The re-planner's answer schema: new ids follow ``PLANNED_ID`` (they come after
     the existing ones, which this schema does not know); at most ``MAX_EDITS`` (and
     ``max_subtasks``) are added at once."""
-    sub = _planned_subtask(workers, None, None)
+    sub = _planned_subtask(workers, None, None, tags)
     added: Any = Annotated[list[sub], MaxItems(min(max_subtasks, MAX_EDITS))]  # type: ignore[valid-type]
     return create_model("TeamReplan", __base__=Replan,
                         add=(added, Field(default_factory=list)))

@@ -52,7 +52,7 @@ async def make_plan(goal: str, team: Team, limits: Limits | None = None, *,
     """
     limits = limits or Limits()
     workers = sorted(team.workers)
-    answer_type = plan_type(workers, limits.max_subtasks)
+    answer_type = plan_type(workers, limits.max_subtasks, team.skill_tags())
     planner = team.planner
     n = limits.max_subtasks
     context = [f"Workers:\n{team.describe_workers()}",

@@ -7,6 +7,7 @@ the plan runs (:mod:`.midrun`), when a round is left for that and a verify round
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,6 +15,7 @@ import pydantic
 
 from ..agents import Agent, Tool
 from ..context import NodeContext
+from ..routing import retagged
 from .fitting import fit
 from .midrun import _live_plan, _midrun_replan
 from .plan import Subtask, Verdict
@@ -32,6 +34,9 @@ async def _work(session: _Session, subtask: Subtask, results: Mapping[str, Any],
         return None
     worker = session.team.workers[subtask.worker]
     agent = worker if isinstance(worker, Agent) else _tool_agent(worker, session)
+    if subtask.tags and agent.model.routed:  # route this subtask's calls by its skills
+        agent = copy.copy(agent)
+        agent.model = retagged(agent.model, subtask.tags)
     context = fit({_unparam(k): _text(v) for k, v in results.items()},
                   session.limits.context_chars)
     task = (f"Overall goal: {session.goal}\nYour subtask ({subtask.id}): {subtask.task}"

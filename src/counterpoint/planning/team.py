@@ -142,6 +142,17 @@ class Team:
                                      instructions=SYNTHESIZER),
                    workers=crew, tokens=chosen)
 
+    def skill_tags(self) -> tuple[str, ...] | None:
+        """The skill tags the planner may give subtasks: those the models of the routed
+        workers (``model="auto"``) are offered for; empty: any (bounded) tag; ``None``:
+        no worker is routed, so the plan has no tags."""
+        from ..routing import offered_tags  # the router loads the configuration
+        routed = [w.model for w in self.workers.values()
+                  if isinstance(w, Agent) and w.model.routed]
+        if not routed:
+            return None
+        return tuple(sorted({tag for model in routed for tag in offered_tags(model)}))
+
     def describe_workers(self) -> str:
         lines = []
         for name, worker in sorted(self.workers.items()):

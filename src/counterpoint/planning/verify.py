@@ -125,7 +125,7 @@ async def _ask(session: _Session, question: str, ctx: NodeContext, purpose: str,
     """Ask the re-planner ``question``; re-ask with the problems ``problems_of`` finds."""
     team, limits = session.team, session.limits
     conversation = [Message.user(question)]
-    answer_type = replan_type(sorted(team.workers), limits.max_subtasks)
+    answer_type = replan_type(sorted(team.workers), limits.max_subtasks, team.skill_tags())
     replan: Replan | None = None
     problems: list[str] = []
     for attempt in range(1, limits.plan_attempts + 1):

@@ -2,12 +2,13 @@
 
 The registry of candidates and what the run log taught about them is :mod:`.registry`;
 the policies are :mod:`.policies`; eligibility and the choice, :mod:`.router`; the
-options, :mod:`.route`.
+options, :mod:`.route`; what routing did in a run, per node (for ``show`` and the web
+view), :mod:`.trail`.
 """
 
 from __future__ import annotations
 
-from .auto import route_call, router_for
+from .auto import offered_tags, retagged, route_call, router_for
 from .policies import POLICIES, Choice, Option, RouteRequest
 from .registry import Candidate, RouteStats, candidates, fold_run, stats_for
 from .route import AUTO, BudgetLeft, Route
@@ -15,4 +16,4 @@ from .router import COMFORT_SHARE, Routed, Router
 
 __all__ = ["AUTO", "COMFORT_SHARE", "POLICIES", "BudgetLeft", "Candidate", "Choice", "Option",
            "Route", "RouteRequest", "RouteStats", "Routed", "Router", "candidates",
-           "fold_run", "route_call", "router_for", "stats_for"]
+           "fold_run", "offered_tags", "retagged", "route_call", "router_for", "stats_for"]

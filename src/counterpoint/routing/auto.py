@@ -13,10 +13,12 @@ no model says so and :class:`~counterpoint.errors.InvalidOutput` is raised.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidOutput, ModelError
+from ..errors import ConfigError, InvalidOutput, ModelError
 from ..events import EventKind
 from .policies import RouteRequest
 from .registry import candidates, stats_for
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
     from ..context import NodeContext
     from ..models.call import Generation
     from ..models.config import ModelRegistry
+    from ..models.model import Model
     from ..models.types import Message
     from ..store import RunStore
 
@@ -39,6 +42,39 @@ def router_for(route: Route, registry: ModelRegistry, store: RunStore | None) ->
     check_policy(route.policy)
     return Router(candidates=candidates(registry, route.models), policy=route.policy,
                   stats=stats_for(store))
+
+
+def offered_tags(model: Model) -> tuple[str, ...]:
+    """The skill tags the models ``model`` (routed) chooses from are offered for, sorted
+    (empty: none declares any, or the configuration cannot be read)."""
+    try:
+        found = candidates(model.registry, (model.route or Route()).models)
+    except ConfigError:
+        return ()
+    return tuple(sorted({t for c in found for t in c.tags}))
+
+
+def retagged(model: Model, tags: Sequence[str]) -> Model:
+    """``model`` (routed) with ``tags`` added to its route's: a subtask's skills.
+
+    A tag no candidate could be chosen for together with the ones kept before it is left
+    out (a planner may name a skill no configured model is offered for), so the tags
+    narrow the choice without leaving none. A model that is not routed is returned as is.
+    """
+    if not model.routed or not tags:
+        return model
+    route = model.route or Route()
+    try:
+        found = candidates(model.registry, route.models)
+    except ConfigError:
+        return model  # the call reports the configuration's problem
+    kept = list(route.tags)
+    for tag in tags:
+        if tag not in kept and any(c.offers([*kept, tag]) for c in found):
+            kept.append(tag)
+    clone = copy.copy(model)  # a Model holds no per-call state
+    clone.route = dataclasses.replace(route, tags=tuple(kept))
+    return clone
 
 
 def prompt_tokens(messages: Sequence[Message], system: str | None,

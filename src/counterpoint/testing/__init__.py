@@ -7,6 +7,9 @@
 - `SimulatedEngine`: the timing of a serving engine (slots, prefill and decode per
   token, a prefix cache) that an `OpenAIServer` can answer with: a simulation, for
   benchmarks that compare schedulers.
+- `counterpoint.testing.simulated_models`: simulated models (price, latency, success
+  per difficulty) behind one `OpenAIServer`, and a task suite with known answers, for
+  routing evaluations: a simulation.
 - `ManualClock`: a clock for approvals' timeouts that moves only when a test says so.
 - `counterpoint.testing.otlp.OTLPReceiver`: a real OTLP/HTTP trace receiver on
   loopback that decodes what an exporter sends (imported from its module, as it

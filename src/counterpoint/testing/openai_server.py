@@ -29,7 +29,7 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -110,7 +110,10 @@ class OpenAIServer:
     (seconds, fractional, unlike RFC 9110's integers) and ``retry-after-ms`` saying when
     the next request would pass; those never consume a scripted reply and are counted in
     `rejected`, and ``default`` becomes ``Reply.echo()`` unless given. Every chat answer
-    is sent ``latency`` seconds (plus the reply's own delay) after its request.
+    is sent ``latency`` seconds (plus the reply's own delay) after its request. With an
+    ``engine`` (a `SimulatedEngine`, or one per requested model name, as simulated models
+    of different speeds on one endpoint have), the answer also waits for a slot of the
+    engine and its simulated prefill and decode time.
 
     `start` and `stop` (or ``with``) may be called from any thread, once each; the
     other methods and properties are safe to use from any thread while it runs.
@@ -121,7 +124,8 @@ class OpenAIServer:
                  latency: float = 0.0, rate_limit_rpm: float | None = None,
                  rate_limit_burst: int | None = None,
                  models: Sequence[str] = ("gpt-4o-mini",),
-                 engine: SimulatedEngine | None = None) -> None:
+                 engine: SimulatedEngine | Mapping[str, SimulatedEngine] | None = None
+                 ) -> None:
         self._script: deque[Reply] = deque(replies)
         self._bucket = None if rate_limit_rpm is None else TokenBucket(
             per_minute=rate_limit_rpm,
@@ -368,9 +372,11 @@ class OpenAIServer:
         delay += self._latency + reply.delay
         if delay > 0:
             await asyncio.sleep(delay)
-        if self._engine is not None:
-            async with self._engine.serving():  # a free slot of the simulated engine
-                busy, _, _ = self._engine.seconds(record.body, _answer_tokens(reply))
+        engine = self._engine.get(record.model) if isinstance(self._engine, Mapping) else \
+            self._engine
+        if engine is not None:
+            async with engine.serving():  # a free slot of the simulated engine
+                busy, _, _ = engine.seconds(record.body, _answer_tokens(reply))
                 if busy > 0:
                     await asyncio.sleep(busy)
                 delay += busy

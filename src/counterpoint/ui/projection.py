@@ -20,6 +20,7 @@ from ..history import Projector, shown_status
 from ..ids import NodeId, RunId
 from ..metrics import compute
 from ..plan_text import plan_tree, round_lines
+from ..routing.trail import routing_by_node
 from ..state import NodeState, RunState
 from ..store import RunRecord
 from ..store.owners import run_owner_alive
@@ -237,7 +238,9 @@ def node_detail(state: RunState, node: NodeId, events: Sequence[Event]) -> dict[
             rounds.append({"seq": ev.seq, "at": ev.at, "phase": data.get("phase"),
                            "lines": round_lines(data)})
     view = node_view(ns, state)
+    routed = routing_by_node(mine).get(str(node))
     return {**view, "output": clip(ns.value),
+            "routing": None if routed is None else {**routed.as_dict(), "text": routed.text()},
             "inputs": [{"node": dep, "status": state.nodes[dep].status.value,
                         "value": clip(state.nodes[dep].value)} for dep in ns.spec.deps],
             "history": attempts, "model_calls": calls, "agent_turns": turns,

@@ -46,6 +46,7 @@ class _Checks(_Resolver):
         rules = (("task", ("agent",), spec.task is not None),
                  ("context", ("agent",), spec.context is not None),
                  ("model", ("agent",), spec.model is not None),
+                 ("route", ("agent",), spec.route is not None),
                  ("args", ("tool", "python"), bool(spec.args)),
                  ("inputs", ("workflow",), bool(spec.inputs)),
                  ("retries", KINDS[:4], spec.retries is not None),

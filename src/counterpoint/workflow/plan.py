@@ -20,11 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from ..agents import Agent, Tool
+from ..errors import ConfigError
+from ..models import Model, ModelRegistry
 from .checks import _Checks, _closest, _Use
 from .conditions import Condition, parse_condition
 from .errors import Problem, WorkflowError
 from .inputs import InputProblem, convert
 from .resolver import ModelChoice, SubLoader, SubWorkflow, copy_agent
+from .routes import check_models, merged, routed
 from .spec import KINDS, InputSpec, StepSpec, WorkflowSpec
 from .templates import Ref, Template, TemplateSyntaxError, parse_template
 from .yamlsource import KeyPath, YamlDocument
@@ -101,6 +104,11 @@ class _Planner(_Checks):
             self._input(name, input_spec)
         for name, agent_spec in spec.agents.items():
             self._agent(name, agent_spec)
+        routes = [(("route",), spec.route)] + [(("steps", i, "route"), s.route)
+                                                for i, s in spec.steps.items()]
+        for at, route in routes:
+            if route is not None and route.models:
+                check_models(route, at, self._route_registry(), self.report)
         steps: dict[str, StepPlan] = {}
         for step_id, step_spec in spec.steps.items():
             planned = self._step(step_id, step_spec)
@@ -116,6 +124,16 @@ class _Planner(_Checks):
             folder=self.folder, inputs=dict(spec.inputs),
             input_lines={n: self.doc.where(("inputs", n)) for n in spec.inputs},
             steps=steps, output=output)
+
+    def _route_registry(self) -> ModelRegistry | None:
+        """The models ``auto`` routes to: an override's registry, else the configuration's."""
+        found = self.models.get("auto") or self.models.get("*")
+        if isinstance(found, Model):
+            try:
+                return found.registry
+            except ConfigError:
+                return None
+        return self._registry_or_none()
 
     def _input(self, name: str, spec: InputSpec) -> None:
         if spec.required or spec.default is None:
@@ -230,6 +248,14 @@ class _Planner(_Checks):
                         _closest(spec.agent, self.spec.agent_names, "agents"))
         if agent is not None and spec.model is not None:
             agent = copy_agent(agent, self._model(spec.model, (*at, "model")))
+        route = merged(self.spec.route, spec.route)
+        if agent is not None and route is not None:
+            if agent.model.routed:
+                agent = copy_agent(agent, routed(agent.model, route))
+            elif spec.route is not None:
+                self.report((*at, "route"), f"step {step_id!r}: route: applies to model: "
+                            f"auto, and its agent {spec.agent!r} uses {agent.model.name!r}",
+                            "set model: auto on the step or its agent, or remove route:")
         task = self._template(spec.task, (*at, "task"), uses) if spec.task is not None \
             else None
         context: Template | tuple[tuple[str, Template], ...] | None = None

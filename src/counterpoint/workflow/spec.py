@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import pydantic
 
@@ -93,6 +93,24 @@ class LoopSpec(_Strict):
     _until = pydantic.field_validator("until", mode="before")(_condition_text)
 
 
+RoutePolicy = Literal["cheapest_that_passes", "quality_first", "latency_first"]
+
+
+class RouteSpec(_Strict):
+    """How ``model: auto`` chooses a model per call (see :mod:`counterpoint.routing`):
+    at the workflow's top level for every routed agent step, on a step for that step (its
+    keys override the workflow's one by one)."""
+
+    policy: RoutePolicy | None = None
+    """``cheapest_that_passes`` (the default), ``quality_first`` or ``latency_first``."""
+    tags: list[Annotated[str, pydantic.Field(min_length=1)]] | None = None
+    """Skill tags of the work: success is learned per tag, and only models offered for
+    them are chosen."""
+    models: list[Annotated[str, pydantic.Field(min_length=1)]] | None = \
+        pydantic.Field(default=None, min_length=1)
+    """The configured models to choose from (default: every one with a ``quality``)."""
+
+
 class StepSpec(_Strict):
     """One step. Exactly one of ``agent``, ``tool``, ``python``, ``workflow``,
     ``first_of``."""
@@ -112,6 +130,8 @@ class StepSpec(_Strict):
     when: str | None = None
     loop: LoopSpec | None = None
     model: str | None = None
+    route: RouteSpec | None = None
+    """How ``model: auto`` routes this step's calls (see :class:`RouteSpec`)."""
     retries: int | None = pydantic.Field(default=None, ge=0)
     timeout: float | None = pydantic.Field(default=None, gt=0)
     description: str = ""
@@ -129,6 +149,8 @@ class _Head(_Strict):
     description: str = ""
     model: str | None = None
     """The model of agents that name none."""
+    route: RouteSpec | None = None
+    """How ``model: auto`` routes the calls of every agent step (see :class:`RouteSpec`)."""
     inputs: dict[str, Any] = {}
     agents: dict[str, Any] = {}
     mcp: dict[str, Any] = {}
@@ -141,7 +163,7 @@ class _Head(_Strict):
 KINDS = ("agent", "tool", "python", "workflow", "first_of")
 _MODELS: dict[str, type[pydantic.BaseModel]] = {
     "workflow": _Head, "input": InputSpec, "agent": AgentSpec, "step": StepSpec,
-    "loop": LoopSpec, "mcp server": MCPServerSpec}
+    "loop": LoopSpec, "mcp server": MCPServerSpec, "route": RouteSpec}
 
 
 @dataclass(kw_only=True, slots=True)
@@ -154,6 +176,7 @@ class WorkflowSpec:
     description: str
     model: str | None
     output: str | None
+    route: RouteSpec | None = None
     inputs: dict[str, InputSpec] = field(default_factory=dict)
     agents: dict[str, AgentSpec] = field(default_factory=dict)
     steps: dict[str, StepSpec] = field(default_factory=dict)
@@ -171,7 +194,7 @@ def parse_spec(doc: YamlDocument) -> tuple[WorkflowSpec | None, list[Problem]]:
     if head is None:
         return None, problems
     spec = WorkflowSpec(name=head.name, description=head.description, model=head.model,
-                        output=head.output, step_ids=list(head.steps),
+                        output=head.output, route=head.route, step_ids=list(head.steps),
                         agent_names=list(head.agents), input_names=list(head.inputs),
                         mcp_names=list(head.mcp))
     for name, raw in head.mcp.items():
@@ -269,6 +292,8 @@ def _owner(loc: KeyPath, at: KeyPath, what: str) -> str:
     inner = loc[len(at):]
     if what == "step" and inner[:1] == ("loop",):
         return "loop"
+    if what in ("step", "workflow") and inner[:1] == ("route",):
+        return "route"
     return what
 
 
@@ -287,5 +312,7 @@ def _type_hint(field_path: str) -> str:
              "command": "write command: [program, arg, ...]",
              "args": "write args: {name: value or template}",
              "inputs": "write inputs: {name: value or template}",
-             "first_of": "write first_of: [step_id, step_id, ...]"}
+             "first_of": "write first_of: [step_id, step_id, ...]",
+             "route": "write route: {policy: cheapest_that_passes | quality_first | "
+                      "latency_first, tags: [...], models: [...]}"}
     return hints.get(field_path.split(".")[0], "")
