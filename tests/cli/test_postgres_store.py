@@ -1,5 +1,6 @@
 """Every command that takes ``--db``, given a PostgreSQL URL, against the session's real
-server: run / runs / show / trace, fork, approvals (list, approve, reject), the web view.
+server: run / runs / show / trace, fork, approvals (list, approve, reject), the web view,
+cancel from another process, and a locked database. (resume: tests/scheduler/test_claims.py.)
 The URL carries the password, as a user might write it: no output may show it."""
 
 from __future__ import annotations
@@ -112,3 +113,50 @@ def test_the_web_view_serves_the_runs_of_the_database(cli: Cli) -> None:
     finally:
         proc.terminate()
         proc.communicate(timeout=30)
+
+
+WAITING = """
+import asyncio
+from counterpoint import Graph
+
+def first() -> int:
+    return 1
+
+async def second(x: int) -> int:
+    await asyncio.Event().wait()  # until the run is cancelled
+    return x
+
+graph = Graph("pg-waits")
+graph.add("second", second, x=graph.add("first", first))
+"""
+
+
+def test_cancel_from_another_process_stops_the_live_run(cli: Cli) -> None:
+    (cli.folder / "waits.py").write_text(textwrap.dedent(WAITING))
+    proc = subprocess.Popen(cli.argv("run", "waits.py"), cwd=cli.folder, env=cli.env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        run_id = proc.stdout.readline().split()[1].rstrip(":")
+        for line in proc.stdout:  # blocking reads until "second" holds the run
+            if "first succeeded" in line:
+                break
+        cancelled = cli("cancel", run_id, "--wait", "60")
+        assert f"run {run_id} cancelled" in cancelled.stdout
+    finally:
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, (out, err)
+    assert json.loads(cli("show", run_id, "--json").stdout)["status"] == "cancelled"
+
+
+def test_a_locked_database_is_one_error_line_and_exit_2(cli: Cli) -> None:
+    import psycopg
+
+    cli("run", "g.py", "--quiet")  # migrates the database
+    with psycopg.connect(cli.url) as locker:
+        locker.execute("LOCK TABLE cp_migrations IN ACCESS EXCLUSIVE MODE")
+        refused = cli("runs", code=2)
+        locker.rollback()
+    assert refused.stderr.startswith("error: store postgresql://postgres:***@")
+    assert "the database is locked by another process" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
