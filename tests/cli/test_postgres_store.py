@@ -160,3 +160,53 @@ def test_a_locked_database_is_one_error_line_and_exit_2(cli: Cli) -> None:
     assert refused.stderr.startswith("error: store postgresql://postgres:***@")
     assert "the database is locked by another process" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
+
+
+RESUMABLE = """
+import asyncio
+from pathlib import Path
+from counterpoint import Graph
+
+def first() -> int:
+    return 1
+
+async def second(x: int) -> int:
+    while not (Path(__file__).parent / "release").exists():  # holds the run until told
+        await asyncio.sleep(0.01)
+    return x + 1
+
+graph = Graph("pg-resumable")
+graph.add("second", second, x=graph.add("first", first))
+"""
+
+
+def test_the_web_views_resume_reaches_the_database(
+        cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    from counterpoint.ids import RunId
+    from counterpoint.store import open_store
+    from counterpoint.ui.control import resume
+
+    (cli.folder / "resumable.py").write_text(textwrap.dedent(RESUMABLE))
+    proc = subprocess.Popen(cli.argv("run", "resumable.py"), cwd=cli.folder, env=cli.env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    run_id = RunId(proc.stdout.readline().split()[1].rstrip(":"))
+    for line in proc.stdout:  # blocking reads until "second" holds the run
+        if "first succeeded" in line:
+            break
+    proc.kill()  # the run is interrupted
+    proc.communicate(timeout=60)
+    (cli.folder / "release").touch()
+    monkeypatch.delenv("PGPASSWORD")  # the resuming process logs in with the URL's password
+    store = open_store(cli.url)
+    try:
+        outcome = resume(store, run_id, cwd=cli.folder)
+        assert outcome.status == 202 and outcome.pid is not None, outcome.message
+        try:
+            _, status = os.waitpid(outcome.pid, 0)  # it is this process's child
+            assert os.waitstatus_to_exitcode(status) == 0
+        except ChildProcessError:
+            pass  # resume() reaped it already: it saw exit code 0 (else it answers 409)
+        assert store.run(run_id).status == "succeeded"
+    finally:
+        store.close()
