@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +44,13 @@ class RunHandle:
 
     async def flush(self) -> None:
         await self._execution.flush()
+
+    async def discard(self) -> None:
+        """Cancel the run's task and collect its end, whatever it is: for a start that
+        failed (its store refused the first events), which reports that failure itself."""
+        self._task.cancel()
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await self._task
 
     def approvals(self) -> list[Approval]:
         """The run's approvals so far (pending, answered, withdrawn), oldest first."""
