@@ -48,6 +48,7 @@ async def start(graph: Graph, *, inputs: Mapping[str, Any] | None = None,
     await asyncio.sleep(0)  # the run's first burst of events: run_created and the roots
     try:
         await handle.flush()
+        handle.raise_early_failure()
     except BaseException:  # e.g. a locked database: the run's task fails too; collect it
         await handle.discard()
         raise

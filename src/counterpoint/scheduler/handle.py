@@ -45,6 +45,14 @@ class RunHandle:
     async def flush(self) -> None:
         await self._execution.flush()
 
+    def raise_early_failure(self) -> None:
+        """Raise what ended the run's task already, if it failed (e.g. its store refused
+        to migrate before any event was queued): its id then names no run."""
+        if self._task.done() and not self._task.cancelled():
+            failure = self._task.exception()
+            if failure is not None:
+                raise failure
+
     async def discard(self) -> None:
         """Cancel the run's task and collect its end, whatever it is: for a start that
         failed (its store refused the first events), which reports that failure itself."""
