@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 GRAPH = """
-import os, signal, time
+import asyncio, os, signal
 from pathlib import Path
-from counterpoint import Graph
+import counterpoint as cp
 
 HERE = Path(__file__).parent
 
@@ -30,17 +30,19 @@ def first() -> int:
         f.write(f"{os.getpid()}\\n")
     return 1
 
-def second(x: int) -> int:
+async def second(x: int, ctx: cp.NodeContext) -> int:
     with open(HERE / "second.txt", "a") as f:
         f.write(f"{os.getpid()}\\n")
     if (HERE / "crash").exists():
         (HERE / "crash").unlink()
         os.kill(os.getpid(), signal.SIGKILL)  # the process dies in the middle of the run
+    await ctx.flush()  # first's success is durable: a crash from here re-runs only this
+    print("second holds the run", flush=True)
     while not (HERE / "release").exists():  # the step holds the run until the test says
-        time.sleep(0.01)
+        await asyncio.sleep(0.01)
     return x + 1
 
-graph = Graph("claimed")
+graph = cp.Graph("claimed")
 graph.add("second", second, x=graph.add("first", first))
 """
 
@@ -64,7 +66,8 @@ def _cli(folder: Path, db: str, *args: str) -> subprocess.Popen[str]:
 
 def _running(folder: Path, db: str) -> tuple[subprocess.Popen[str], str]:
     """``counterpoint run`` of the graph, once its node ``second`` holds the run (its id
-    is printed once the run is durable, and ``first`` has ended)."""
+    is printed once the run is durable; ``second`` prints its line once ``first``'s
+    success is durable too)."""
     (folder / "claimed.py").write_text(textwrap.dedent(GRAPH))
     proc = _cli(folder, db, "run", "claimed.py")
     assert proc.stdout is not None
@@ -72,7 +75,7 @@ def _running(folder: Path, db: str) -> tuple[subprocess.Popen[str], str]:
     for line in proc.stdout:  # a blocking read of the progress lines, not a poll
         if line.startswith("run ") and run_id is None:
             run_id = line.split()[1].rstrip(":")
-        if "first succeeded" in line:
+        if line == "second holds the run\n":
             break
     else:
         raise AssertionError(proc.communicate())
