@@ -17,6 +17,7 @@ from ray_fixtures import ray_backend, ray_cluster
 from support import free_port, smollm2_gguf
 
 from counterpoint.store import MemoryStore, RunStore, SQLiteStore
+from counterpoint.testing.postgres import PostgresServer
 
 __all__ = ["ray_backend", "ray_cluster"]  # fixtures found by name, for every test folder
 
@@ -47,6 +48,17 @@ def sqlite_store(tmp_path: Path) -> Iterator[SQLiteStore]:
     the_store = SQLiteStore(tmp_path / "runs.db")
     yield the_store
     the_store.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A real PostgreSQL server for the session (fails, never skips, without the
+    binaries), with its password in ``PGPASSWORD``."""
+    with PostgresServer(settings={"fsync": "off"}) as server, \
+            pytest.MonkeyPatch.context() as env:
+        for key, value in server.env.items():
+            env.setenv(key, value)
+        yield server
 
 
 @pytest.fixture(scope="session")

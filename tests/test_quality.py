@@ -80,8 +80,8 @@ def test_readme_fork_example_runs_as_shown(tmp_path: Path) -> None:
 
 def test_readme_has_six_python_examples() -> None:
     # each runs in a test: the three first ones, the picture's and the fork's here, the
-    # blackboard's in tests/board/test_board_readme.py (the approvals and MCP examples are
-    # fenced ```py and run in tests/approvals and tests/mcp)
+    # blackboard's in tests/board/test_board_readme.py (the approvals, MCP and PostgreSQL
+    # examples are fenced ```py and run in tests/approvals, tests/mcp and tests/store)
     assert len(_fenced("python")) == 6
 
 

@@ -46,7 +46,12 @@ async def start(graph: Graph, *, inputs: Mapping[str, Any] | None = None,
     execution.keep_history()
     handle = launch(execution, first)
     await asyncio.sleep(0)  # the run's first burst of events: run_created and the roots
-    await handle.flush()
+    try:
+        await handle.flush()
+        handle.raise_early_failure()
+    except BaseException:  # e.g. a locked database: the run's task fails too; collect it
+        await handle.discard()
+        raise
     return handle
 
 

@@ -2,21 +2,26 @@
 
 Real processes throughout: a run is interrupted by a real SIGKILL, then resumed by two
 ``counterpoint resume`` processes started together, or by one while the original runs.
+Each test runs on a SQLite file and on a database of the session's real PostgreSQL
+server (``--db postgresql://...``): the same claim rule, two implementations.
 """
 
 from __future__ import annotations
 
 import os
 import select
+import socket
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 GRAPH = """
-import os, time
+import asyncio, os, signal
 from pathlib import Path
-from counterpoint import Graph
+import counterpoint as cp
 
 HERE = Path(__file__).parent
 
@@ -25,40 +30,52 @@ def first() -> int:
         f.write(f"{os.getpid()}\\n")
     return 1
 
-def second(x: int) -> int:
+async def second(x: int, ctx: cp.NodeContext) -> int:
     with open(HERE / "second.txt", "a") as f:
         f.write(f"{os.getpid()}\\n")
     if (HERE / "crash").exists():
         (HERE / "crash").unlink()
         os.kill(os.getpid(), signal.SIGKILL)  # the process dies in the middle of the run
+    await ctx.flush()  # first's success is durable: a crash from here re-runs only this
+    print("second holds the run", flush=True)
     while not (HERE / "release").exists():  # the step holds the run until the test says
-        time.sleep(0.01)
+        await asyncio.sleep(0.01)
     return x + 1
 
-graph = Graph("claimed")
+graph = cp.Graph("claimed")
 graph.add("second", second, x=graph.add("first", first))
 """
 
 
-def _cli(folder: Path, *args: str) -> subprocess.Popen[str]:
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The ``--db`` of the test's store: a SQLite file, or a fresh database on the
+    session's PostgreSQL server (whose password the environment holds)."""
+    if request.param == "sqlite":
+        return str(tmp_path / "runs.db")
+    return str(request.getfixturevalue("postgres_server").create_database())
+
+
+def _cli(folder: Path, db: str, *args: str) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if k != "COUNTERPOINT_DB"}
     env["NO_COLOR"] = "1"
-    return subprocess.Popen([sys.executable, "-m", "counterpoint.cli", *args,
-                             "--db", str(folder / "runs.db")], cwd=folder, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen([sys.executable, "-m", "counterpoint.cli", *args, "--db", db],
+                            cwd=folder, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
 
 
-def _running(folder: Path) -> tuple[subprocess.Popen[str], str]:
+def _running(folder: Path, db: str) -> tuple[subprocess.Popen[str], str]:
     """``counterpoint run`` of the graph, once its node ``second`` holds the run (its id
-    is printed once the run is durable, and ``first`` has ended)."""
+    is printed once the run is durable; ``second`` prints its line once ``first``'s
+    success is durable too)."""
     (folder / "claimed.py").write_text(textwrap.dedent(GRAPH))
-    proc = _cli(folder, "run", "claimed.py")
+    proc = _cli(folder, db, "run", "claimed.py")
     assert proc.stdout is not None
     run_id = None
     for line in proc.stdout:  # a blocking read of the progress lines, not a poll
         if line.startswith("run ") and run_id is None:
             run_id = line.split()[1].rstrip(":")
-        if "first succeeded" in line:
+        if line == "second holds the run\n":
             break
     else:
         raise AssertionError(proc.communicate())
@@ -66,19 +83,19 @@ def _running(folder: Path) -> tuple[subprocess.Popen[str], str]:
     return proc, run_id
 
 
-def _interrupted_run(folder: Path) -> str:
-    proc, run_id = _running(folder)
+def _interrupted_run(folder: Path, db: str) -> str:
+    proc, run_id = _running(folder, db)
     proc.kill()  # SIGKILL while "second" runs
     proc.communicate(timeout=60)
     return run_id
 
 
-def test_two_resumes_at_once_run_the_interrupted_nodes_once(tmp_path: Path) -> None:
+def test_two_resumes_at_once_run_the_interrupted_nodes_once(tmp_path: Path, db: str) -> None:
     """Regression: both resumes ran the interrupted node (side effects twice); the loser
     failed only at its first write, with a UNIQUE constraint error."""
-    run_id = _interrupted_run(tmp_path)
+    run_id = _interrupted_run(tmp_path, db)
     before = (tmp_path / "second.txt").read_text().split()
-    a, b = _cli(tmp_path, "resume", run_id), _cli(tmp_path, "resume", run_id)
+    a, b = _cli(tmp_path, db, "resume", run_id), _cli(tmp_path, db, "resume", run_id)
     # the loser ends on its own, while the winner's step still holds the run: wait for
     # the first of the two to exit (a pidfd becomes readable when its process ends)
     pidfds = {os.pidfd_open(proc.pid): proc for proc in (a, b)}
@@ -90,10 +107,11 @@ def test_two_resumes_at_once_run_the_interrupted_nodes_once(tmp_path: Path) -> N
     assert len(ended) == 1, "exactly one resume must lose the claim"
     loser = pidfds[ended[0]]
     _, err = loser.communicate(timeout=60)
-    assert loser.returncode == 2, err
-    assert f"run {run_id} is being resumed by process" in err
-    assert "Traceback" not in err
     winner = b if loser is a else a
+    assert loser.returncode == 2, err
+    assert (f"run {run_id} is being resumed by process {winner.pid} on "
+            f"{socket.gethostname()}") in err
+    assert "Traceback" not in err
     (tmp_path / "release").touch()
     _, err = winner.communicate(timeout=120)
     assert winner.returncode == 0, err
@@ -103,10 +121,10 @@ def test_two_resumes_at_once_run_the_interrupted_nodes_once(tmp_path: Path) -> N
     assert len((tmp_path / "first.txt").read_text().split()) == 1  # its success was logged
 
 
-def test_a_resume_while_the_original_still_runs_is_refused(tmp_path: Path) -> None:
-    original, run_id = _running(tmp_path)
+def test_a_resume_while_the_original_still_runs_is_refused(tmp_path: Path, db: str) -> None:
+    original, run_id = _running(tmp_path, db)
     try:
-        late = _cli(tmp_path, "resume", run_id)
+        late = _cli(tmp_path, db, "resume", run_id)
         out, err = late.communicate(timeout=60)
         assert late.returncode == 2, (out, err)
         assert f"run {run_id} is still running in process {original.pid}" in err

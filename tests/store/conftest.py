@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from counterpoint.store import MemoryStore, RunStore, SQLiteStore, close_idle_stores, open_store
-from counterpoint.testing.postgres import PostgresServer
 
 
 @pytest.fixture(params=["memory", "sqlite", "shared", "postgres"])
@@ -34,14 +33,3 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunStore]:
 def _no_shared_store_outlives_its_test() -> Iterator[None]:
     yield
     close_idle_stores()
-
-
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
-    """A real PostgreSQL server for the session (fails, never skips, without the
-    binaries), with its password in ``PGPASSWORD``."""
-    with PostgresServer(settings={"fsync": "off"}) as server, \
-            pytest.MonkeyPatch.context() as env:
-        for key, value in server.env.items():
-            env.setenv(key, value)
-        yield server

@@ -16,6 +16,7 @@ from counterpoint.store import (
     SQLiteStore,
     StepEstimates,
 )
+from counterpoint.store.postgres import PostgresStore
 
 ROLES = (EventLog, RunIndex, BlobStore, ResponseCache, StepEstimates, CommandBus, AnswerBox)
 
@@ -25,13 +26,13 @@ def test_public_names_are_pinned() -> None:
         "DEFAULT_PATH", "ENV_VAR", "AnswerBox", "BlobStore", "CommandBus", "EventLog",
         "ForkPoint", "MemoryStore", "ResponseCache", "RunIndex", "RunRecord", "RunStore",
         "SQLiteStore", "SharedStore", "StepEstimates", "close_idle_stores", "default_location",
-        "open_store"])
+        "is_file_location", "open_store"])
     for name in store_package.__all__:
         assert hasattr(store_package, name), name
 
 
 def test_every_store_fills_every_role() -> None:
-    for implementation in (MemoryStore, SQLiteStore, SharedStore):
+    for implementation in (MemoryStore, SQLiteStore, SharedStore, PostgresStore):
         assert issubclass(implementation, RunStore)
         for role in ROLES:
             assert issubclass(implementation, role), (implementation, role)

@@ -31,6 +31,18 @@ def test_an_unreachable_server_is_a_clear_error_without_the_password(
     assert "hunter2" not in str(caught.value) and "u:***@" in str(caught.value)
 
 
+def test_a_host_that_is_not_there_is_a_clear_error() -> None:
+    # a Unix socket folder that does not exist: a bad host without leaving the machine
+    with pytest.raises(StoreError, match=r"cannot reach the PostgreSQL server.*"
+                                         r"nonexistent-dir.*check that it runs"):
+        open_store("postgresql://postgres@/db?host=/nonexistent-dir")
+
+
+def test_a_missing_database_is_a_clear_error(postgres_server: PostgresServer) -> None:
+    with pytest.raises(StoreError, match=r"database does not exist.*createdb"):
+        open_store(postgres_server.url("not_created"))
+
+
 def test_a_wrong_password_is_a_clear_error_without_it(postgres_server: PostgresServer) -> None:
     url = postgres_server.url().replace("postgres@", "postgres:wrong-secret@")
     with pytest.raises(StoreError, match=r"refused the login.*PGPASSWORD") as caught:
@@ -46,7 +58,8 @@ def test_a_database_with_a_newer_schema_is_refused_and_left_alone(
     store.close()
     with psycopg.connect(url) as conn:
         conn.execute("INSERT INTO cp_migrations (name, applied_at) VALUES ('9999_future', 0)")
-    with pytest.raises(StoreTooNew, match=r"9999_future.*database was not modified"):
+    with pytest.raises(StoreTooNew, match=r"newer counterpoint.*9999_future.*upgrade "
+                                          r"counterpoint.*database was not modified"):
         PostgresStore(url)
 
 

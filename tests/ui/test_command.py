@@ -83,4 +83,4 @@ def test_a_port_in_use_is_one_error_line(tmp_path: Path) -> None:
 
 def test_a_store_in_memory_is_refused(tmp_path: Path) -> None:
     done = _cli("ui", "--db", "memory", cwd=tmp_path)
-    assert done.returncode == 2 and "needs a store in a file" in done.stderr
+    assert done.returncode == 2 and "needs a store that other processes write" in done.stderr

@@ -10,7 +10,6 @@ loaded, an unknown run, an unusable store; 3 the run waits for approvals (``run
 from __future__ import annotations
 
 import json
-import shlex
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -27,6 +26,7 @@ from .fork import FORK_HELP, fork_command
 from .mcp import MCP_HELP, mcp_command
 from .models import ASK_HELP, MODELS_HELP, ask_command, models_command
 from .pictures import GRAPH_HELP, TRACE_HELP, graph_command, trace_command
+from .stores import db_flag
 from .stores import importable_cwd as _importable_cwd
 from .stores import open_existing as open_existing
 from .ui import UI_HELP, ui_command
@@ -121,7 +121,7 @@ def graph_attr(target: str) -> str | None:
 
 
 def show_hint(run_id: str, db: str | None) -> str:
-    return f"counterpoint show {run_id}" + (f" --db {shlex.quote(db)}" if db else "")
+    return f"counterpoint show {run_id}{db_flag(db)}"
 
 
 def exit_code(status: str) -> int:
@@ -335,9 +335,8 @@ def _interrupted(run_id: str | None, db: str | None) -> int:
     from rich.text import Text
     message = "interrupted"
     if run_id is not None:
-        where = f" --db {shlex.quote(db)}" if db else ""
         message += (f": run {run_id} stopped; continue it with `counterpoint resume "
-                    f"{run_id}{where}`")
+                    f"{run_id}{db_flag(db)}`")
     make_console(stderr=True).print(Text(message, style="yellow"), soft_wrap=True)
     return 130
 

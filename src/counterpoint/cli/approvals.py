@@ -33,8 +33,9 @@ APPROVE_HELP = "Approve an approval (a tool call: --edit replaces its arguments)
 REJECT_HELP = "Reject an approval, saying why (--reason)."
 
 Db = Annotated[str | None, typer.Option(
-    "--db", metavar="PATH",
-    help="The run store (default: $COUNTERPOINT_DB or .counterpoint/runs.db).")]
+    "--db", metavar="PATH|URL",
+    help="The run store: a SQLite file or a postgresql:// URL (default: "
+         "$COUNTERPOINT_DB or .counterpoint/runs.db).")]
 By = Annotated[str | None, typer.Option("--by", metavar="NAME", help="Who answers.")]
 NoResume = Annotated[bool, typer.Option(
     "--no-resume", help="Only record the answer; do not resume a run whose process ended.")]
@@ -192,11 +193,5 @@ def _read_edit(path: Path) -> Any:
 
 
 def _open(db: str | None) -> RunStore:
-    from ..errors import StoreError
-    from ..store import default_location, open_store
-    location = db or default_location()
-    if location not in ("memory", ":memory:") and "://" not in location \
-            and not Path(location).exists():
-        raise StoreError(f"store {location} does not exist; pass --db PATH or set "
-                         "COUNTERPOINT_DB")
-    return open_store(location)
+    from .stores import open_existing
+    return open_existing(db)

@@ -7,8 +7,9 @@ from typing import Annotated
 import typer
 
 Db = Annotated[str | None, typer.Option(
-    "--db", metavar="PATH",
-    help="The run store (default: $COUNTERPOINT_DB or .counterpoint/runs.db).")]
+    "--db", metavar="PATH|URL",
+    help="The run store: a SQLite file or a postgresql:// URL (default: "
+         "$COUNTERPOINT_DB or .counterpoint/runs.db).")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No live view or progress lines.")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")]
 RunName = Annotated[str, typer.Argument(

@@ -12,15 +12,14 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import shlex
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..errors import ForkError, RunNotFound
+from ..errors import ForkError
 from .console import make_console, reported
+from .stores import db_flag
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -51,15 +50,16 @@ def fork_command(
         help="Change a graph input (repeatable); VALUE is JSON if it parses, else text.")]
         = None,
     db: Annotated[str | None, typer.Option(
-        "--db", metavar="PATH",
-        help="The run store (default: $COUNTERPOINT_DB or .counterpoint/runs.db).")] = None,
+        "--db", metavar="PATH|URL",
+        help="The run store: a SQLite file or a postgresql:// URL (default: "
+         "$COUNTERPOINT_DB or .counterpoint/runs.db).")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q",
                                         help="No live view or progress lines.")] = False,
     as_json: Annotated[bool, typer.Option("--json",
                                           help="Print the result as JSON on stdout.")] = False,
 ) -> None:
     """Fork a recorded run: reuse what it recorded before the fork point, run the rest."""
-    from ..store import default_location, open_store
+    from .stores import open_existing
     out = make_console()
     with reported():
         _importable_cwd()
@@ -67,12 +67,7 @@ def fork_command(
         changes = {node: _target(node, text) for node, text in _pairs(replace or [],
                                                                        "--replace")}
         raw = _pairs(inputs or [], "--input")
-        location = db or default_location()
-        if location not in ("memory", ":memory:") and "://" not in location \
-            and not Path(location).exists():
-            raise RunNotFound(f"run {run_id} not found: there is no store at {location}; "
-                              "pass --db PATH or set COUNTERPOINT_DB")
-        store = open_store(location)
+        store = open_existing(db, run_id)
         try:
             values = _typed(store, run_id, raw) if raw else {}
             code = _fork(run_id, store, point, changes, values, db=db, quiet=quiet,
@@ -108,9 +103,8 @@ def _fork(run_id: str, store: RunStore, at: int | str | None, replace: dict[str,
     try:
         result = loop.run(fork_and_follow())
     except KeyboardInterrupt:
-        where = f" --db {shlex.quote(db)}" if db else ""
         new = f"run {started[0]} stopped; continue it with `counterpoint resume " \
-              f"{started[0]}{where}`" if started else "nothing was forked"
+              f"{started[0]}{db_flag(db)}`" if started else "nothing was forked"
         make_console(stderr=True).print(f"interrupted: {new}", soft_wrap=True)
         return 130
     record = store.run(RunId(result.run_id))
@@ -120,7 +114,7 @@ def _fork(run_id: str, store: RunStore, at: int | str | None, replace: dict[str,
     if as_json:
         typer.echo(dumps(payload(report)))
     else:
-        hint = "counterpoint show " + result.run_id + (f" --db {shlex.quote(db)}" if db else "")
+        hint = f"counterpoint show {result.run_id}{db_flag(db)}"
         out.print(summary(report, inspect=hint), soft_wrap=True)
         if result.usage.from_log or result.usage.calls:
             out.print(reuse_line(result.usage), soft_wrap=True)

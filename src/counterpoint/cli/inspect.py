@@ -4,7 +4,6 @@ stopping it."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -12,7 +11,7 @@ import typer
 from ..ids import RunId
 from .args import AsJson, Db, RunName
 from .console import fail, make_console, reported
-from .stores import open_existing
+from .stores import missing_file, open_existing
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -109,8 +108,7 @@ def runs(
     out = make_console()
     location = db or default_location()
     with reported():
-        if location not in ("memory", ":memory:") and "://" not in location \
-            and not Path(location).exists():
+        if missing_file(location):
             out.print(f"no runs: there is no store at {location}", soft_wrap=True)
             return
         store = open_store(location)

@@ -20,8 +20,9 @@ MCP_HELP = "Serve counterpoint as an MCP server: start, follow, show, list and c
 
 def mcp_command(
     db: Annotated[str | None, typer.Option(
-        "--db", metavar="PATH",
-        help="The run store (default: $COUNTERPOINT_DB or .counterpoint/runs.db).")] = None,
+        "--db", metavar="PATH|URL",
+        help="The run store: a SQLite file or a postgresql:// URL (default: "
+         "$COUNTERPOINT_DB or .counterpoint/runs.db).")] = None,
     http: Annotated[int | None, typer.Option(
         "--http", metavar="PORT", min=1, max=65535,
         help="Serve streamable HTTP on 127.0.0.1:PORT (at /mcp) instead of stdio.")] = None,

@@ -98,8 +98,9 @@ def trace_command(
     out: Annotated[Path, typer.Option(
         "--out", "-o", metavar="FILE", help="FILE.html or FILE.svg to write.")],
     db: Annotated[str | None, typer.Option(
-        "--db", metavar="PATH",
-        help="The run store (default: $COUNTERPOINT_DB or .counterpoint/runs.db).")] = None,
+        "--db", metavar="PATH|URL",
+        help="The run store: a SQLite file or a postgresql:// URL (default: "
+         "$COUNTERPOINT_DB or .counterpoint/runs.db).")] = None,
 ) -> None:
     """Write a static Gantt chart of a run from its log (the graph's code is not imported).
 

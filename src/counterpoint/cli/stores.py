@@ -14,12 +14,29 @@ if TYPE_CHECKING:
     from ..store import RunStore
 
 
+def db_flag(db: str | None) -> str:
+    """`` --db DB`` for a command line shown to the user (empty without ``db``), with a
+    URL's password left out (the command then reads it from ``PGPASSWORD``)."""
+    if not db:
+        return ""
+    import shlex
+
+    from ..store.postgres_url import without_password
+    return f" --db {shlex.quote(without_password(db))}"
+
+
+def missing_file(location: str) -> bool:
+    """Whether ``location`` names a SQLite file that does not exist (a database URL or
+    ``memory`` is never missing: opening it says what is wrong, if anything)."""
+    from ..store import is_file_location
+    return is_file_location(location) and not Path(location).exists()
+
+
 def open_existing(db: str | None, run_id: str | None = None) -> RunStore:
     """The store at ``db``, which must exist already (reading never creates one)."""
     from ..store import default_location, open_store
     location = db or default_location()
-    if location not in ("memory", ":memory:") and "://" not in location \
-            and not Path(location).exists():
+    if missing_file(location):
         if run_id is not None:
             raise RunNotFound(f"run {run_id} not found: there is no store at {location}; "
                               "pass --db PATH or set COUNTERPOINT_DB")

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import secrets
 import webbrowser
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ..errors import ConfigError
 from .console import make_console, reported
+from .stores import missing_file
 
 UI_HELP = ("Serve a live web view of the runs in the store: runs list, each run's DAG, "
            "timeline and metrics, node details, cancel and resume.")
@@ -22,8 +22,9 @@ UI_HELP = ("Serve a live web view of the runs in the store: runs list, each run'
 
 def ui_command(
     db: Annotated[str | None, typer.Option(
-        "--db", metavar="PATH",
-        help="The run store (default: $COUNTERPOINT_DB or .counterpoint/runs.db).")] = None,
+        "--db", metavar="PATH|URL",
+        help="The run store: a SQLite file or a postgresql:// URL (default: "
+         "$COUNTERPOINT_DB or .counterpoint/runs.db).")] = None,
     host: Annotated[str, typer.Option(
         "--host", metavar="ADDRESS",
         help="Address to listen on; anything but loopback needs a token.")] = "127.0.0.1",
@@ -46,9 +47,10 @@ def ui_command(
             token = secrets.token_urlsafe(24)
         location = db or default_location()
         if location in ("memory", ":memory:"):
-            raise ConfigError("counterpoint ui needs a store in a file (--db PATH): an "
-                              "in-memory store holds no runs of other processes")
-        if not Path(location).exists():
+            raise ConfigError("counterpoint ui needs a store that other processes write (--db "
+                              "PATH or a postgresql:// URL): an in-memory store holds no "
+                              "runs of other processes")
+        if missing_file(location):
             out.print(f"no store at {location} yet: the page fills in once a run writes it",
                       soft_wrap=True)
         store = open_store(location)
@@ -57,7 +59,7 @@ def ui_command(
         except BaseException:
             store.close()
             raise
-    out.print(f"counterpoint ui: {server.url}  (store {location}; Ctrl-C stops)",
+    out.print(f"counterpoint ui: {server.url}  (store {store.location}; Ctrl-C stops)",
               soft_wrap=True)
     if open_browser:
         webbrowser.open(server.url)

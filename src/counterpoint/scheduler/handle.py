@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +44,21 @@ class RunHandle:
 
     async def flush(self) -> None:
         await self._execution.flush()
+
+    def raise_early_failure(self) -> None:
+        """Raise what ended the run's task already, if it failed (e.g. its store refused
+        to migrate before any event was queued): its id then names no run."""
+        if self._task.done() and not self._task.cancelled():
+            failure = self._task.exception()
+            if failure is not None:
+                raise failure
+
+    async def discard(self) -> None:
+        """Cancel the run's task and collect its end, whatever it is: for a start that
+        failed (its store refused the first events), which reports that failure itself."""
+        self._task.cancel()
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await self._task
 
     def approvals(self) -> list[Approval]:
         """The run's approvals so far (pending, answered, withdrawn), oldest first."""

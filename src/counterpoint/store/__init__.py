@@ -35,12 +35,18 @@ ENV_VAR = "COUNTERPOINT_DB"
 __all__ = ["DEFAULT_PATH", "ENV_VAR", "AnswerBox", "BlobStore", "CommandBus", "EventLog",
            "ForkPoint", "MemoryStore", "ResponseCache", "RunIndex", "RunRecord", "RunStore",
            "SQLiteStore", "SharedStore", "StepEstimates", "close_idle_stores",
-           "default_location", "open_store"]
+           "default_location", "is_file_location", "open_store"]
 
 
 def default_location() -> str:
     """``$COUNTERPOINT_DB`` if set, else ``.counterpoint/runs.db`` under the working directory."""
     return os.environ.get(ENV_VAR) or str(DEFAULT_PATH)
+
+
+def is_file_location(location: str | os.PathLike[str]) -> bool:
+    """Whether ``location`` names a SQLite file (not ``memory`` nor a database URL)."""
+    where = str(location)
+    return where not in ("memory", ":memory:") and "://" not in where
 
 
 def open_store(location: str | os.PathLike[str] | None = None) -> RunStore:

@@ -42,6 +42,20 @@ def redact(url: str) -> str:
     return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
+def without_password(url: str) -> str:
+    """``url`` with its password, if any, left out: what a command line shown to the user
+    names (libpq then reads the password from ``PGPASSWORD`` or ``~/.pgpass``)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        if not parts.password:
+            return url
+    except ValueError:
+        return redact(url)
+    host = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}@{host}" if user else host))
+
+
 def check(url: str) -> str:
     """``url`` if libpq can read it; else :class:`StoreError` naming what is wrong."""
     from psycopg import conninfo

@@ -136,7 +136,7 @@ class GroupCommitter:
 
     def raise_failure(self) -> None:
         if self.failure is not None:
-            raise StoreError(f"{self.failure}") from self.failure
+            raise _again(self.failure) from self.failure
 
     async def flush(self) -> None:
         loop = asyncio.get_running_loop()
@@ -148,7 +148,7 @@ class GroupCommitter:
         target = self.appended
         with self._done:
             if self.failure is not None:
-                fut.set_exception(StoreError(str(self.failure)))
+                fut.set_exception(_again(self.failure))
                 return
             if self.committed >= target and not self.queue:
                 fut.set_result(None)
@@ -283,8 +283,10 @@ class GroupCommitter:
 
     def _refused(self, batch: Batch, exc: psycopg.Error) -> StoreError:
         error = explain(self.url, exc, lock_timeout=self.lock_timeout)
-        return StoreError(f"{error}; a batch of {batch.count} events was not stored "
-                          f"({self.committed} events of this process are durable)")
+        # the same class (a lock is StoreLocked, as on SQLite), with what is durable
+        return type(error)(f"{error}; a batch of {batch.count} events was not stored "
+                           f"({self.committed} events of this process are durable; "
+                           "resume the run with `counterpoint resume RUN`)")
 
     def _landed(self, conn: psycopg.Connection[tuple[Any, ...]], number: int) -> bool:
         row = conn.execute("SELECT batch FROM cp_writer_batches WHERE writer = %s",
@@ -349,10 +351,15 @@ class GroupCommitter:
             if self.failure is None and target > self.committed:
                 keep.append((loop, fut, target))
                 continue
-            error = None if self.failure is None else StoreError(str(self.failure))
+            error = None if self.failure is None else _again(self.failure)
             with contextlib.suppress(RuntimeError):  # its loop closed: nobody waits now
                 loop.call_soon_threadsafe(_settle, fut, error)
         self._waiters = keep
+
+
+def _again(failure: StoreError) -> StoreError:
+    """A fresh error of ``failure``'s class and message, for each caller it fails."""
+    return type(failure)(str(failure))
 
 
 def _settle(fut: asyncio.Future[None], error: BaseException | None) -> None:

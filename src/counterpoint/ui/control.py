@@ -60,11 +60,13 @@ def resume(store: RunStore, run_id: RunId, *, cwd: Path,
     if store.location in ("memory", ":memory:"):
         return Outcome(status=409, message="a run in an in-memory store cannot be resumed "
                                            "by another process")
-    argv = [sys.executable, "-m", "counterpoint.cli", "resume", run_id, "--db",
-            store.location, "--quiet"]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH"))
-        if p)}
+    argv = [sys.executable, "-m", "counterpoint.cli", "resume", run_id, "--quiet"]
+    # the store goes in the environment, not on the command line that `ps` shows: a
+    # PostgreSQL store's location hides the password its URL may hold; its url does not
+    env = {**os.environ, "COUNTERPOINT_DB": str(getattr(store, "url", store.location)),
+           "PYTHONPATH": os.pathsep.join(
+               p for p in (str(Path(__file__).resolve().parents[2]),
+                           os.environ.get("PYTHONPATH")) if p)}
     with tempfile.TemporaryFile(mode="w+") as errors:
         proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=errors, env=env,

@@ -3,9 +3,10 @@
 The store has no cross-process notification, so a follower looks again every
 :data:`POLL_SECONDS`. Looking is cheap when nothing happened: for a store in a file, the
 file and its write-ahead log are ``stat``-ed first and the log is read only when one of
-them changed. The store reads a run's log whole, so a follower of a long live run waits
-at least twice as long as its last read took before it reads again: following costs at
-most a third of a core, however long the log grows. New events are those after the
+them changed (a PostgreSQL store is read at each look). The store reads a run's log
+whole, so a follower of a long live run waits at least twice as long as its last read
+took before it reads again: following costs at most a third of a core, however long the
+log grows. New events are those after the
 last ``seq`` delivered; the log is the source, so a follower that starts late misses
 nothing and sees nothing twice.
 """
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from ..events import Event
 from ..ids import RunId
 from ..state import RunStatus
-from ..store import RunRecord, RunStore
+from ..store import RunRecord, RunStore, is_file_location
 
 POLL_SECONDS = 0.1
 """How often a follower looks for new events of a running run."""
@@ -52,12 +53,12 @@ class _Probe:
 
     def __init__(self, store: RunStore) -> None:
         where = store.location
-        self.paths = [] if where in ("memory", ":memory:") else [where, where + "-wal"]
+        self.paths = [where, where + "-wal"] if is_file_location(where) else []
         self.seen: list[tuple[int, int]] | None = None
 
     def changed(self) -> bool:
         if not self.paths:
-            return True  # a store in memory: nothing to stat, reading is cheap
+            return True  # in memory or a database server: nothing to stat; read it
         now = []
         for path in self.paths:
             try:
