@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -159,7 +160,8 @@ def w3_sharded(count: int, folder: Path) -> bool:
     return ok
 
 
-def main() -> None:
+def main() -> int:
+    """Run the workloads; the exit code is 0 only if every target was met."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes, to check it works")
     parser.add_argument("--only", choices=["W6", "W3"], help="one of the two workloads")
@@ -178,7 +180,8 @@ def main() -> None:
                 results.append(w3_sharded(count, Path(tmp)))
     print(f"{sum(results)}/{len(results)} targets met"
           + (" (quick sizes: not the judged numbers)" if args.quick else ""))
+    return 0 if all(results) else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
