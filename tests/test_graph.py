@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -452,3 +453,23 @@ def test_fingerprint_is_the_hash_it_always_was() -> None:
         qualname = spec.step_key.partition(":")[2]
         digest.update(f"{spec.id}|{qualname}|{','.join(spec.deps)}|{spec.kind}\n".encode())
     assert g.fingerprint() == digest.hexdigest()[:16]
+
+
+@pytest.mark.parametrize("wrap", [lambda a, b: [a, b], lambda a, b: (a, 1),
+                                  lambda a, b: {"x": [b]}])
+def test_an_input_that_holds_node_references_inside_a_container_is_refused(wrap: Any) -> None:
+    g = cp.Graph("g")
+    a = g.add("a", lambda: 1)
+    b = g.add("b", lambda: 2)
+    with pytest.raises(cp.GraphError) as err:
+        g.add("total", lambda parts: parts, parts=wrap(a, b))
+    message = str(err.value)
+    assert "test_graph.py:" in message and "'total'" in message and "'parts'" in message
+    assert "holding node references" in message and "an input of its own" in message
+    assert "total" not in g.nodes  # nothing was added
+
+
+def test_literal_containers_without_references_are_plain_inputs() -> None:
+    g = cp.Graph("g")
+    g.add("total", lambda parts: sum(parts), parts=[1, 2, (3,)][:2])
+    assert cp.run_sync(g, store="memory").output == {"total": 3}

@@ -55,6 +55,19 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _POLICY_ATTR = "__counterpoint_policy__"
 _RESERVED_ID_CHARS = "[]/"
+_CONTAINERS = frozenset({list, tuple, dict, set, frozenset})
+"""Literal inputs checked for node references inside them (a mistake; see _holds_ref)."""
+
+
+def _holds_ref(value: Any) -> bool:
+    """Whether a literal container holds a node or graph-input reference, at any depth."""
+    items = value.values() if type(value) is dict else value
+    for item in items:
+        if isinstance(item, NodeRef | InputRef):
+            return True
+        if type(item) in _CONTAINERS and _holds_ref(item):
+            return True
+    return False
 
 
 def step_key(fn: Callable[..., Any] | Graph) -> str:
@@ -374,6 +387,13 @@ class Graph(_GraphChecks):
                                      f"graph input {value.name!r}, which is not declared; "
                                      f"call g.input({value.name!r}) first")
                 refs.append(name)
+            elif type(value) in _CONTAINERS and _holds_ref(value):
+                raise GraphError(
+                    f"{self._label(where, id)}: input {name!r} is a {type(value).__name__} "
+                    "holding node references, which a node does not look inside (the step "
+                    "would get the references, not their outputs, and not wait for them); "
+                    "pass each reference as an input of its own (inputs={'a': ref_a, ...}), "
+                    "or map over a node's list output with g.map")
         if map_over is not None:
             self._check_ref_owner(map_over, id, "map(over=...)")
             deps[map_over.node] = None
