@@ -416,11 +416,9 @@ class Graph(_GraphChecks):
         if estimate is not None:
             estimate = _check_estimate(estimate, where, self.name, id)
         kind = _MAP if map_over is not None else _TASK
-        spec = _new_spec(
-            id=id, fn=fn, inputs=inputs, after=after_ids, policy=merged, kind=kind,
-            map_over=map_over, map_param=map_param, context_param=ctx,
-            is_async=facts.is_async, step_key=facts.key, where=where, estimate=estimate,
-            derived=derived)
+        spec = _new_spec(  # positional: matching 14 keywords cost 3% of the build
+            id, fn, inputs, after_ids, merged, kind, map_over, map_param, ctx,
+            facts.is_async, facts.key, where, estimate, derived)
         produced = facts.returns
         if produced is Choose:
             produced = Any  # the chosen value's type is not declared
@@ -453,11 +451,9 @@ class Graph(_GraphChecks):
             self._check_fallback(where, id, merged.fallback, inputs, map_param)
         if estimate is not None:
             estimate = _check_estimate(estimate, where, self.name, id)
-        return _new_spec(id=id, fn=sub, inputs=inputs, after=after, policy=merged,
-                         kind=_MAP if map_over is not None else _GRAPH, map_over=map_over,
-                         map_param=map_param, context_param=None, is_async=True,
-                         step_key=step_key(sub), where=where, estimate=estimate,
-                         derived=derived)
+        return _new_spec(id, sub, inputs, after, merged,
+                         _MAP if map_over is not None else _GRAPH, map_over, map_param,
+                         None, True, step_key(sub), where, estimate, derived)
 
     def _output_type(self, node: NodeId) -> Any:
         spec = self.nodes.get(node)

@@ -176,7 +176,7 @@ class _RefDraft:
     __slots__ = NodeRef.__slots__
 
 
-def _new_spec(*, id: str, fn: Callable[..., Any] | Graph, inputs: Mapping[str, Any],
+def _new_spec(id: str, fn: Callable[..., Any] | Graph, inputs: Mapping[str, Any],
               after: tuple[NodeId, ...], policy: Policy, kind: NodeKind,
               map_over: NodeRef | None, map_param: str | None, context_param: str | None,
               is_async: bool, step_key: str, where: str, estimate: float | None,
