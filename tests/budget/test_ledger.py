@@ -28,7 +28,7 @@ from counterpoint.errors import BudgetExceeded, UserError
 def test_a_budget_rejects_nonsense() -> None:
     for bad in ({"usd": 0}, {"usd": -1.0}, {"tokens": 0}, {"tokens": 1.5}, {"usd": True}):
         with pytest.raises(UserError, match="Budget"):
-            Budget(**bad)  # type: ignore[arg-type]
+            Budget(**bad)
     assert str(Budget(usd=0.5, tokens=2000)) == "$0.5 and 2,000 tokens"
     assert Budget.from_data(Budget(usd=0.5).as_data()) == Budget(usd=0.5)
 
