@@ -14,6 +14,7 @@ import pytest
 import counterpoint as cp
 from counterpoint.budget import Budget, spending, spent_in_log
 from counterpoint.events import EventKind
+from counterpoint.ids import NodeId, RunId
 from counterpoint.models import Model, ModelConfig, ModelRegistry
 from counterpoint.store import MemoryStore, RunStore
 from counterpoint.testing import OpenAIServer, Reply, Usage
@@ -50,7 +51,7 @@ def _fan_out(model: Model, nodes: int, name: str = "fan") -> cp.Graph:
     return g
 
 
-def _failures(store: RunStore, run_id: str) -> dict[str, dict[str, Any]]:
+def _failures(store: RunStore, run_id: RunId) -> dict[str, dict[str, Any]]:
     return {e.node or "": e.data or {} for e in store.events(run_id)
             if e.kind is EventKind.NODE_FAILED}
 
@@ -137,4 +138,4 @@ async def test_an_agent_or_goal_spending_block_is_capped_by_its_own_budget(
     g.add("work", work)
     result = await cp.run(g, store=MemoryStore(), options=cp.RunOptions(budget=Budget(usd=1.0)))
     assert result.status == "succeeded"
-    assert result.state.nodes["work"].output == 1
+    assert result.state.nodes[NodeId("work")].output == 1
