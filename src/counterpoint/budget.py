@@ -36,6 +36,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from .approval import clock
 from .errors import BudgetExceeded, UserError
 from .events import Event, EventKind
 
@@ -268,7 +269,7 @@ class Ledger:
                     deadline = lg.deadline_at if deadline is None else \
                         min(deadline, lg.deadline_at)
         seconds = None if deadline is None else max(
-            0.0, deadline - (time.time() if now is None else now))
+            0.0, deadline - (clock().now() if now is None else now))
         return Remaining(usd=usd, tokens=tokens, seconds=seconds)
 
 
@@ -329,10 +330,10 @@ def affordable(count: int, each: Amount) -> int:
 def spending(budget: Budget | None = None, *, where: str,
              deadline: float | None = None) -> Iterator[Ledger]:
     """Run the body under a child of the current ledger capped by ``budget`` (and a
-    ``deadline`` in seconds from now, which :func:`remaining` reports; it cancels
-    nothing). Without a current ledger, the child is the root of a new tree."""
+    ``deadline`` in seconds from now, on the approvals' clock, which :func:`remaining`
+    reports; it cancels nothing). Without a current ledger, the child is the root of a new tree."""
     parent = _LEDGER.get()
-    at = None if deadline is None else time.time() + deadline
+    at = None if deadline is None else clock().now() + deadline
     ledger = parent.child(budget, where=where, deadline_at=at) if parent is not None else \
         Ledger(budget, where=where, deadline_at=at)
     token = _LEDGER.set(ledger)
