@@ -37,7 +37,8 @@ def _graph(started: asyncio.Event, seen: list[float | None]) -> cp.Graph:
 async def test_the_deadline_is_recorded_once_and_a_resume_keeps_it(tmp_path: Path) -> None:
     clock = ManualClock(START)
     store = cp.SQLiteStore(tmp_path / "runs.db")
-    started, seen = asyncio.Event(), []
+    started = asyncio.Event()
+    seen: list[float | None] = []
     g = _graph(started, seen)
     with cp.use_clock(clock):
         running = asyncio.create_task(cp.run(g, store=store, run_id="R",
@@ -64,9 +65,9 @@ async def test_the_deadline_is_recorded_once_and_a_resume_keeps_it(tmp_path: Pat
     result = await handle.result()
     store.close()
     assert result.state.stop_reason == "deadline"
-    assert result.nodes["quick"].status is NodeStatus.SUCCEEDED  # partial result kept
-    assert result.outputs["quick"] == "kept"
-    assert result.nodes["block"].status is NodeStatus.CANCELLED
+    assert result.nodes[cp.NodeId("quick")].status is NodeStatus.SUCCEEDED  # partial result kept
+    assert result.outputs[cp.NodeId("quick")] == "kept"
+    assert result.nodes[cp.NodeId("block")].status is NodeStatus.CANCELLED
 
 
 async def test_a_spending_block_sees_the_nearest_of_its_own_and_the_run_deadline() -> None:
