@@ -8,6 +8,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from ..budget import account
 from ..errors import RunAmbiguous, RunNotFound
 from ..events import Event, EventKind
 from ..history import mark_cancelled, project, shown_status
@@ -101,4 +102,5 @@ def log_report(record: RunRecord, events: Sequence[Event],
                   status=status, state=state, metrics=compute(state, now),
                   deps_known=projection.deps_known, declared=projection.declared, note=note,
                   failed_attempts=failed_attempts(events),
-                  forked_from=record.forked_from, forks=tuple(r.run_id for r in forks))
+                  forked_from=record.forked_from, forks=tuple(r.run_id for r in forks),
+                  budget=account(events))
