@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import socket
 import threading
@@ -133,7 +134,8 @@ class Execution(Attempts):
             execution, first = prepare_run(
                 sub, kwargs, RunOptions(max_concurrency=self.options.max_concurrency,
                                         limits=self.options.limits,
-                                        fail_fast=self.options.fail_fast),
+                                        fail_fast=self.options.fail_fast,
+                                        budget=sub.budget, deadline=sub.deadline),
                 self.store, child, self.backend, None, self.run_id, capacity=self._capacity)
         assert self._group is not None
         return RunHandle(execution, self._group.create_task(execution.execute(first)))
@@ -198,6 +200,10 @@ def prepare_run(graph: Graph, inputs: Mapping[str, Any], options: RunOptions,
     mistake leaves nothing behind.
     """
     topology = graph.validate()
+    if (options.budget is None and graph.budget is not None) or (
+            options.deadline is None and graph.deadline is not None):  # a workflow's own
+        options = dataclasses.replace(options, budget=options.budget or graph.budget,
+                                      deadline=options.deadline or graph.deadline)
     check_inputs(graph, inputs, options)
     backend = backend or options.backend or DEFAULT_BACKEND
     check_backend(backend, graph)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..agents import Agent, Tool
+from ..budget import Budget
 from .checks import _Checks, _closest, _Use
 from .conditions import Condition, parse_condition
 from .errors import Problem, WorkflowError
@@ -59,6 +60,7 @@ class StepPlan:
     until: Condition | None = None
     retries: int | None = None
     timeout: float | None = None
+    budget: Budget | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -76,6 +78,8 @@ class WorkflowPlan:
     steps: Mapping[str, StepPlan]
     output: tuple[str, str, tuple[str | int, ...]] | None
     """``(step id, "output" | "iterations", path)`` of the workflow's output, if named."""
+    budget: Budget | None = None
+    deadline: float | None = None
 
     @property
     def loop_steps(self) -> frozenset[str]:
@@ -115,7 +119,7 @@ class _Planner(_Checks):
             name=spec.name, description=spec.description, path=self.doc.path,
             folder=self.folder, inputs=dict(spec.inputs),
             input_lines={n: self.doc.where(("inputs", n)) for n in spec.inputs},
-            steps=steps, output=output)
+            steps=steps, output=output, budget=spec.budget, deadline=spec.deadline)
 
     def _input(self, name: str, spec: InputSpec) -> None:
         if spec.required or spec.default is None:
@@ -218,8 +222,10 @@ class _Planner(_Checks):
         for use in uses:
             self._check_ref(step_id, spec, use)
         return StepPlan(id=step_id, where=self.doc.where(at), kind=kind, refs=tuple(body),
-                        needs=tuple(spec.needs), retries=spec.retries, timeout=spec.timeout,
-                        **plan)
+                        needs=tuple(spec.needs), retries=spec.retries,
+                        timeout=min((t for t in (spec.timeout, spec.deadline) if t is not None),
+                                    default=None),
+                        budget=spec.budget.budget() if spec.budget else None, **plan)
 
     def _agent_body(self, step_id: str, spec: StepSpec, uses: list[_Use]) -> dict[str, Any]:
         at: KeyPath = ("steps", step_id)
