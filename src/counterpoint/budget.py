@@ -396,6 +396,13 @@ def _tally(events: Iterable[Event]) -> tuple[Amount, Amount, dict[str, Amount],
         elif kind is EventKind.MODEL_CALL:
             if "reservation" in data:
                 open_.pop(data["reservation"], None)
+            charged = data.get("charged")
+            if isinstance(charged, dict):  # failed with no answer: kept at its bound
+                used = Amount(charged.get("usd", 0.0), charged.get("tokens", 0))
+                settled = settled + used
+                if event.node is not None:
+                    nodes[event.node] = nodes.get(event.node, ZERO) + used
+                continue
             if "error" in data or data.get("cache_hit") or "reused" in data or \
                     "input_tokens" not in data:
                 continue

@@ -6,6 +6,7 @@ most what is left, and resume counts what was spent before."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -139,3 +140,33 @@ async def test_an_agent_or_goal_spending_block_is_capped_by_its_own_budget(
     result = await cp.run(g, store=MemoryStore(), options=cp.RunOptions(budget=Budget(usd=1.0)))
     assert result.status == "succeeded"
     assert result.state.nodes[NodeId("work")].output == 1
+
+
+async def _two_calls(server: OpenAIServer, first: Reply) -> tuple[RunStore, Any]:
+    server.script(first)
+    model = Model("sim", cache=False, timeout=0.5, registry=ModelRegistry(models={
+        "sim": ModelConfig(name="sim", provider="openai", model="sim",
+                           base_url=server.base_url, price_input=0.0,
+                           price_output=PRICE_OUT, retries=0)}))
+    g = cp.Graph("two")
+
+    async def twice() -> str:
+        with contextlib.suppress(cp.errors.ModelError):
+            await model.generate("Say ok", max_tokens=ANSWER)
+        return (await model.generate("Say ok", max_tokens=ANSWER)).text
+    g.add("twice", twice)
+    store = MemoryStore()
+    result = await cp.run(g, store=store, options=cp.RunOptions(budget=Budget(usd=1.5 * EACH)))
+    return store, result
+
+
+async def test_a_call_with_no_answer_keeps_its_bound_and_an_http_error_releases_it(
+        server: OpenAIServer) -> None:
+    store, result = await _two_calls(server, Reply.status(500))
+    assert result.ok  # the 500 was not served: the second call fits
+    store, result = await _two_calls(server, Reply.hang(5))
+    assert not result.ok  # the hung call may have been paid: the second does not fit
+    error = result.state.nodes[NodeId("twice")].error or {}
+    assert error["type"] == "BudgetExceeded"
+    spent, _ = spent_in_log(store.events(result.run_id))
+    assert spent.usd == pytest.approx(EACH)
