@@ -360,7 +360,9 @@ def _resume(run_id: str, store: RunStore, *, db: str | None, quiet: bool, as_jso
         return _interrupted(run_id, db)
     if not result.status.terminal:  # it ended its execution to wait for people
         return approvals_cli.waiting(result.run_id, list(result.state.asking), out)
-    code = _finish(_result_report(result), db=db, as_json=as_json, out=out)
+    from ..budget import account
+    code = _finish(_result_report(result, budget=account(store.events(result.run_id))),
+                   db=db, as_json=as_json, out=out)
     if not as_json and store.run(RunId(run_id)).source.get("builder") == goals.GOAL_BUILDER:
         goals.print_answer(result.output, out)  # a goal run ends with its answer, as `run` does
     return code
