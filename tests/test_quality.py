@@ -78,13 +78,14 @@ def test_readme_fork_example_runs_as_shown(tmp_path: Path) -> None:
     assert proc.stdout.splitlines() == ["museum, sunny in Lisbon ['fetch']", "True True"]
 
 
-def test_readme_has_eight_python_examples() -> None:
+def test_readme_has_nine_python_examples() -> None:
     # each runs in a test: the three first ones, the picture's and the fork's here, the
     # blackboard's in tests/board/test_board_readme.py, the Ray section's two in
-    # tests/backends/test_ray_readme.py (the routing, approvals, MCP and PostgreSQL examples
-    # are fenced ```py and run in tests/routing, tests/approvals, tests/mcp and tests/store):
-    # a new ```python block needs a test that runs it, and this count raised with it
-    assert len(_fenced("python")) == 8
+    # tests/backends/test_ray_readme.py, the budgets' in tests/budget/test_readme.py (the
+    # routing, approvals, MCP and PostgreSQL examples are fenced ```py and run in
+    # tests/routing, tests/approvals, tests/mcp and tests/store): a new ```python block
+    # needs a test that runs it, and this count raised with it
+    assert len(_fenced("python")) == 9
 
 
 def test_readme_picture_example_prints_the_mermaid_shown(tmp_path: Path) -> None:

@@ -36,6 +36,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from .approval import clock
 from .errors import BudgetExceeded, UserError
 from .events import Event, EventKind
 
@@ -268,7 +269,7 @@ class Ledger:
                     deadline = lg.deadline_at if deadline is None else \
                         min(deadline, lg.deadline_at)
         seconds = None if deadline is None else max(
-            0.0, deadline - (time.time() if now is None else now))
+            0.0, deadline - (clock().now() if now is None else now))
         return Remaining(usd=usd, tokens=tokens, seconds=seconds)
 
 
@@ -280,17 +281,42 @@ def _refusal(ledger: Ledger, amount: Amount, what: str) -> BudgetExceeded:
         detail = (f"it needs up to ${amount.usd:.6f} but the budget of ${cap.usd:g} of "
                   f"{ledger.where} has ${spent.usd:.6f} spent and ${reserved.usd:.6f} "
                   "reserved by calls in flight")
-        numbers = (spent.usd, reserved.usd)
+        numbers = (spent.usd, reserved.usd, amount.usd, cap.usd)
     else:
         detail = (f"it needs up to {amount.tokens:,} tokens but the budget of "
                   f"{cap.tokens or 0:,} tokens of {ledger.where} has {spent.tokens:,} spent "
                   f"and {reserved.tokens:,} reserved by calls in flight")
-        numbers = (float(spent.tokens), float(reserved.tokens))
+        numbers = (float(spent.tokens), float(reserved.tokens), float(amount.tokens),
+                   float(cap.tokens or 0))
     return BudgetExceeded(
         f"{what}: refused before it was sent: {detail}. Raise the budget "
         "(RunOptions(budget=Budget(...)), `budget:` in a workflow, --budget-usd / "
         "--budget-tokens) or ask for less (a smaller max_tokens, a cheaper model)",
-        budget=f"{ledger.where}: {cap}", spent=numbers[0], reserved=numbers[1])
+        budget=f"{ledger.where}: {cap}", spent=numbers[0], reserved=numbers[1],
+        needed=numbers[2], cap=numbers[3], unit="usd" if money else "tokens")
+
+
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_seconds(text: str | float | int, *, where: str) -> float:
+    """A deadline written ``30``, ``30s``, ``2.5m`` or ``1h``, in seconds (> 0); raises
+    :class:`UserError` naming ``where`` otherwise."""
+    if isinstance(text, bool):
+        raise UserError(f"{where}: a deadline must be seconds (30, 30s, 2m, 1h), got {text!r}")
+    if isinstance(text, int | float):
+        value = float(text)
+    else:
+        raw = text.strip().lower()
+        unit = raw[-1:] if raw[-1:] in ("s", "m", "h") else ""
+        try:
+            value = float(raw[:-1] if unit else raw) * _UNITS[unit]
+        except ValueError:
+            raise UserError(f"{where}: a deadline must be seconds (30, 30s, 2m, 1h), got "
+                            f"{text!r}") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise UserError(f"{where}: a deadline must be > 0 seconds, got {text!r}")
+    return value
 
 
 # ------------------------------------------------------------------ context
@@ -329,10 +355,10 @@ def affordable(count: int, each: Amount) -> int:
 def spending(budget: Budget | None = None, *, where: str,
              deadline: float | None = None) -> Iterator[Ledger]:
     """Run the body under a child of the current ledger capped by ``budget`` (and a
-    ``deadline`` in seconds from now, which :func:`remaining` reports; it cancels
-    nothing). Without a current ledger, the child is the root of a new tree."""
+    ``deadline`` in seconds from now, on the approvals' clock, which :func:`remaining`
+    reports; it cancels nothing). Without a current ledger, the child is the root of a new tree."""
     parent = _LEDGER.get()
-    at = None if deadline is None else time.time() + deadline
+    at = None if deadline is None else clock().now() + deadline
     ledger = parent.child(budget, where=where, deadline_at=at) if parent is not None else \
         Ledger(budget, where=where, deadline_at=at)
     token = _LEDGER.set(ledger)
@@ -348,32 +374,114 @@ def use_ledger(ledger: Ledger | None) -> None:
 
 
 # ---------------------------------------------------------------------- log
+def _tally(events: Iterable[Event]) -> tuple[Amount, Amount, dict[str, Amount],
+                                             list[dict[str, Any]], Budget | None]:
+    """Settled spend, reservations no call settled, spend per node (both), the refusals
+    (``node_failed`` of a :class:`BudgetExceeded`, with their node) and the run's budget."""
+    settled = ZERO
+    nodes: dict[str, Amount] = {}
+    open_: dict[str, tuple[str | None, Amount]] = {}
+    refused: list[dict[str, Any]] = []
+    budget: Budget | None = None
+    for event in events:
+        data = event.data or {}
+        kind = event.kind
+        if kind is EventKind.RUN_CREATED:
+            budget = Budget.from_data((data.get("options") or {}).get("budget"))
+        elif kind is EventKind.BUDGET_RESERVED:
+            open_[data["id"]] = (event.node, Amount(data.get("usd", 0.0),
+                                                    data.get("tokens", 0)))
+        elif kind is EventKind.NODE_FAILED and isinstance(data.get("budget"), dict):
+            refused.append({**data["budget"], "node": event.node})
+        elif kind is EventKind.MODEL_CALL:
+            if "reservation" in data:
+                open_.pop(data["reservation"], None)
+            charged = data.get("charged")
+            if isinstance(charged, dict):  # failed with no answer: kept at its bound
+                used = Amount(charged.get("usd", 0.0), charged.get("tokens", 0))
+                settled = settled + used
+                if event.node is not None:
+                    nodes[event.node] = nodes.get(event.node, ZERO) + used
+                continue
+            if "error" in data or data.get("cache_hit") or "reused" in data or \
+                    "input_tokens" not in data:
+                continue
+            used = Amount(data.get("cost") or 0.0,
+                          data["input_tokens"] + data["output_tokens"])
+            settled = settled + used
+            if event.node is not None:
+                nodes[event.node] = nodes.get(event.node, ZERO) + used
+    unsettled = ZERO
+    for node, amount in open_.values():
+        unsettled = unsettled + amount
+        if node is not None:
+            nodes[node] = nodes.get(node, ZERO) + amount
+    return settled, unsettled, nodes, refused, budget
+
+
 def spent_in_log(events: Iterable[Event]) -> tuple[Amount, dict[str, Amount]]:
     """What a run's log says was spent, in all and per node: every settled model call's
     usage, plus every reservation no ``model_call`` settled (the process died while the
     call was in flight: it may have been paid for) at its bound."""
-    total = ZERO
-    nodes: dict[str, Amount] = {}
-    open_: dict[str, tuple[str | None, Amount]] = {}
-    for event in events:
-        data = event.data or {}
-        if event.kind is EventKind.BUDGET_RESERVED:
-            open_[data["id"]] = (event.node, Amount(data.get("usd", 0.0),
-                                                    data.get("tokens", 0)))
-            continue
-        if event.kind is not EventKind.MODEL_CALL:
-            continue
-        if "reservation" in data:
-            open_.pop(data["reservation"], None)
-        if "error" in data or data.get("cache_hit") or "reused" in data or \
-                "input_tokens" not in data:
-            continue
-        used = Amount(data.get("cost") or 0.0, data["input_tokens"] + data["output_tokens"])
-        total = total + used
-        if event.node is not None:
-            nodes[event.node] = nodes.get(event.node, ZERO) + used
-    for node, amount in open_.values():
-        total = total + amount
-        if node is not None:
-            nodes[node] = nodes.get(node, ZERO) + amount
-    return total, nodes
+    settled, unsettled, nodes, _, _ = _tally(events)
+    return settled + unsettled, nodes
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Account:
+    """A run's budget as its log tells it (for ``counterpoint show`` and the summary)."""
+
+    budget: Budget | None
+    spent: Amount
+    """Settled calls' usage."""
+    reserved: Amount
+    """Reservations no call settled: calls in flight, or lost to a crash (a resume counts
+    them as spent)."""
+    refused: tuple[dict[str, Any], ...] = ()
+    """Each refused call: ``node``, ``unit``, ``cap``, ``spent``, ``needed``, ``budget``."""
+
+    def line(self) -> str:
+        """``$0.4800 of $0.50 spent, $0.0000 reserved, $0.0200 left; 2 calls refused``."""
+        cap = self.budget or Budget()
+        parts = []
+        if cap.usd is not None or self.spent.usd:
+            used = self.spent.usd
+            text = f"${used:.4f}" + (f" of ${cap.usd:g}" if cap.usd is not None else "")
+            text += f" spent, ${self.reserved.usd:.4f} reserved"
+            if cap.usd is not None:
+                text += f", ${max(0.0, cap.usd - used - self.reserved.usd):.4f} left"
+            parts.append(text)
+        if cap.tokens is not None or self.spent.tokens:
+            text = f"{self.spent.tokens:,}" + (
+                f" of {cap.tokens:,}" if cap.tokens is not None else "")
+            text += f" tokens spent, {self.reserved.tokens:,} reserved"
+            if cap.tokens is not None:
+                text += f", {max(0, cap.tokens - self.spent.tokens - self.reserved.tokens):,}" \
+                        " left"
+            parts.append(text)
+        line = "; ".join(parts) or "nothing spent"
+        if self.refused:
+            line += f"; {len(self.refused)} call(s) refused"
+        return line
+
+    def exhausted(self) -> str | None:
+        """Why the run ended short of its budget, if calls were refused: ``budget
+        exhausted: $0.48 of $0.50 spent, node 'n' needs >= $0.03`` (the last refusal)."""
+        if not self.refused:
+            return None
+        last = self.refused[-1]
+        node = f"node {last['node']!r}" if last.get("node") else "a call"
+        if last.get("unit") == "tokens":
+            return (f"budget exhausted: {int(last['spent']):,} of {int(last['cap']):,} tokens "
+                    f"spent ({last['budget']}), {node} needs >= {int(last['needed']):,}")
+        return (f"budget exhausted: ${last['spent']:.2f} of ${last['cap']:g} spent "
+                f"({last['budget']}), {node} needs >= ${last['needed']:.2f}")
+
+
+def account(events: Iterable[Event]) -> Account | None:
+    """The run's budget from its log; ``None`` when it had none and no call was refused
+    (the models line says what was spent)."""
+    settled, unsettled, _, refused, budget = _tally(events)
+    if budget is None and not refused:
+        return None
+    return Account(budget=budget, spent=settled, reserved=unsettled, refused=tuple(refused))

@@ -10,7 +10,7 @@ from typing import Any
 import pydantic
 import pydantic_core
 
-from .errors import OutputNotSerializable, RunFailure
+from .errors import BudgetExceeded, OutputNotSerializable, RunFailure
 from .failures import failure_location
 from .secrets import redact
 
@@ -61,6 +61,8 @@ def error_info(exc: BaseException, *, final: bool, retryable: bool,
         info["location"] = {**location, "file": redact(location["file"])}
     if retry_in is not None:
         info["retry_in"] = round(retry_in, 4)
+    if isinstance(exc, BudgetExceeded):  # what ran out, for the run's summary
+        info["budget"] = exc.as_data()
     if isinstance(exc, RunFailure) and exc.retry_after is not None:
         info["retry_after"] = exc.retry_after
     return info

@@ -269,14 +269,26 @@ class BudgetExceeded(RunFailure):
     retryable = False
 
     def __init__(self, message: str, *, budget: str = "", spent: float = 0.0,
-                 reserved: float = 0.0) -> None:
+                 reserved: float = 0.0, needed: float = 0.0, cap: float = 0.0,
+                 unit: str = "usd") -> None:
         super().__init__(message)
+        self.needed = needed
+        """What the refused call needed (its bound, in the budget's unit)."""
+        self.cap = cap
+        """The refusing budget's cap (in its unit)."""
+        self.unit = unit
+        """``usd`` or ``tokens``: what ran out."""
         self.budget = budget
         """The budget that refused it (``"run R: $0.50"``, ``"run R, node n: 1,000 tokens"``)."""
         self.spent = spent
         """What that budget had spent (US dollars or tokens, in the budget's unit)."""
         self.reserved = reserved
         """What calls in flight had reserved of it when the call was refused."""
+
+    def as_data(self) -> dict[str, object]:
+        """The refusal's numbers, for the log (``node_failed`` data ``budget``)."""
+        return {"budget": self.budget, "unit": self.unit, "cap": self.cap,
+                "spent": self.spent, "reserved": self.reserved, "needed": self.needed}
 
 
 class UnpricedModel(RunFailure):

@@ -50,6 +50,7 @@ from .topology import find_cycle as find_cycle
 
 if TYPE_CHECKING:
     from .board.spec import Board
+    from .budget import Budget
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -139,6 +140,12 @@ class Graph(_GraphChecks):
         self.nodes: dict[NodeId, NodeSpec] = {}
         self.inputs: dict[str, Any] = {}
         self.output_ref: NodeRef | None = None
+        self.budget: Budget | None = None
+        """The budget of the graph's runs when the caller sets none (a workflow's
+        ``budget:``); a sub-graph's is within what is left of its parent's."""
+        self.deadline: float | None = None
+        """Seconds the graph's runs may take when the caller sets no deadline (a
+        workflow's ``deadline:``); a sub-graph's counts from when it starts."""
         caller = sys._getframe(1).f_globals
         self.source = GraphSource(module=str(caller.get("__name__", "__main__")),
                                   file=caller.get("__file__"), name=name)

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 
 from .. import codec, loop
+from ..budget import Budget, remaining, spending
 from ..context import NodeContext, current_context
 from ..errors import (
     AgentError,
@@ -102,7 +103,8 @@ class Agent:
                  output: type[Any] | None = None, description: str = "", max_turns: int = 8,
                  max_tokens: int | None = None, turn_tokens: int = DEFAULT_TURN_TOKENS,
                  deadline: float | None = None, temperature: float = 0.0,
-                 capabilities: Capabilities | None = None) -> None:
+                 capabilities: Capabilities | None = None,
+                 budget: Budget | None = None) -> None:
         if not isinstance(name, str) or not name or "/" in name or "#" in name:
             raise UserError(f"agent name {name!r} must be a non-empty string without '/' or "
                             "'#' (they separate scopes in the run log)")
@@ -140,6 +142,9 @@ class Agent:
         self.turn_tokens = turn_tokens
         self.deadline = deadline
         self.temperature = temperature
+        self.budget = budget
+        """Money and tokens one run of the loop may spend (its model calls reserve in it),
+        within what is left of the budgets it runs under (its node's, its run's)."""
 
     def __repr__(self) -> str:
         return f"Agent({self.name!r}, model={self.model.name!r}, tools={len(self.tools)})"
@@ -178,9 +183,13 @@ class Agent:
         ctx = ctx if ctx is not None else current_context()
         prompt = _task_text(task, context)
         loop = _Loop(self, ctx, _scope(self.name, ctx), prompt)
-        limit = asyncio.timeout(self.deadline)
+        left = remaining().seconds  # the run's (or an enclosing agent's) deadline
+        seconds = min((s for s in (self.deadline, left) if s is not None), default=None)
+        limit = asyncio.timeout(seconds)
         try:
-            with acting_as(f"agent {self.name}", self.capabilities):
+            with acting_as(f"agent {self.name}", self.capabilities), \
+                    spending(self.budget, where=f"agent {self.name} ({loop.where()})",
+                             deadline=self.deadline):
                 async with limit:
                     if self.toolsets:
                         await loop.add_toolsets()
@@ -188,6 +197,10 @@ class Agent:
         except TimeoutError:
             if not limit.expired():
                 raise  # a tool's own timeout, not this agent's deadline
+            if self.deadline is None or (left is not None and left < self.deadline):
+                raise AgentError(f"{loop.where()}: the run's deadline passed after "
+                                 f"{loop.turns} turn(s) ({seconds:g}s were left when the "
+                                 "agent started)") from None
             raise AgentError(f"{loop.where()}: deadline of {self.deadline:g}s passed after "
                              f"{loop.turns} turn(s); raise the agent's deadline or give it "
                              "a smaller task") from None

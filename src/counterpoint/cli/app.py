@@ -38,6 +38,7 @@ from .ui import UI_HELP, ui_command
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from ..budget import Account
     from ..graph import Graph
     from ..options import RunOptions
     from ..ray import RayBackend
@@ -145,7 +146,8 @@ def _finish(report: Report, *, db: str | None, as_json: bool, out: Console) -> i
     return exit_code(report.status)
 
 
-def _result_report(result: RunResult, note: str | None = None) -> Report:
+def _result_report(result: RunResult, note: str | None = None, *,
+                   budget: Account | None = None) -> Report:
     from .render import Report
     reason = result.state.stop_reason
     if note is None and reason is not None:
@@ -154,7 +156,8 @@ def _result_report(result: RunResult, note: str | None = None) -> Report:
                 "fail_fast": "stopped after the first failure (--fail-fast)",
                 "cancelled": "cancelled while running"}.get(reason, reason)
     return Report(run_id=result.run_id, graph=result.graph, status=result.status.value,
-                  state=result.state, metrics=result.metrics, note=note, output=result.output)
+                  state=result.state, metrics=result.metrics, note=note, output=result.output,
+                  budget=budget)
 
 
 def _version(value: bool) -> None:
@@ -184,8 +187,10 @@ def run(
         "--limit", metavar="NAME=N", help="A resource limit (repeatable).")] = None,
     fail_fast: Annotated[bool, typer.Option(
         "--fail-fast", help="Cancel everything once a node fails.")] = False,
-    deadline: Annotated[float | None, typer.Option(
-        "--deadline", metavar="SECONDS", help="Stop the run after this long.")] = None,
+    deadline_text: Annotated[str | None, typer.Option(
+        "--deadline", metavar="DURATION",
+        help="Stop the run this long after it starts (30, 30s, 2m, 1h); a resume keeps "
+             "the same deadline.")] = None,
     inputs: Annotated[list[str] | None, typer.Option(
         "--input", metavar="KEY=VALUE",
         help="A graph input (repeatable); VALUE is JSON if it parses, else text.")] = None,
@@ -229,10 +234,15 @@ def run(
     out = make_console()
     kind = goals.target_kind(target)
     with reported():
+        from ..budget import Budget, parse_seconds
         from ..models import load_registry
         from . import preflight
+        deadline = None if deadline_text is None else parse_seconds(deadline_text,
+                                                                    where="--deadline")
+        budget = None if budget_usd is None and budget_tokens is None else Budget(
+            usd=budget_usd, tokens=budget_tokens)
         options = RunOptions(max_concurrency=max_concurrency, limits=limits,
-                             fail_fast=fail_fast, deadline=deadline,
+                             fail_fast=fail_fast, deadline=deadline, budget=budget,
                              detach_when_waiting=detach_waiting,
                              cache=not no_cache and load_registry().cache)
         if workers is not None or inputs_file is not None:
@@ -325,7 +335,9 @@ def _run(graph: Graph, options: RunOptions, inputs: dict[str, Any], store: RunSt
         return _interrupted(started[0] if started else None, db)
     if not result.status.terminal:  # it ended its execution to wait for people
         return approvals_cli.waiting(result.run_id, list(result.state.asking), out)
-    code = _finish(_result_report(result), db=db, as_json=as_json, out=out)
+    from ..budget import account
+    code = _finish(_result_report(result, budget=account(store.events(result.run_id))),
+                   db=db, as_json=as_json, out=out)
     if goal and not as_json:
         goals.print_answer(result.output, out)
     return code
@@ -401,7 +413,9 @@ def _resume(run_id: str, store: RunStore, *, db: str | None, quiet: bool, as_jso
         return _interrupted(run_id, db)
     if not result.status.terminal:  # it ended its execution to wait for people
         return approvals_cli.waiting(result.run_id, list(result.state.asking), out)
-    code = _finish(_result_report(result), db=db, as_json=as_json, out=out)
+    from ..budget import account
+    code = _finish(_result_report(result, budget=account(store.events(result.run_id))),
+                   db=db, as_json=as_json, out=out)
     if not as_json and store.run(RunId(run_id)).source.get("builder") == goals.GOAL_BUILDER:
         goals.print_answer(result.output, out)  # a goal run ends with its answer, as `run` does
     return code

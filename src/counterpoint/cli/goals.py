@@ -36,9 +36,14 @@ SynthesizerModel = Annotated[str | None, typer.Option(
 Rounds = Annotated[int, typer.Option(
     "--rounds", metavar="N", min=0, help="Verify / re-plan rounds (0: no verification).")]
 BudgetTokens = Annotated[int | None, typer.Option(
-    "--budget-tokens", metavar="N", min=1, help="Stop re-planning after this many tokens.")]
+    "--budget-tokens", metavar="N", min=1,
+    help="The run's token budget: a model call that would exceed it is refused before it "
+         "is sent (a goal also stops re-planning before it).")]
 BudgetUsd = Annotated[float | None, typer.Option(
-    "--budget-usd", metavar="USD", min=0.0, help="Stop re-planning after this much cost.")]
+    "--budget-usd", metavar="USD", min=0.0,
+    help="The run's money budget in US dollars: a model call that could overspend it is "
+         "refused before it is sent; models need prices (a goal also stops re-planning "
+         "before it).")]
 Check = Annotated[list[str] | None, typer.Option(
     "--check", metavar="ID",
     help="Verify this subtask's result as soon as it exists and redo it once if it has "

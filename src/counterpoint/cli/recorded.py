@@ -8,6 +8,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from ..budget import account
 from ..errors import RunAmbiguous, RunNotFound
 from ..events import Event, EventKind
 from ..history import mark_cancelled, project, shown_status
@@ -103,4 +104,4 @@ def log_report(record: RunRecord, events: Sequence[Event],
                   deps_known=projection.deps_known, declared=projection.declared, note=note,
                   failed_attempts=failed_attempts(events),
                   forked_from=record.forked_from, forks=tuple(r.run_id for r in forks),
-                  routing=routing_by_node(events))
+                  routing=routing_by_node(events), budget=account(events))

@@ -13,6 +13,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from ..budget import Account, Budget
 from ..ids import NodeId
 from ..metrics import Metrics
 from ..plan_text import plan_tree as plan_tree  # re-exported: the CLI prints them
@@ -67,6 +68,9 @@ class Report:
     """The runs forked from this one."""
     routing: Mapping[str, NodeRouting] = field(default_factory=dict)
     """What ``model="auto"`` chose for each node that made routed calls, from the log."""
+    budget: Account | None = None
+    """The run's budget as its log tells it (spent, reserved, left, refusals), if it had
+    one (:func:`counterpoint.budget.account`)."""
 
 
 OUTPUT_LINES = 24
@@ -151,6 +155,9 @@ def summary(report: Report, *, inspect: str | None) -> RenderableType:
                       style="dim"))
     if report.note:
         parts.append(Text(report.note, style=STYLES.get(report.status, "")))
+    exhausted = report.budget.exhausted() if report.budget is not None else None
+    if exhausted and exhausted != report.note:
+        parts.append(Text(exhausted + "; finished nodes kept their outputs", style="yellow"))
     parts.extend(lineage_lines(report))
     parts.append(Text())
     parts.append(node_table(report))
@@ -169,6 +176,8 @@ def summary(report: Report, *, inspect: str | None) -> RenderableType:
     if state.models.calls or state.models.cache_hits or state.models.failed or \
             state.models.reused:
         parts.append(Text.assemble(("models    ", "bold"), usage_line(state.models)))
+    if report.budget is not None:
+        parts.append(Text.assemble(("budget    ", "bold"), report.budget.line()))
     board = board_section(state)
     if board:
         parts.extend([Text(), *board])
@@ -397,6 +406,7 @@ def payload(report: Report) -> dict[str, Any]:
                   for k, ns in state.nodes.items()},
         "metrics": metrics,
         "models": usage_dict(state.models),
+        **({"budget": budget_dict(report.budget)} if report.budget is not None else {}),
         **({"board": board_payload(state)} if state.board is not None else {}),
         "forked_from": None if report.forked_from is None else {
             "run": report.forked_from.run, "seq": report.forked_from.seq,
@@ -446,3 +456,11 @@ def dumps(data: Any) -> str:
     return json.dumps(data, indent=2, default=str)
 
 
+
+
+def budget_dict(account: Account) -> dict[str, Any]:
+    """The JSON form of a run's budget: its caps, spent, reserved, and why it ran out."""
+    return {"budget": (account.budget or Budget()).as_data(),
+            "spent": {"usd": account.spent.usd, "tokens": account.spent.tokens},
+            "reserved": {"usd": account.reserved.usd, "tokens": account.reserved.tokens},
+            "refused": len(account.refused), "exhausted": account.exhausted()}

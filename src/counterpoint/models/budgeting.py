@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..budget import Amount, Reservation, current_ledger
-from ..errors import UnpricedModel
+from ..errors import ModelError, UnpricedModel
 from ..events import EventKind
 from .config import ModelConfig
 from .types import Request, Usage
@@ -87,6 +87,20 @@ def settle(reservation: Reservation | None, usage: Usage | None) -> dict[str, An
     return {"reservation": reservation.id}
 
 
+def settle_failed(reservation: Reservation | None, exc: ModelError) -> dict[str, Any]:
+    """Settle the reservation of a call that failed: at nothing when the provider
+    answered with an HTTP error (it did not serve the call), at its whole bound when no
+    answer came (a timeout, a dropped connection: it may have been served and paid for).
+    The fields the call's ``model_call`` event gets (``charged``: the bound was kept)."""
+    if reservation is None:
+        return {}
+    if exc.status is not None:
+        return settle(reservation, None)
+    reservation.ledger.settle(reservation, reservation.amount)
+    return {"reservation": reservation.id, "charged": {
+        "usd": reservation.amount.usd, "tokens": reservation.amount.tokens}}
+
+
 def settle_unknown(reservation: Reservation | None) -> None:
     """Settle a call cancelled while it was in flight: it may have been paid for, so it
     keeps its whole reservation as spent."""
@@ -95,4 +109,4 @@ def settle_unknown(reservation: Reservation | None) -> None:
 
 
 __all__ = ["DEFAULT_ANSWER_BOUND", "bound", "prompt_bound", "reserve", "settle",
-           "settle_unknown"]
+           "settle_failed", "settle_unknown"]

@@ -226,7 +226,7 @@ class _Call:
                     wait = max(exc.retry_after or 0.0,
                                self.model.backoff.delay(attempt, self.model.rng))
                 self.record_error(binding, sent, exc, latency, attempt, wait,
-                                  budgeting.settle(reservation, None))
+                                  budgeting.settle_failed(reservation, exc))
                 if wait is None:
                     raise
                 await asyncio.sleep(wait)  # a 429 also paused and paced the limiter

@@ -19,6 +19,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..budget import Budget
 from ..context import NodeContext
 from ..events import EventKind
 from ..graph import Graph
@@ -34,15 +35,23 @@ from .wiring import _add_subtasks, _add_tail, _results_text
 
 
 def goal_graph(goal: str, team: Team | None = None, limits: Limits | None = None,
-               *, name: str = "goal") -> Graph:
+               *, name: str = "goal", budget: Budget | None = None,
+               deadline: float | None = None) -> Graph:
     """A graph that plans ``goal`` when it runs and grows as the plan unfolds.
 
     A run of it can be resumed after a crash with a graph built the same way:
     ``cp.resume(run_id, graph=goal_graph(goal, team, limits))`` (the team's models may
     be new objects). Nodes whose success is in the log do not run again, and neither
     the planner nor a verify round that was decided is asked again.
+
+    ``budget`` and ``deadline`` (seconds) are the goal run's hard limits when the caller
+    sets none in ``RunOptions``: every model call of the planner, the workers, the
+    verifier and the synthesizer reserves in that budget before it is sent (see
+    :mod:`counterpoint.budget`), and the deadline stops what is left. ``limits`` only
+    stops re-planning.
     """
     graph = Graph(name)
+    graph.budget, graph.deadline = budget, deadline
     graph.add("plan", _GoalSteps(goal, team or Team.default(), limits or Limits()))
     return graph
 

@@ -11,6 +11,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from ..budget import remaining
+
 if TYPE_CHECKING:
     from ..models.call import Generation
     from .policies import Choice, Option, RouteRequest
@@ -64,8 +66,15 @@ class Route:
     escalations: int = 3
     """At most this many further attempts on stronger models after a failure."""
     budget: BudgetLeft | Callable[[], BudgetLeft | None] | None = None
-    """What is left of a budget, or a function asked at each choice (a budget keeper's)."""
+    """What is left of a budget, or a function asked at each choice (a budget keeper's);
+    ``None``: what is left of the budgets and deadline the call runs under
+    (:func:`counterpoint.budget.remaining`: the run's, the node's, an agent's)."""
 
     def budget_left(self) -> BudgetLeft | None:
         """The budget left now (``None`` = unlimited)."""
+        if self.budget is None:
+            left = remaining()
+            if left.usd is None and left.tokens is None and left.seconds is None:
+                return None
+            return BudgetLeft(money=left.usd, tokens=left.tokens, seconds=left.seconds)
         return self.budget() if callable(self.budget) else self.budget

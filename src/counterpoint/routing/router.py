@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import ConfigError
 from .policies import POLICIES, Choice, Option, RouteRequest
 from .registry import Candidate, RouteStats
-from .route import PolicyFunction
+from .route import BudgetLeft, PolicyFunction
 
 COMFORT_SHARE = 0.25
 """Under a money budget, prefer models whose worst-case call takes at most this share of
@@ -82,9 +82,12 @@ class Router:
                             tries=self.stats.tries(c.name, request.tags),
                             latency=self.stats.latency(c.name))
             skipped = _skipped(c, option, request, floor)
+            squeezed = skipped is not None and skipped == _over_budget(
+                option, request, request.prompt_tokens + request.max_tokens)
             considered.append({"model": c.name, "quality": c.quality, "worst_cost": cost,
                                "success": round(option.success, 3), "tries": option.tries,
-                               **({"skipped": skipped} if skipped else {})})
+                               **({"skipped": skipped} if skipped else {}),
+                               **({"by_budget": True} if squeezed else {})})
             if skipped is None:
                 eligible.append(option)
         if budget is not None and budget.money is not None:
@@ -96,6 +99,7 @@ class Router:
                     if "skipped" not in row and row["model"] not in kept:
                         row["skipped"] = (f"over {COMFORT_SHARE:.0%} of the ${budget.money:.6f}"
                                           " left")
+                        row["by_budget"] = True
                 eligible = comfortable
         return eligible, considered
 
@@ -118,7 +122,8 @@ class Router:
                 raise ConfigError(f"model auto: policy {name} chose {choice.model!r}, which is "
                                   f"not among the eligible models "
                                   f"{[o.name for o in eligible]}; return one of their names")
-        return Routed(choice=choice, policy=name, considered=tuple(considered))
+        return Routed(choice=_downgraded(choice, request, considered), policy=name,
+                      considered=tuple(considered))
 
 
 def _skipped(c: Candidate, option: Option, request: RouteRequest,
@@ -133,6 +138,11 @@ def _skipped(c: Candidate, option: Option, request: RouteRequest,
     needed = request.prompt_tokens + request.max_tokens
     if c.context_window is not None and needed > c.context_window:
         return f"needs {needed} tokens, context window {c.context_window}"
+    return _over_budget(option, request, needed)
+
+
+def _over_budget(option: Option, request: RouteRequest, needed: int) -> str | None:
+    """Why ``option`` does not fit what is left of the budget (``None``: it does)."""
     budget = request.budget
     if budget is None:
         return None
@@ -147,3 +157,23 @@ def _skipped(c: Candidate, option: Option, request: RouteRequest,
             option.latency > budget.seconds:
         return f"mean {option.latency:.3f}s a call, {budget.seconds:.3f}s left"
     return None
+
+
+def _left(budget: BudgetLeft) -> str:
+    parts = ([f"${budget.money:.6f}"] if budget.money is not None else []) + (
+        [f"{budget.tokens:,} tokens"] if budget.tokens is not None else []) + (
+        [f"{budget.seconds:.1f}s"] if budget.seconds is not None else [])
+    return ", ".join(parts)
+
+
+def _downgraded(choice: Choice, request: RouteRequest,
+                considered: Sequence[dict[str, Any]]) -> Choice:
+    """``choice`` with its reason saying which stronger or costlier models the budget left
+    ruled out (the ``model_routed`` event shows that the budget drove the choice)."""
+    if choice.model is None or request.budget is None:
+        return choice
+    squeezed = [row["model"] for row in considered if row.get("by_budget")]
+    if not squeezed:
+        return choice
+    return Choice(model=choice.model, reason=f"{choice.reason}; downgraded by the budget "
+                  f"left ({_left(request.budget)}): skipped {', '.join(squeezed)}")

@@ -21,6 +21,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..approval import Timer
 from ..backend import Backend, InProcessBackend
 from ..events import Event
 from ..graph import Graph, NodeKind, NodeSpec
@@ -61,7 +62,8 @@ class ExecutionCore:
     __slots__ = ("__weakref__", "_cancelling", "_capacity", "_children", "_deadline", "_done",
                  "_emitting", "_group", "_heir", "_held", "_inline_async", "_loop", "_outbox",
                  "_pending", "_rng", "_sending", "_sends", "_seq", "_subscribers", "_tasks",
-                 "_thread", "_timers", "_unlogged", "_waits", "approvals", "backend", "graph",
+                 "_thread", "_timers", "_unlogged", "_waits", "approvals", "backend",
+                 "deadline_at", "graph",
                  "inputs", "journal", "ledgers", "options", "owns_store", "parent", "resources",
                  "run_id", "state", "store")
 
@@ -114,7 +116,10 @@ class ExecutionCore:
         the top-level run it is a sub-run of (shared by all of that run's sub-runs)."""
         self._done: asyncio.Future[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._deadline: asyncio.TimerHandle | None = None
+        self._deadline: Timer | None = None
+        self.deadline_at: float | None = None
+        """When the run's own deadline passes (seconds since the epoch, on the approvals'
+        clock), as its ``run_created`` event recorded it: a resume keeps it."""
         self.owns_store = False
         """Whether the run opened its store itself (and closes it at the end)."""
         # awaiting an async step directly is exactly what InProcessBackend.call does

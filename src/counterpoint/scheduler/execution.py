@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import socket
 import threading
@@ -18,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import codec
+from ..approval import clock
 from ..backend import DEFAULT_BACKEND, Backend
 from ..errors import StoreError, UserError
 from ..events import RUN_CREATED, RUN_RESUMED, Event
@@ -81,10 +83,10 @@ class Execution(Attempts):
         self._capacity.join(self)
         self.store.watch_cancel(self.run_id, loop, self._cancel_requested)
         try:
-            self.ledgers.start(self.options)
-            if self.options.deadline is not None:
-                self._deadline = loop.call_later(self.options.deadline, self.stop,
-                                                 "deadline")
+            if self.deadline_at is not None:  # absolute, from the log: a resume keeps it
+                the_clock = clock()
+                self._deadline = the_clock.call_later(self.deadline_at - the_clock.now(),
+                                                      self._deadline_passed)
             self.emit(first)
             self.approvals.start()
             if self.state.stop_reason is not None and not self.state.status.terminal:
@@ -111,6 +113,9 @@ class Execution(Attempts):
             if not task.done():
                 task.cancel()
 
+    def _deadline_passed(self) -> None:
+        self.stop("deadline")
+
     def _cancel_requested(self) -> None:
         self.stop("cancelled")
 
@@ -129,7 +134,8 @@ class Execution(Attempts):
             execution, first = prepare_run(
                 sub, kwargs, RunOptions(max_concurrency=self.options.max_concurrency,
                                         limits=self.options.limits,
-                                        fail_fast=self.options.fail_fast),
+                                        fail_fast=self.options.fail_fast,
+                                        budget=sub.budget, deadline=sub.deadline),
                 self.store, child, self.backend, None, self.run_id, capacity=self._capacity)
         assert self._group is not None
         return RunHandle(execution, self._group.create_task(execution.execute(first)))
@@ -194,6 +200,10 @@ def prepare_run(graph: Graph, inputs: Mapping[str, Any], options: RunOptions,
     mistake leaves nothing behind.
     """
     topology = graph.validate()
+    if (options.budget is None and graph.budget is not None) or (
+            options.deadline is None and graph.deadline is not None):  # a workflow's own
+        options = dataclasses.replace(options, budget=options.budget or graph.budget,
+                                      deadline=options.deadline or graph.deadline)
     check_inputs(graph, inputs, options)
     backend = backend or options.backend or DEFAULT_BACKEND
     check_backend(backend, graph)
@@ -222,6 +232,8 @@ def prepare_run(graph: Graph, inputs: Mapping[str, Any], options: RunOptions,
         data["inputs"] = {k: codec.encode(v) for k, v in inputs.items()}
     if parent is not None:
         data["parent"] = parent
+    if options.deadline is not None:  # absolute, so that a resume keeps the same one
+        data["deadline_at"] = set_deadline(execution, clock().now() + options.deadline)
     return execution, Event(RUN_CREATED, time.time(), data=data)
 
 
@@ -256,5 +268,18 @@ def prepare_resume(rid: RunId, store: RunStore, graph: Graph | None,
         rid, opts, store, events, sub_run=record.parent is not None,
         budgeted=opts.budget is not None or any(
             s.policy.budget is not None for s in the_graph.nodes.values()))
+    deadline_at = created.get("deadline_at")
+    if deadline_at is None and opts.deadline is not None:  # a log from before it was kept
+        deadline_at = clock().now() + opts.deadline
+    if deadline_at is not None:
+        set_deadline(execution, float(deadline_at))
     execution.approvals.load(events)
     return execution
+
+
+def set_deadline(execution: Execution, at: float) -> float:
+    """Make ``at`` ``execution``'s deadline; what code running in it sees as time left
+    (:func:`counterpoint.budget.remaining`) is the nearest of it and its parents'."""
+    execution.deadline_at = at
+    execution.ledgers.run.deadline_at = at
+    return at

@@ -9,7 +9,6 @@ was spent (:func:`~counterpoint.budget.spent_in_log`), the sub-runs' logs includ
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Sequence
 
 from ..budget import ZERO, Amount, Ledger, current_ledger, spent_in_log
@@ -41,12 +40,6 @@ class RunLedgers:
                 budget, where=f"{self.run.where}, node {spec.id!r}",
                 spent=self._node_spent.get(spec.id, ZERO))
         return ledger
-
-    def start(self, options: RunOptions) -> None:
-        """Start the deadline's clock (it runs from when execution starts, as the
-        deadline's timer does)."""
-        if options.deadline is not None:
-            self.run.deadline_at = time.time() + options.deadline
 
 
 def new_ledgers(run_id: RunId, options: RunOptions, *, sub_run: bool) -> RunLedgers:

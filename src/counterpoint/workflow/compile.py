@@ -27,6 +27,7 @@ from typing import Any
 
 from ..graph import Graph, InputRef, NodeRef, ref
 from ..ids import NodeId
+from ..policy import Policy
 from .inputs import PYTHON_TYPES, convert
 from .plan import StepPlan, WorkflowPlan
 from .steps import (
@@ -56,6 +57,7 @@ from .templates import Ref, Template, nested_templates
 def build_graph(plan: WorkflowPlan) -> Graph:
     """The graph of ``plan`` (see the module docstring)."""
     graph = Graph(plan.name)
+    graph.budget, graph.deadline = plan.budget, plan.deadline
     for name, spec in plan.inputs.items():
         graph.input(name, PYTHON_TYPES[spec.type])
     loop_steps = plan.loop_steps
@@ -96,6 +98,8 @@ class _Step:
             after.append(guard)
         options: dict[str, Any] = {"after": after, "retries": step.retries,
                                    "timeout": step.timeout}
+        if step.budget is not None:
+            options["policy"] = Policy(budget=step.budget)
         if step.kind == "workflow":
             assert step.sub is not None
             self.graph.add(step.id, step.sub.graph, inputs=self._sub_inputs(), **options)

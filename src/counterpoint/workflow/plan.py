@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..agents import Agent, Tool
+from ..budget import Budget
 from ..errors import ConfigError
 from ..models import Model, ModelRegistry
 from .checks import _Checks, _closest, _Use
@@ -62,6 +63,7 @@ class StepPlan:
     until: Condition | None = None
     retries: int | None = None
     timeout: float | None = None
+    budget: Budget | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -79,6 +81,8 @@ class WorkflowPlan:
     steps: Mapping[str, StepPlan]
     output: tuple[str, str, tuple[str | int, ...]] | None
     """``(step id, "output" | "iterations", path)`` of the workflow's output, if named."""
+    budget: Budget | None = None
+    deadline: float | None = None
 
     @property
     def loop_steps(self) -> frozenset[str]:
@@ -123,7 +127,7 @@ class _Planner(_Checks):
             name=spec.name, description=spec.description, path=self.doc.path,
             folder=self.folder, inputs=dict(spec.inputs),
             input_lines={n: self.doc.where(("inputs", n)) for n in spec.inputs},
-            steps=steps, output=output)
+            steps=steps, output=output, budget=spec.budget, deadline=spec.deadline)
 
     def _route_registry(self) -> ModelRegistry | None:
         """The models ``auto`` routes to: an override's registry, else the configuration's."""
@@ -236,8 +240,10 @@ class _Planner(_Checks):
         for use in uses:
             self._check_ref(step_id, spec, use)
         return StepPlan(id=step_id, where=self.doc.where(at), kind=kind, refs=tuple(body),
-                        needs=tuple(spec.needs), retries=spec.retries, timeout=spec.timeout,
-                        **plan)
+                        needs=tuple(spec.needs), retries=spec.retries,
+                        timeout=min((t for t in (spec.timeout, spec.deadline) if t is not None),
+                                    default=None),
+                        budget=spec.budget.budget() if spec.budget else None, **plan)
 
     def _agent_body(self, step_id: str, spec: StepSpec, uses: list[_Use]) -> dict[str, Any]:
         at: KeyPath = ("steps", step_id)

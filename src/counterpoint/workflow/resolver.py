@@ -101,7 +101,8 @@ class _Resolver:
                           tools=tools, output=output, description=spec.description,
                           max_turns=spec.max_turns, max_tokens=spec.max_tokens,
                           turn_tokens=spec.turn_tokens or DEFAULT_TURN_TOKENS,
-                          deadline=spec.deadline, temperature=spec.temperature)
+                          deadline=spec.deadline, temperature=spec.temperature,
+                          budget=spec.budget.budget() if spec.budget else None)
         except UserError as exc:
             self.report(at, str(exc))
             return
@@ -216,5 +217,5 @@ def copy_agent(agent: Agent, model: ModelChoice | None) -> Agent:
                   description=agent.description,
                   max_turns=agent.max_turns, max_tokens=agent.max_tokens,
                   turn_tokens=agent.turn_tokens, deadline=agent.deadline,
-                  temperature=agent.temperature)
+                  temperature=agent.temperature, budget=agent.budget)
     return clone

@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import pydantic
 
+from ..budget import Budget, parse_seconds
+from ..errors import UserError
 from .errors import Problem
 from .yamlsource import KeyPath, YamlDocument
 
@@ -24,6 +26,26 @@ InputType = Literal["string", "integer", "number", "boolean", "list", "object"]
 
 class _Strict(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+
+def _duration(value: Any) -> Any:
+    """A deadline written ``30``, ``30s``, ``2m`` or ``1h``, in seconds."""
+    if value is None:
+        return None
+    try:
+        return parse_seconds(value, where="deadline")
+    except UserError as exc:
+        raise ValueError(str(exc).removeprefix("deadline: ")) from None
+
+
+class BudgetSpec(_Strict):
+    """``budget: {usd: 0.5, tokens: 20000}``: money and/or tokens model calls may spend."""
+
+    usd: float | None = pydantic.Field(default=None, gt=0)
+    tokens: int | None = pydantic.Field(default=None, ge=1)
+
+    def budget(self) -> Budget:
+        return Budget(usd=self.usd, tokens=self.tokens)
 
 
 class InputSpec(_Strict):
@@ -54,6 +76,10 @@ class AgentSpec(_Strict):
     turn_tokens: int | None = pydantic.Field(default=None, ge=1)
     temperature: float = pydantic.Field(default=0.0, ge=0)
     deadline: float | None = pydantic.Field(default=None, gt=0)
+    budget: BudgetSpec | None = None
+    """Money and tokens one run of the agent may spend, within what is left of its run's."""
+
+    _deadline = pydantic.field_validator("deadline", mode="before")(_duration)
 
 
 class MCPServerSpec(_Strict):
@@ -134,9 +160,16 @@ class StepSpec(_Strict):
     """How ``model: auto`` routes this step's calls (see :class:`RouteSpec`)."""
     retries: int | None = pydantic.Field(default=None, ge=0)
     timeout: float | None = pydantic.Field(default=None, gt=0)
+    deadline: float | None = pydantic.Field(default=None, gt=0)
+    """Seconds the step (a sub-workflow: its whole run) may take: its timeout, written
+    ``30s``/``2m`` if you like; the nearer of it and ``timeout`` counts."""
+    budget: BudgetSpec | None = None
+    """Money and tokens the step's model calls may spend (a sub-workflow's included),
+    within what is left of the run's."""
     description: str = ""
 
     _when = pydantic.field_validator("when", mode="before")(_condition_text)
+    _deadline = pydantic.field_validator("deadline", mode="before")(_duration)
 
     @pydantic.field_validator("needs", mode="before")
     @classmethod
@@ -158,6 +191,12 @@ class _Head(_Strict):
     steps: dict[str, Any] = pydantic.Field(min_length=1)
     output: str | None = None
     """The step (``ID`` or ``${steps.ID.output...}``) whose output is the workflow's."""
+    budget: BudgetSpec | None = None
+    """Money and tokens the workflow's run may spend (unless the caller sets a budget)."""
+    deadline: float | None = pydantic.Field(default=None, gt=0)
+    """Seconds the workflow's run may take (unless the caller sets a deadline)."""
+
+    _deadline = pydantic.field_validator("deadline", mode="before")(_duration)
 
 
 KINDS = ("agent", "tool", "python", "workflow", "first_of")
@@ -177,6 +216,8 @@ class WorkflowSpec:
     model: str | None
     output: str | None
     route: RouteSpec | None = None
+    budget: Budget | None = None
+    deadline: float | None = None
     inputs: dict[str, InputSpec] = field(default_factory=dict)
     agents: dict[str, AgentSpec] = field(default_factory=dict)
     steps: dict[str, StepSpec] = field(default_factory=dict)
@@ -195,6 +236,8 @@ def parse_spec(doc: YamlDocument) -> tuple[WorkflowSpec | None, list[Problem]]:
         return None, problems
     spec = WorkflowSpec(name=head.name, description=head.description, model=head.model,
                         output=head.output, route=head.route, step_ids=list(head.steps),
+                        budget=head.budget.budget() if head.budget else None,
+                        deadline=head.deadline,
                         agent_names=list(head.agents), input_names=list(head.inputs),
                         mcp_names=list(head.mcp))
     for name, raw in head.mcp.items():
