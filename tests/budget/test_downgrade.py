@@ -56,3 +56,22 @@ async def test_a_small_budget_downgrades_and_says_so(registry: ModelRegistry) ->
     assert "downgraded by the budget left ($0.004000): skipped strong" in routed["reason"]
     [strong] = [c for c in routed["candidates"] if c["model"] == "strong"]
     assert strong["by_budget"] is True
+
+
+async def test_a_budget_no_model_fits_refuses_the_call_as_a_budget_refusal(
+        registry: ModelRegistry) -> None:
+    # cheap's worst case is ~$0.00004 (a few prompt tokens and 100 answer tokens): over $0.00001
+    model = Model.auto("quality_first", registry=registry, cache=False)
+
+    async def ask() -> str:
+        return (await model.generate("Answer", max_tokens=100)).text
+    g = cp.Graph("squeezed")
+    g.add("ask", ask)
+    store = MemoryStore()
+    result = await cp.run(g, store=store, options=cp.RunOptions(budget=Budget(usd=0.00001)))
+    error = result.nodes[cp.NodeId("ask")].error or {}
+    assert error.get("type") == "BudgetExceeded", error
+    message = str(error.get("message"))
+    assert f"run {result.run_id}, node 'ask'" in message
+    assert "no model fits the budget left ($0.000010" in message and "cheap" in message
+    assert not [e for e in store.events(result.run_id) if e.kind is EventKind.MODEL_CALL]

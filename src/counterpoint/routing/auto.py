@@ -18,11 +18,11 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError, InvalidOutput, ModelError
+from ..errors import BudgetExceeded, ConfigError, InvalidOutput, ModelError
 from ..events import EventKind
 from .policies import RouteRequest
 from .registry import candidates, stats_for
-from .route import Route
+from .route import BudgetLeft, Route
 from .router import Router, check_policy
 
 if TYPE_CHECKING:
@@ -137,8 +137,29 @@ async def route_call(route: Route, registry: ModelRegistry, *, ctx: NodeContext 
                                threshold=request.threshold,
                                failed=(*request.failed, model))
     where = f"run {ctx.run_id}, node {ctx.node!r}: " if ctx is not None else ""
+    squeezed = [row["model"] for row in routed.considered if row.get("by_budget")]
+    if squeezed and routed.choice.model is None:
+        left = request.budget
+        raise BudgetExceeded(
+            f"{where}model auto ({routed.policy}): no model fits the budget left "
+            f"({_left_text(left)}); {', '.join(squeezed)} would need more"
+            + (f" (tried before: {'; '.join(failures)})" if failures else "")
+            + "; raise the budget, lower max_tokens, or add a cheaper model",
+            budget=_left_text(left))
     tried = "; ".join(failures) or routed.choice.reason
     raise InvalidOutput(
         f"{where}model auto ({routed.policy}): no routed model passed ({tried}); add a "
         "stronger model (a higher quality = N), allow more escalations, or loosen the check",
         model="auto", errors=tried)
+
+
+def _left_text(left: BudgetLeft | None) -> str:
+    """What a router's budget input says is left, as a person reads it."""
+    parts = []
+    if left is not None and left.money is not None:
+        parts.append(f"${left.money:.6f}")
+    if left is not None and left.tokens is not None:
+        parts.append(f"{left.tokens:,} tokens")
+    if left is not None and left.seconds is not None:
+        parts.append(f"{left.seconds:.1f} s")
+    return " and ".join(parts) or "no limit"
