@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import MalformedResponse, ModelError, ModelUnavailable, RateLimited
 from ..events import EventKind
+from .escalation import Escalation
 from .registry import HealthRegistry, health, model_target
 from .routes import Edge, RouteGraph
 
@@ -56,6 +57,8 @@ class ChainHealing:
             self.graph.add(_node(index), _END, 0.0)
         self.tried: list[int] = []
         self.started = 0.0
+        self.escalation: Escalation | None = None
+        """Set when no healthy model was left (the ``escalated`` event's content)."""
 
     def first(self) -> int | None:
         """The chain index to call first: the model asked for, unless its breaker is open
@@ -108,10 +111,14 @@ class ChainHealing:
         while True:
             route = self.graph.cheapest(_START, _END, allowed)
             if route is None:
+                self.escalation = Escalation(
+                    kind="model", name=self.names[0], why=why,
+                    tried=tuple(self.names[i] for i in self.tried),
+                    unavailable=tuple(self.unavailable()))
                 self._record(EventKind.ESCALATED, {
                     "kind": "model", "from": self.names[frm], "why": why, "to": "caller",
-                    "tried": [self.names[i] for i in self.tried],
-                    "unavailable": self.unavailable()})
+                    "tried": list(self.escalation.tried),
+                    "unavailable": list(self.escalation.unavailable)})
                 return None
             index = _index(route.edges[0].target)
             if self._acquire(index):  # (another call may have taken the last probe)

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 from ..context import call_owner
 from ..errors import ConfigError, ModelError, ModelUnavailable
 from ..health.chain import ChainHealing
+from ..health.escalation import mark as mark_escalated
 from ..policy import Backoff
 from ..secrets import redact_exception
 from . import prompt
@@ -281,6 +282,8 @@ class Model:
                         continue
                     index = healing.failed(index, exc)  # rerouted, or escalated: raise
                     if index is None:
+                        if healing.escalation is not None:
+                            mark_escalated(exc, healing.escalation)
                         if errors:
                             exc.add_note("earlier in the fallback chain: " + "; ".join(errors))
                         raise
@@ -289,10 +292,13 @@ class Model:
                 healing.succeeded(index)
                 return generation
         retry = healing.retry_in()
-        raise ModelUnavailable(
+        refused = ModelUnavailable(
             f"model {self.name}: every model of its fallback chain is unavailable (circuit "
             f"open: {', '.join(healing.unavailable())}); retry in {retry:.1f}s, or add a "
             "fallback model", model=self.name, retry_after=retry)
+        if healing.escalation is not None:
+            mark_escalated(refused, healing.escalation)
+        raise refused
 
     def _cost(self, spec: str | Provider) -> float:
         """What a call to ``spec`` costs, to rank fallbacks when rerouting: USD per
