@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from ..context import call_owner
 from ..errors import ConfigError, ModelError, ModelUnavailable
-from ..health.chain import ChainHealing
+from ..health.chain import CACHED, CachedAnswer, ChainHealing
 from ..health.escalation import mark as mark_escalated
 from ..policy import Backoff
 from ..secrets import redact_exception
@@ -259,9 +259,13 @@ class Model:
         errors: list[str] = []
         chain = self._chain()
         healing = ChainHealing([_name_of(s) for s in chain], [_key_of(s) for s in chain],
-                               [self._cost(s) for s in chain], ctx)
+                               [self._cost(s) for s in chain], ctx,
+                               lookup=(lambda: self._cached(chain, call)) if allowed else None)
         index = healing.first()
         while index is not None:
+            if index == CACHED and healing.cached is not None:
+                answered: Generation[Any] = healing.cached.answer
+                return answered
             spec = chain[index]
             targets = self._targets(spec)
             for turn, (target, replicas) in enumerate(targets):
@@ -299,6 +303,30 @@ class Model:
         if healing.escalation is not None:
             mark_escalated(refused, healing.escalation)
         raise refused
+
+    def _cached(self, chain: Sequence[str | Provider], call: _Call) -> CachedAnswer | None:
+        """An earlier answer to this call's request from the store's response cache, by
+        any model of the chain (first choice first), when every model is down: read even
+        if the call itself asked not to be answered from the cache (the run's and the
+        config's ``cache = false`` still win: then this is never called)."""
+        if call.store is None:
+            return None
+        for spec in chain:
+            try:
+                targets = self._targets(spec)
+            except ConfigError:
+                continue
+            for target, _ in targets:
+                try:
+                    binding = self._bind(target)
+                except ConfigError:
+                    continue
+                found = call.cached(binding)
+                if found is not None:
+                    generation, age = found
+                    return CachedAnswer(model=binding.config.name, age=age,
+                                        answer=generation)
+        return None
 
     def _cost(self, spec: str | Provider) -> float:
         """What a call to ``spec`` costs, to rank fallbacks when rerouting: USD per
