@@ -6,16 +6,23 @@ the same arguments, and may have alternatives of its own: they form a cost-weigh
 :func:`call_healed` takes the cheapest path whose tools are healthy, with no model
 asked. A tool's failure (a :class:`~counterpoint.ToolError`, an MCP server's, an
 ``OSError`` or a timeout) counts against its breaker and reroutes; when no path is
-left it is an ``escalated`` event and the error goes back to the agent's model.
+left it is an escalation: if the registry has a :class:`~.escalation.Replanner` and the
+caller gave ``options`` (other tools it may use instead), the re-planner is asked once
+(an ``escalated`` event with ``to="replanner"``) and the tool it names is called
+instead (a ``rerouted`` event with ``by="replanner"``); otherwise, or if it names none,
+an ``escalated`` event with ``to="agent model"`` and the error goes back to the agent's
+model.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MCPServerError, ToolError
 from ..events import EventKind
+from .escalation import Escalation
 from .registry import health, tool_target
 from .routes import Edge, RouteGraph
 
@@ -42,9 +49,39 @@ def _graph(tool: Tool) -> tuple[RouteGraph, dict[str, Tool]]:
 
 
 async def call_healed(tool: Tool, arguments: Mapping[str, Any], *, key: str | None,
-                      ctx: NodeContext | None) -> Any:
+                      ctx: NodeContext | None, options: Mapping[str, Tool] | None = None
+                      ) -> Any:
     """Call ``tool`` with ``arguments``, rerouted over its alternatives while it fails
-    (see the module docstring); raises the last failure when no healthy path is left."""
+    (see the module docstring); raises the last failure when no healthy path is left and
+    no re-planner names one of ``options`` (tools the caller may call instead with the
+    same arguments: the caller checks they need no approval and are permitted)."""
+    try:
+        return await _healed(tool, arguments, key=key, ctx=ctx)
+    except FAILURES as exc:
+        registry = health()
+        left = {n: t for n, t in (options or {}).items() if n != tool.name}
+        if registry.replanner is None or not left:
+            raise
+        problem = Escalation(kind="tool", name=tool.name, why=str(exc)[:300] or
+                             type(exc).__name__, tried=(tool.name,), unavailable=(),
+                             options=tuple(sorted(left)),
+                             arguments=json.dumps(dict(arguments), default=str)[:2000])
+        _record(ctx, EventKind.ESCALATED, {"kind": "tool", "from": tool.name,
+                                           "why": problem.why, "to": "replanner",
+                                           "options": list(problem.options)})
+        chosen = await registry.replanner.replan(problem, ctx)
+        if chosen not in left:
+            _record(ctx, EventKind.ESCALATED, {"kind": "tool", "from": tool.name,
+                                               "why": problem.why, "to": "agent model",
+                                               "replanner": "named no tool"})
+            raise
+        _record(ctx, EventKind.REROUTED, {"kind": "tool", "from": tool.name, "to": chosen,
+                                          "why": problem.why, "by": "replanner"})
+        return await _healed(left[chosen], arguments, key=key, ctx=ctx)
+
+
+async def _healed(tool: Tool, arguments: Mapping[str, Any], *, key: str | None,
+                  ctx: NodeContext | None) -> Any:
     registry = health()
     if not tool.alternatives:
         return await _one(tool, arguments, key, ctx)
