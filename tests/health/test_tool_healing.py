@@ -141,3 +141,44 @@ async def test_no_path_left_asks_the_registry_replanner_once_among_safe_tools() 
                                                                   "replanner")
     [shown] = [e.data or {} for e in events if e.kind is EventKind.TOOL_RESULT]
     assert shown["ok"] is True and "almanac" in shown["content"]
+
+
+async def test_a_side_effect_free_call_may_be_answered_from_its_last_answer() -> None:
+    state = {"up": True}
+
+    @tool
+    def rates(currency: str) -> str:
+        """Exchange rates (down after its first answer)."""
+        if not state["up"]:
+            raise cp.ToolError("rates service down")
+        return f"{currency}: 1.08"
+
+    clock = ManualClock()
+    registry = HealthRegistry(BreakerOptions(failures=1), clock=clock, cached_cost=5.0)
+    got: list[str] = []
+
+    async def ask(ctx: cp.NodeContext) -> str:
+        from counterpoint.health.tools import call_healed
+        got.append(await call_healed(rates, {"currency": "EUR"}, key=None, ctx=ctx))
+        state["up"] = False
+        clock.advance(12.0)
+        got.append(await call_healed(rates, {"currency": "EUR"}, key=None, ctx=ctx))
+        try:
+            await call_healed(rates, {"currency": "USD"}, key=None, ctx=ctx)
+        except cp.ToolError as exc:  # never answered for USD: nothing to fall back on
+            got.append(f"error: {exc}")
+        return "done"
+
+    graph = cp.Graph("tool-cache")
+    graph.add("ask", ask)
+    store = MemoryStore()
+    with use_health(registry):
+        result = await cp.run(graph, store=store)
+    assert result.ok
+    assert got[:2] == ["EUR: 1.08", "EUR: 1.08"] and got[2].startswith("error: tool rates")
+    events = store.events(result.run_id)
+    [rerouted] = [e.data or {} for e in events if e.kind is EventKind.REROUTED]
+    assert rerouted["kind"] == "cache" and rerouted["cached"] is True
+    assert rerouted["age"] == 12.0 and rerouted["from"] == "rates"
+    [escalated] = [e.data or {} for e in events if e.kind is EventKind.ESCALATED]
+    assert escalated["from"] == "rates" and escalated["to"] == "agent model"

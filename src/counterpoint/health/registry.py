@@ -104,17 +104,22 @@ class HealthRegistry:
 
     # ------------------------------------------------------- cached tool answers
     def remember(self, key: str, answer: Any) -> None:
+        """Keep ``answer`` as the last one the tool call ``key`` got (the oldest go once
+        :data:`CACHED_ANSWERS` are kept)."""
         with self._lock:
-            self._answers[key] = answer
+            self._answers[key] = (answer, self.clock.now())
             self._answers.move_to_end(key)
             while len(self._answers) > CACHED_ANSWERS:
                 self._answers.popitem(last=False)
 
-    def cached(self, key: str) -> tuple[bool, Any]:
+    def cached(self, key: str) -> tuple[bool, Any, float]:
+        """Whether the tool call ``key`` has a kept answer, the answer, and its age in
+        seconds of the registry's clock."""
         with self._lock:
             if key in self._answers:
-                return True, self._answers[key]
-            return False, None
+                answer, at = self._answers[key]
+                return True, answer, max(0.0, self.clock.now() - at)
+            return False, None, 0.0
 
 
 def _record(ctx: NodeContext | None, change: Transition | None) -> None:
