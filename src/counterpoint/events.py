@@ -78,13 +78,16 @@ class EventKind(enum.StrEnum):
     the run whose call saw it (:mod:`counterpoint.health`)."""
     REROUTED = "rerouted"
     """A failed or open-circuit model or tool was replaced by the cheapest healthy
-    alternative (from, to, why, cost, path)."""
+    alternative (kind, from, to, why, cost, path): a fallback model, an alternative
+    tool, a cached answer (``kind="cache"``, ``cached``, ``age`` in seconds) or a tool a
+    re-planner named (``by="replanner"``)."""
     ESCALATED = "escalated"
     """A failure no healthy alternative could take: handed on (to the caller, the agent's
     model or a re-planner), with why and what was tried."""
     TOPOLOGY_CHOSEN = "topology_chosen"
-    """How a goal run executes its plan (single, parallel, sequential, hierarchical) and
-    the measures that decided it (:mod:`counterpoint.planning.topology`)."""
+    """How a goal run executes its plan (single, parallel, sequential, hierarchical),
+    why, whether ``Limits.topology`` forced it, the nodes laid out, and the measures
+    that decided it (:mod:`counterpoint.planning.topology`)."""
     MODEL_ROUTED = "model_routed"
     """The router chose a model for a call of ``model="auto"`` (``data``: model, policy,
     reason, tags, candidates considered; ``escalated_from`` and ``failure`` when an

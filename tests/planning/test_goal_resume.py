@@ -46,7 +46,8 @@ ROLES = ((PLANNER, "planner"), (REPLANNER, "replanner"), (VERIFIER, "verifier"),
          (SYNTHESIZER, "synthesizer"), (WORKER, "worker"))
 SUBTASK = re.compile(r"Your subtask \(([^)]+)\): (.*)")
 REDO = "A first attempt had these problems"
-LIMITS = Limits(max_rounds=2, check=("t2",))
+# the plan runs as planned (a DAG): these tests are about resuming, not topology
+LIMITS = Limits(topology="parallel", max_rounds=2, check=("t2",))
 
 
 def _sub(sid: str, needs: Sequence[str] = ()) -> dict[str, Any]:
@@ -305,7 +306,8 @@ def test_a_goal_run_killed_mid_run_is_finished_by_counterpoint_resume(
     db = tmp_path / "runs.db"
     # the scripted server answers by role; the model check's probe is no role's request
     proc = subprocess.Popen(_cli("run", GOAL, "--model", "fake", "--check", "t2",
-                                 "--db", str(db), "--no-preflight"),
+                                 "--topology", "parallel", "--db", str(db),
+                                 "--no-preflight"),
                             cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     try:

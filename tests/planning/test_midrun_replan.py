@@ -107,7 +107,8 @@ class Crew(ScriptedModel):
 
 PLAN = [_sub("t1"), _sub("t2"), _sub("t3", needs=["t2"])]
 REPLAN = {"cancel": ["t2"], "add": [_sub("t4", needs=["t1"], task="estimate the costs")]}
-LIMITS = Limits(max_rounds=2, check=("t1",))
+# the plan runs as planned (a DAG): these tests are about re-plans, not topology
+LIMITS = Limits(topology="parallel", max_rounds=2, check=("t1",))
 
 
 def _ok(result: cp.RunResult) -> None:
@@ -244,7 +245,7 @@ async def test_a_midrun_replan_may_cancel_the_subtask_that_asked() -> None:
 async def test_a_midrun_replan_needs_a_round_for_itself_and_one_after_it() -> None:
     crew = Crew([_sub("t1"), _sub("t2")], [REPLAN], answer="Done [t1].", block="")
     crew.started.set()
-    result, events = await _run(crew, Limits(max_rounds=1, check=("t1",)))
+    result, events = await _run(crew, Limits(topology="parallel", max_rounds=1, check=("t1",)))
     # one round: verify-1 only; the redone t1 is not checked again, nothing re-plans
     assert _rounds(events, "recheck") == [] and _rounds(events, "replan") == []
     assert crew.asked["replanner"] == 0
@@ -255,7 +256,8 @@ async def test_a_failed_midrun_replan_lets_the_plan_run_on() -> None:
     crew = Crew([_sub("t1"), _sub("t2")], [{"cancel": ["t9"]}], answer="Done [t1].",
                 block="")
     crew.started.set()
-    result, events = await _run(crew, Limits(max_rounds=2, check=("t1",), plan_attempts=1))
+    result, events = await _run(crew, Limits(topology="parallel", max_rounds=2,
+                                             check=("t1",), plan_attempts=1))
     [replan] = _rounds(events, "replan")
     assert replan["applied"] is False
     assert replan["problems"] == ["cancel names unknown subtask 't9'"]

@@ -93,7 +93,7 @@ async def test_a_cancelled_subtask_and_those_that_need_it_leave_the_plan() -> No
                 verdicts=[_gaps("t2 is off topic", subtask="t2"), COMPLETE],
                 replans=[{"cancel": ["t2"], "add": [_sub("t4", needs=["t1"])]}],
                 answer="Lisbon [t1], off topic [t2], costs [t4].")
-    result, events = await _run(crew, Limits(max_rounds=2))
+    result, events = await _run(crew, Limits(topology="parallel", max_rounds=2))
     # t2 and t3 had ended when verify-1 ran: their nodes keep their results ...
     assert sorted(result.nodes) == ["answer", "plan", "t1", "t2", "t3", "t4", "verify-1",
                                     "verify-2"]
@@ -125,7 +125,7 @@ async def test_a_replan_may_only_cancel_and_still_answers() -> None:
     crew = Crew([_sub("t1"), _sub("t2")],
                 verdicts=[_gaps("t2 is wrong", subtask="t2"), COMPLETE],
                 replans=[{"cancel": ["t2"]}])
-    result, _ = await _run(crew, Limits(max_rounds=2))
+    result, _ = await _run(crew, Limits(topology="parallel", max_rounds=2))
     assert result["verify-1"]["replanned"]["cancelled"] == ["t2"]
     assert _shown(crew.requests["verifier"][1]) == ["t1"]
     assert _shown(crew.requests["synthesizer"][0]) == ["t1"]
@@ -138,7 +138,7 @@ async def test_invalid_cancels_are_reasked_with_their_problems() -> None:
                           "add": [_sub("t5", needs=["t1"])]},
                          {"cancel": ["t1", "t2"], "redo": [{"id": "t1", "task": "z"}]},
                          {"cancel": ["t2"]}])
-    result, events = await _run(crew, Limits(max_rounds=2))
+    result, events = await _run(crew, Limits(topology="parallel", max_rounds=2))
     first, second, third = (r.messages[-1].content for r in crew.requests["replanner"])
     assert "These edits have problems:" not in first
     for problem in ("cancel names unknown subtask 't9'",
@@ -154,7 +154,7 @@ async def test_invalid_cancels_are_reasked_with_their_problems() -> None:
 
 async def test_cancelling_every_subtask_without_adding_one_is_a_problem() -> None:
     crew = Crew([_sub("t1")], verdicts=[_gaps("weak")], replans=[{"cancel": ["t1"]}])
-    _, events = await _run(crew, Limits(max_rounds=2, plan_attempts=1))
+    _, events = await _run(crew, Limits(topology="parallel", max_rounds=2, plan_attempts=1))
     assert _replans(events) == [{"phase": "replan", "round": 1, "applied": False,
                                  "problems": ["the edits cancel every subtask; keep or add "
                                               "at least one"]}]
@@ -168,7 +168,7 @@ async def test_a_cancelled_id_is_never_used_again() -> None:
                          {"add": [_sub("t2")], "redo": [{"id": "t2", "task": "again"}],
                           "cancel": ["t2"]},
                          {"add": [_sub("t3")]}])
-    result, _ = await _run(crew, Limits(max_rounds=3))
+    result, _ = await _run(crew, Limits(topology="parallel", max_rounds=3))
     reask = crew.requests["replanner"][2].messages[-1].content
     for problem in ("subtask id 't2' already exists; pick a new id",
                     "redo names subtask 't2', which an earlier round cancelled",

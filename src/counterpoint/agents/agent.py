@@ -373,7 +373,8 @@ class _Loop:
         _SCOPE.set(f"{self.scope}/{self.turns}.{index}")  # this task's own context
         _TOOL_CALL.set(key)
         try:
-            value = await call_healed(tool, arguments, key=key, ctx=self.ctx)
+            value = await call_healed(tool, arguments, key=key, ctx=self.ctx,
+                                      options=self.substitutes(tool, arguments))
             content = value if isinstance(value, str) else codec.encode(value)
         except OutputNotSerializable as exc:
             raise OutputNotSerializable(f"{self.where()}: tool {call.name} returned a value "
@@ -392,6 +393,14 @@ class _Loop:
         if tool.side_effects and self.ctx is not None:
             await self.ctx.flush()  # the result is durable: a resume will not repeat it
         return content
+
+    def substitutes(self, tool: Tool, arguments: dict[str, Any]) -> dict[str, Tool]:
+        """The agent's other tools a re-planner may pick when ``tool`` has no healthy path
+        left: only those called without approval, without side effects, and permitted
+        with these arguments (the substitute skips the checks this call went through)."""
+        return {name: other for name, other in self.tools.items()
+                if other is not tool and not other.approval and not other.side_effects
+                and refused(self.agent, other, arguments) is None}
 
     def deny(self, arguments: dict[str, Any], refusal: tuple[str, str],
              base: dict[str, Any]) -> str:

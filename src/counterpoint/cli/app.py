@@ -206,6 +206,7 @@ def run(
     budget_usd: goals.BudgetUsd = None,
     max_subtasks: goals.MaxSubtasks = 6,
     check: goals.Check = None,
+    topology: goals.TopologyArg = "auto",
     detach_waiting: Annotated[bool, typer.Option(
         "--detach-waiting", help="Exit (code 3) once the run only waits for approvals; "
                                  "`counterpoint approve` resumes it.")] = False,
@@ -261,7 +262,7 @@ def run(
             graph = goals.goal_run_graph(
                 target, the_team, rounds=rounds, budget_tokens=budget_tokens,
                 budget_usd=budget_usd, deadline=deadline, max_subtasks=max_subtasks,
-                check=check)
+                check=check, topology=topology)
             uses = preflight.goal_uses(the_team, goals.role_options(
                 model, planner_model, worker_model, verifier_model, synthesizer_model))
             values: dict[str, Any] = {}

@@ -48,6 +48,11 @@ Check = Annotated[list[str] | None, typer.Option(
     "--check", metavar="ID",
     help="Verify this subtask's result as soon as it exists and redo it once if it has "
          "gaps (repeatable; '*' for every subtask).")]
+TopologyArg = Annotated[str, typer.Option(
+    "--topology", metavar="SHAPE",
+    help="How a goal's plan runs: auto (chosen from its dependencies), single (one "
+         "worker does the whole goal), parallel (fan-out, then synthesis), sequential "
+         "(a chain) or hierarchical (one node per independent sub-goal).")]
 MaxSubtasks = Annotated[int, typer.Option(
     "--max-subtasks", metavar="N", min=1, help="Most subtasks in a plan.")]
 RoleTokens = Annotated[list[str] | None, typer.Option(
@@ -116,7 +121,8 @@ def role_options(model: str | None, planner: str | None, worker: str | None,
 
 def goal_run_graph(goal: str, the_team: Team, *, rounds: int, budget_tokens: int | None,
                    budget_usd: float | None, deadline: float | None,
-                   max_subtasks: int, check: list[str] | None = None) -> Graph:
+                   max_subtasks: int, check: list[str] | None = None,
+                   topology: str = "auto") -> Graph:
     """The graph of ``counterpoint run "GOAL"``.
 
     Its run's log records how to build it again (the goal, each role's model name and
@@ -126,7 +132,8 @@ def goal_run_graph(goal: str, the_team: Team, *, rounds: int, budget_tokens: int
     from ..loader import built_by
     from ..planning import Limits, goal_graph
     limits = Limits(max_rounds=rounds, max_tokens=budget_tokens, max_cost=budget_usd,
-                    deadline=deadline, max_subtasks=max_subtasks, check=tuple(check or ()))
+                    deadline=deadline, max_subtasks=max_subtasks, check=tuple(check or ()),
+                    topology=topology)  # type: ignore[arg-type]  # Limits checks it
     graph = goal_graph(goal, the_team, limits)
     models = role_models(the_team)
     if models is None:
@@ -134,7 +141,7 @@ def goal_run_graph(goal: str, the_team: Team, *, rounds: int, budget_tokens: int
     return built_by(graph, rebuild_goal_graph, goal=goal, models=models, rounds=rounds,
                     budget_tokens=budget_tokens, budget_usd=budget_usd, deadline=deadline,
                     max_subtasks=max_subtasks, check=list(check or ()),
-                    tokens=dict(the_team.tokens))
+                    tokens=dict(the_team.tokens), topology=topology)
 
 
 def rebuild_goal_graph(goal: str, models: dict[str, str], tokens: dict[str, int] | None = None,

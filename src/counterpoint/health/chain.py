@@ -8,6 +8,12 @@ open models weighing infinity; ties keep the chain's order). Every failure ends 
 ``rerouted`` event or, when nothing healthy is left, an ``escalated`` one, after which
 the caller raises the error.
 
+A cached answer is an alternative too (``kind="cache"``): an earlier answer to the same
+request, from the run store's response cache, at the registry's ``cached_cost``. It is
+looked up only when the route reaches it (the models cheaper than it are down), and
+taking it is a ``rerouted`` event with ``to="cache"``, ``cached=True`` and the answer's
+``age`` in seconds (``None`` when the store does not know).
+
 Only the provider's health counts against a breaker: unreachable, 5xx, timeouts, cut
 streams and unparseable answers. A rejected request, a refusal or an invalid answer
 came from a model that is up, and rate limits are the limiter's business.
@@ -15,18 +21,35 @@ came from a model that is up, and rate limits are the limiter's business.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ..errors import MalformedResponse, ModelError, ModelUnavailable, RateLimited
 from ..events import EventKind
+from .escalation import Escalation
 from .registry import HealthRegistry, health, model_target
 from .routes import Edge, RouteGraph
 
 if TYPE_CHECKING:
     from ..context import NodeContext
 
-_START, _END = "call", "answer"
+_START, _END, _CACHED = "call", "answer", "cached"
+CACHED = -1
+"""The index :meth:`ChainHealing.first` and :meth:`ChainHealing.failed` return when the
+call is to be answered from the cache (:attr:`ChainHealing.cached`)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CachedAnswer:
+    """An earlier answer to the same request, standing in for a model that is down."""
+
+    model: str
+    """The model of the chain that gave it."""
+    age: float | None
+    """Seconds since it was cached (``None``: unknown)."""
+    answer: Any
+    """What the caller returns (the facade's ``Generation``)."""
 
 
 def unhealthy(exc: ModelError) -> bool:
@@ -41,11 +64,14 @@ class ChainHealing:
     ``names`` are the chain's model names, first choice first (as the log shows them);
     ``keys`` what their breakers are keyed by (a configured model's name, a provider
     object's identity); ``costs`` what a call to each costs (any unit, the same for all:
-    the facade uses the price per million tokens, 0 when unknown).
+    the facade uses the price per million tokens, 0 when unknown). ``lookup`` finds a
+    cached answer to the request (``None`` if there is none); without it, or with the
+    registry's ``cached_cost`` at ``None``, no cached answer is an alternative.
     """
 
     def __init__(self, names: Sequence[str], keys: Sequence[str], costs: Sequence[float],
-                 ctx: NodeContext | None, registry: HealthRegistry | None = None) -> None:
+                 ctx: NodeContext | None, registry: HealthRegistry | None = None, *,
+                 lookup: Callable[[], CachedAnswer | None] | None = None) -> None:
         self.names = tuple(names)
         self.targets = tuple(model_target(k) for k in keys)
         self.registry = registry or health()
@@ -54,8 +80,18 @@ class ChainHealing:
         for index, (target, cost) in enumerate(zip(self.targets, costs, strict=True)):
             self.graph.add(_START, _node(index), max(cost, 0.0), uses=target)
             self.graph.add(_node(index), _END, 0.0)
+        self._lookup = lookup if self.registry.cached_cost is not None else None
+        if self._lookup is not None:
+            self.graph.add(_START, _CACHED, float(self.registry.cached_cost or 0.0),
+                           uses="cache")
+            self.graph.add(_CACHED, _END, 0.0)
+        self._looked = False
+        self.cached: CachedAnswer | None = None
+        """The cached answer the call was rerouted to (with :data:`CACHED`)."""
         self.tried: list[int] = []
         self.started = 0.0
+        self.escalation: Escalation | None = None
+        """Set when no healthy model was left (the ``escalated`` event's content)."""
 
     def first(self) -> int | None:
         """The chain index to call first: the model asked for, unless its breaker is open
@@ -101,6 +137,8 @@ class ChainHealing:
         def allowed(edge: Edge) -> bool:
             if edge.uses is None:
                 return True
+            if edge.target == _CACHED:  # (looked up once the route gets to it)
+                return not self._looked or self.cached is not None
             index = _index(edge.target)
             return index not in refused and index not in self.tried and \
                 self.registry.available(edge.uses)
@@ -108,11 +146,25 @@ class ChainHealing:
         while True:
             route = self.graph.cheapest(_START, _END, allowed)
             if route is None:
+                self.escalation = Escalation(
+                    kind="model", name=self.names[0], why=why,
+                    tried=tuple(self.names[i] for i in self.tried),
+                    unavailable=tuple(self.unavailable()))
                 self._record(EventKind.ESCALATED, {
                     "kind": "model", "from": self.names[frm], "why": why, "to": "caller",
-                    "tried": [self.names[i] for i in self.tried],
-                    "unavailable": self.unavailable()})
+                    "tried": list(self.escalation.tried),
+                    "unavailable": list(self.escalation.unavailable)})
                 return None
+            if route.edges[0].target == _CACHED:
+                found = self._find_cached()
+                if found is None:
+                    continue  # nothing cached: the edge is left out from now on
+                self._record(EventKind.REROUTED, {
+                    "kind": "cache", "from": self.names[frm], "to": "cache", "why": why,
+                    "cost": route.cost, "path": ["cache"], "cached": True,
+                    "model": found.model,
+                    "age": None if found.age is None else round(found.age, 3)})
+                return CACHED
             index = _index(route.edges[0].target)
             if self._acquire(index):  # (another call may have taken the last probe)
                 self._record(EventKind.REROUTED, {
@@ -120,6 +172,12 @@ class ChainHealing:
                     "why": why, "cost": route.cost, "path": list(route.calls)})
                 return index
             refused.add(index)
+
+    def _find_cached(self) -> CachedAnswer | None:
+        if not self._looked and self._lookup is not None:
+            self._looked = True  # looked up once per call, and only if the route gets here
+            self.cached = self._lookup()
+        return self.cached
 
     def _record(self, kind: EventKind, data: dict[str, object]) -> None:
         ctx = self.ctx

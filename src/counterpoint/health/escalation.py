@@ -6,6 +6,11 @@ node's retries, its fallback, a goal's re-plan), and a tool call's goes to the
 registry's :class:`Replanner` if it has one, else back to the agent's model as the
 tool's error. :class:`ModelReplanner` is a re-planner that asks a model which of the
 remaining tools to use instead, or to give up: one control-plane call per escalation.
+
+An escalated model error carries its :class:`Escalation` (:func:`mark`,
+:func:`escalation_of`), so a caller up the stack can tell "no healthy path was left"
+from an ordinary failure: a goal run's subtask node hands such a failure to the goal's
+re-planner (:mod:`counterpoint.planning.escalating`), once per failure.
 """
 
 from __future__ import annotations
@@ -35,6 +40,27 @@ class Escalation:
     """Other tools the caller could use (for a tool call: the agent's other tools)."""
     arguments: str = ""
     """The call's arguments as JSON (for a tool call)."""
+
+
+_MARK = "__counterpoint_escalation__"
+
+
+def mark(exc: BaseException, problem: Escalation) -> None:
+    """Attach ``problem`` to ``exc``: the error raised after an escalation."""
+    setattr(exc, _MARK, problem)
+
+
+def escalation_of(exc: BaseException) -> Escalation | None:
+    """The escalation ``exc`` (or an error it was raised from) carries, if any."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        found = getattr(current, _MARK, None)
+        if isinstance(found, Escalation):
+            return found
+        current = current.__cause__ or current.__context__
+    return None
 
 
 class Replanner(Protocol):

@@ -42,14 +42,17 @@ class HealthRegistry:
     healthy. Safe to share between threads, event loops and runs.
 
     ``options`` applies to every target not named in ``per_target``. ``cached_cost`` is
-    the cost of answering a side-effect-free tool call from the last answer the same
-    call got (so an alternative that costs less is preferred). ``replanner``, if given,
-    is asked when a tool call has no healthy path (see :mod:`.escalation`).
+    the cost of answering from an earlier answer: a model call from the run store's
+    response cache when the model and its fallbacks cheaper than it are down (the
+    models' costs are their price per million tokens, 0 when unknown), a
+    side-effect-free tool call from the last answer the same call got (tool costs
+    default to 1). ``None``: never answer from an earlier answer when rerouting.
+    ``replanner``, if given, is asked when a tool call has no healthy path (see :mod:`.escalation`).
     """
 
     def __init__(self, options: BreakerOptions | None = None, *, clock: Now | None = None,
                  per_target: Mapping[str, BreakerOptions] | None = None,
-                 cached_cost: float = 5.0, replanner: Replanner | None = None) -> None:
+                 cached_cost: float | None = 5.0, replanner: Replanner | None = None) -> None:
         self.options = options or BreakerOptions()
         self.clock: Now = clock or MonotonicClock()
         self.per_target = dict(per_target or {})
@@ -101,17 +104,22 @@ class HealthRegistry:
 
     # ------------------------------------------------------- cached tool answers
     def remember(self, key: str, answer: Any) -> None:
+        """Keep ``answer`` as the last one the tool call ``key`` got (the oldest go once
+        :data:`CACHED_ANSWERS` are kept)."""
         with self._lock:
-            self._answers[key] = answer
+            self._answers[key] = (answer, self.clock.now())
             self._answers.move_to_end(key)
             while len(self._answers) > CACHED_ANSWERS:
                 self._answers.popitem(last=False)
 
-    def cached(self, key: str) -> tuple[bool, Any]:
+    def cached(self, key: str) -> tuple[bool, Any, float]:
+        """Whether the tool call ``key`` has a kept answer, the answer, and its age in
+        seconds of the registry's clock."""
         with self._lock:
             if key in self._answers:
-                return True, self._answers[key]
-            return False, None
+                answer, at = self._answers[key]
+                return True, answer, max(0.0, self.clock.now() - at)
+            return False, None, 0.0
 
 
 def _record(ctx: NodeContext | None, change: Transition | None) -> None:

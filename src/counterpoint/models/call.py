@@ -11,6 +11,7 @@ model of the fallback chain. A :class:`Generation` is what it returns.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from dataclasses import dataclass, field
@@ -244,6 +245,33 @@ class _Call:
                         booked=budgeting.settle(reservation, response.usage))
             return response, False
         raise AssertionError("unreachable")
+
+    def cached(self, binding: _Binding) -> tuple[Generation[Any], float | None] | None:
+        """The store's cached answer to this call's request for ``binding``, validated as
+        a fresh one would be, and its age in seconds; ``None`` if there is none (or it
+        does not validate). Recorded as a ``model_call`` with ``cache_hit`` when found.
+        Used when every model of the chain is down."""
+        if self.store is None:
+            return None
+        request, emulated = self.request(binding, list(self.messages))
+        key = request.cache_key(binding.provider.identity)
+        hit = self.store.cache_get(key)
+        if hit is None:
+            return None
+        response = Response.model_validate_json(hit)
+        if response.finish_reason in ("error", "length"):
+            return None
+        try:
+            generation = self.finish(binding, request, response, emulated, True)
+        except (pydantic.ValidationError, ValueError):
+            return None
+        # answered from the cache, though the failed calls before it were made
+        generation = dataclasses.replace(generation, cache_hit=True)
+        self.record(binding, request, response, latency=0.0, ttft=None, attempt=0,
+                    cache_hit=True)
+        if response.text:
+            self.publish(binding, response.text)
+        return generation, self.store.cache_age(key)
 
     def remember(self, binding: _Binding, request: Request, response: Response) -> None:
         """Cache an answer that was read: only complete ones, so that a re-run never

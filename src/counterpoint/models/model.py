@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from ..context import call_owner
 from ..errors import ConfigError, ModelError, ModelUnavailable
-from ..health.chain import ChainHealing
+from ..health.chain import CACHED, CachedAnswer, ChainHealing
+from ..health.escalation import mark as mark_escalated
 from ..policy import Backoff
 from ..secrets import redact_exception
 from . import prompt
@@ -258,9 +259,13 @@ class Model:
         errors: list[str] = []
         chain = self._chain()
         healing = ChainHealing([_name_of(s) for s in chain], [_key_of(s) for s in chain],
-                               [self._cost(s) for s in chain], ctx)
+                               [self._cost(s) for s in chain], ctx,
+                               lookup=(lambda: self._cached(chain, call)) if allowed else None)
         index = healing.first()
         while index is not None:
+            if index == CACHED and healing.cached is not None:
+                answered: Generation[Any] = healing.cached.answer
+                return answered
             spec = chain[index]
             targets = self._targets(spec)
             for turn, (target, replicas) in enumerate(targets):
@@ -281,6 +286,8 @@ class Model:
                         continue
                     index = healing.failed(index, exc)  # rerouted, or escalated: raise
                     if index is None:
+                        if healing.escalation is not None:
+                            mark_escalated(exc, healing.escalation)
                         if errors:
                             exc.add_note("earlier in the fallback chain: " + "; ".join(errors))
                         raise
@@ -289,10 +296,37 @@ class Model:
                 healing.succeeded(index)
                 return generation
         retry = healing.retry_in()
-        raise ModelUnavailable(
+        refused = ModelUnavailable(
             f"model {self.name}: every model of its fallback chain is unavailable (circuit "
             f"open: {', '.join(healing.unavailable())}); retry in {retry:.1f}s, or add a "
             "fallback model", model=self.name, retry_after=retry)
+        if healing.escalation is not None:
+            mark_escalated(refused, healing.escalation)
+        raise refused
+
+    def _cached(self, chain: Sequence[str | Provider], call: _Call) -> CachedAnswer | None:
+        """An earlier answer to this call's request from the store's response cache, by
+        any model of the chain (first choice first), when every model is down: read even
+        if the call itself asked not to be answered from the cache (the run's and the
+        config's ``cache = false`` still win: then this is never called)."""
+        if call.store is None:
+            return None
+        for spec in chain:
+            try:
+                targets = self._targets(spec)
+            except ConfigError:
+                continue
+            for target, _ in targets:
+                try:
+                    binding = self._bind(target)
+                except ConfigError:
+                    continue
+                found = call.cached(binding)
+                if found is not None:
+                    generation, age = found
+                    return CachedAnswer(model=binding.config.name, age=age,
+                                        answer=generation)
+        return None
 
     def _cost(self, spec: str | Provider) -> float:
         """What a call to ``spec`` costs, to rank fallbacks when rerouting: USD per

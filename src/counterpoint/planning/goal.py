@@ -1,8 +1,10 @@
 """Goal -> plan -> parallel subtasks -> verify -> re-plan -> answer, as one graph.
 
 :func:`goal_graph` builds a graph with a single ``plan`` node. When it runs, the planner's
-plan (:mod:`.planner`) becomes live edits: one node per subtask (:mod:`.subtasks`; each
-waits only for the subtasks it needs, so independent ones run in parallel), a ``verify-1``
+plan (:mod:`.planner`) becomes live edits: one node per subtask (:mod:`.subtasks`), laid
+out in the topology the plan calls for or ``Limits.topology`` forces (:mod:`.topology`:
+one agent for the whole goal, a fan-out where independent subtasks run in parallel, a
+chain, or one node per independent sub-goal), a ``verify-1``
 node after all of them (:mod:`.verify`), and an ``answer`` node after that, which writes
 the cited answer. A verify node that finds gaps re-plans until the results pass or a stop
 condition holds, and a checked subtask may re-plan while the plan runs (:mod:`.midrun`);
@@ -29,7 +31,7 @@ from .planner import make_plan
 from .session import _dump, _Earlier, _Session
 from .subtasks import _work
 from .team import Limits, Team
-from .topology import choose_topology
+from .topology import lay_out, topology_for
 from .verify import _verify
 from .wiring import _add_subtasks, _add_tail, _results_text
 
@@ -82,18 +84,23 @@ class _GoalSteps:
         earlier = await _Earlier.read(ctx)
         planned = earlier.plan()
         plan, repairs = planned or await make_plan(self.goal, self.team, self.limits, ctx=ctx)
+        # the shape is a function of the plan and the option: a resumed run lays out
+        # the same nodes from the plan its log holds
+        choice = topology_for(plan.subtasks, self.limits.topology)
+        laid = lay_out(plan.subtasks, choice.shape, self.goal)
         if planned is None:  # (a resumed run recorded its choice with its plan)
-            choice = choose_topology(plan.subtasks)
             ctx.record(EventKind.TOPOLOGY_CHOSEN, {
-                "shape": choice.shape.value, "why": choice.why,
-                **dataclasses.asdict(choice.measures)})
+                "shape": choice.shape.value, "why": choice.why, "forced": choice.forced,
+                "nodes": [s.id for s in laid], **dataclasses.asdict(choice.measures)})
         session = _Session(self, self.goal)
         edit = Edit("plan")
-        _add_subtasks(edit, session, [(s, s.id) for s in plan.subtasks])
+        _add_subtasks(edit, session, [(s, s.id) for s in laid])
         _add_tail(edit, session, replace=False)
         earlier.apply(ctx, edit)
-        return {"decompose": plan.decompose, "subtasks": [_dump(s) for s in plan.subtasks],
-                "repairs": repairs}
+        return {"decompose": plan.decompose, "subtasks": [_dump(s) for s in laid],
+                "topology": choice.shape.value, "repairs": repairs,
+                **({"planned": [_dump(s) for s in plan.subtasks]} if laid != plan.subtasks
+                   else {})}
 
     async def work(self, ctx: NodeContext, subtask: dict[str, Any], goal: str,
                    **results: Any) -> Any:

@@ -31,41 +31,61 @@ _TAIL_STARTED = "the verify and answer nodes have started; nothing can change no
 
 
 async def _midrun_replan(steps: _GoalSteps, subtask: Subtask, gaps: Sequence[str],
-                         output: Any, ctx: NodeContext, earlier: _Earlier) -> None:
+                         output: Any, ctx: NodeContext, earlier: _Earlier, *,
+                         failed: str | None = None) -> str | None:
     """A checked subtask whose redone result still has gaps asks the re-planner now,
     while other subtasks may be pending or running, and applies its answer as one live
     edit (:func:`_midrun_edit`). The decision is recorded before the edit, and an earlier
-    attempt's decision is used again."""
-    reason = f"re-plan after the check of {ctx.node}"
+    attempt's decision is used again. Returns ``None`` once the edit is applied, else why
+    none was.
+
+    ``failed`` (an escalated failure, :mod:`.escalating`): the subtask could not be done
+    at all, for that reason; the re-planner is asked to replace it, and the edit always
+    cancels it (with the subtasks that need it)."""
+    reason = (f"re-plan after the failure of {ctx.node}" if failed is not None
+              else f"re-plan after the check of {ctx.node}")
     decided = earlier.last("replan")
     if decided is None:
         live = _live_plan(steps, ctx)
         if live is None:
-            return
+            return _TAIL_STARTED
         session = live[0]
         head = {"phase": "replan", "midrun": True, "after": subtask.id,
-                "round": session.used + 1}
+                "round": session.used + 1, **({"failed": failed} if failed else {})}
         stop = _stop_reason(session, ctx, extra=1)
         if stop is not None:
             decided = {**head, "applied": False, "stop": stop}
         else:
+            def forced(replan: Replan) -> Replan:
+                if failed is None or subtask.id in replan.cancel:
+                    return replan
+                return replan.model_copy(update={"cancel": [*replan.cancel, subtask.id]})
+
             def problems_of(replan: Replan) -> list[str]:
                 now = _live_plan(steps, ctx)
                 return ([_TAIL_STARTED]
-                        if now is None else _midrun_problems(now[0], replan, ctx))
+                        if now is None else _midrun_problems(now[0], forced(replan), ctx))
 
             gap_lines = "\n".join(f"- {g}" for g in gaps)
+            situation = (
+                f"Subtask {subtask.id} failed and cannot be done as planned:\n{gap_lines}\n\n"
+                f"Replace it now, while the plan runs: it is cancelled (with the subtasks "
+                "that need it); add subtasks with new ids that do its part, with a worker "
+                "that can, and replacements for the cancelled subtasks that need it."
+                if failed is not None else
+                f"Subtask {subtask.id} was checked, redone with the verifier's feedback, and "
+                f"still has these gaps:\n{gap_lines}\n\nClose the gaps now, while the plan "
+                "runs: add subtasks with new ids, redo subtasks that have not started, or "
+                "cancel subtasks that do not serve the goal (a running one is stopped; the "
+                "subtasks that need a cancelled one are cancelled too, and none of them "
+                "reach the answer).")
             question = (
                 f"Goal: {session.goal}\n\nWorkers:\n{session.team.describe_workers()}\n\n"
                 f"Subtasks as they stand (some have not finished):\n"
-                f"{_live_results(session, ctx, output)}\n\nSubtask {subtask.id} was checked, "
-                f"redone with the verifier's feedback, and still has these gaps:\n"
-                f"{gap_lines}\n\nClose the gaps now, while the plan runs: add subtasks with "
-                "new ids, redo subtasks that have not started, or cancel subtasks that do "
-                "not serve the goal (a running one is stopped; the subtasks that need a "
-                "cancelled one are cancelled too, and none of them reach the answer).")
+                f"{_live_results(session, ctx, output)}\n\n{situation}")
             replan, problems = await _ask(session, question, ctx, f"replan {ctx.node}",
                                           problems_of)
+            replan = forced(replan) if replan is not None else None
             now = _live_plan(steps, ctx)  # no await since the last check: the same plan
             if replan is None or problems or now is None:
                 decided = {**head, "applied": False, "problems": problems or [
@@ -80,12 +100,17 @@ async def _midrun_replan(steps: _GoalSteps, subtask: Subtask, gaps: Sequence[str
                               if cancelled else {}),
                            "edits": _dump(replan)}
         _record(ctx, decided)
-    if not decided.get("applied") or reason in earlier.applied:
-        return
+    if not decided.get("applied"):
+        return str(decided.get("stop") or "; ".join(decided.get("problems") or [])
+                   or "no valid re-plan")
+    if reason in earlier.applied:
+        return None
     live = _live_plan(steps, ctx)
-    if live is not None:  # (None: resumed after the tail started; nothing left to edit)
-        ctx.apply(_midrun_edit(live[0], Replan.model_validate(decided["edits"]), ctx,
-                               reason, live[1]))
+    if live is None:  # resumed after the tail started; nothing left to edit
+        return _TAIL_STARTED
+    ctx.apply(_midrun_edit(live[0], Replan.model_validate(decided["edits"]), ctx,
+                           reason, live[1]))
+    return None
 
 
 def _live_plan(steps: _GoalSteps, ctx: NodeContext) -> tuple[_Session, str | None] | None:

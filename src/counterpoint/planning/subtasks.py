@@ -3,6 +3,8 @@
 A subtask named in ``Limits.check`` is judged by the verifier as soon as it ends and redone
 once with the gaps found; if the redone result still has gaps, it re-plans at once, while
 the plan runs (:mod:`.midrun`), when a round is left for that and a verify round after it.
+A worker whose model failed with no healthy fallback left hands the subtask to the
+re-planner (:mod:`.escalating`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ import pydantic
 
 from ..agents import Agent, Tool
 from ..context import NodeContext
+from ..errors import ModelError
+from ..health.escalation import escalation_of
 from ..routing import retagged
+from .escalating import _escalate
 from .fitting import fit
 from .midrun import _live_plan, _midrun_replan
 from .plan import Subtask, Verdict
@@ -41,7 +46,13 @@ async def _work(session: _Session, subtask: Subtask, results: Mapping[str, Any],
                   session.limits.context_chars)
     task = (f"Overall goal: {session.goal}\nYour subtask ({subtask.id}): {subtask.task}"
             + (f"\nExpected result: {subtask.expected}" if subtask.expected else ""))
-    result = await agent.run(task, context=context or None, ctx=ctx)
+    try:
+        result = await agent.run(task, context=context or None, ctx=ctx)
+    except ModelError as exc:
+        problem = escalation_of(exc)
+        if problem is None:
+            raise  # an ordinary failure: the node's retries and failure policy
+        return await _escalate(session, subtask, problem, exc, ctx)
     output = result.output
     if subtask.id in session.limits.check or "*" in session.limits.check:
         earlier = await _Earlier.read(ctx)

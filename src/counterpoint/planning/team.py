@@ -17,6 +17,7 @@ from ..errors import UserError
 from ..models import Model, Provider
 from ..models.config import GOAL_ROLES
 from .bounds import fitted_tokens
+from .topology import TOPOLOGIES, TopologyOption
 
 PLANNER = (
     "You plan work for a small team. First decide whether the goal needs several steps at "
@@ -68,7 +69,16 @@ class Limits:
     with the gaps as feedback. If rounds are left, the redone result is checked again,
     and if it still has gaps the re-planner is asked at once, while the plan runs."""
 
+    topology: TopologyOption = "auto"
+    """How the plan is executed: ``auto`` (chosen from the plan's dependency structure,
+    see :mod:`.topology`), or forced: ``single`` (one worker does the whole goal),
+    ``parallel`` (fan-out and synthesis), ``sequential`` (a chain, in plan order) or
+    ``hierarchical`` (one sub-goal per independent group of subtasks)."""
+
     def __post_init__(self) -> None:
+        if self.topology not in TOPOLOGIES:
+            raise UserError(f"Limits: topology {self.topology!r} is not one of "
+                            f"{', '.join(TOPOLOGIES)}")
         if self.max_rounds < 0 or self.max_subtasks < 1 or self.plan_attempts < 1:
             raise UserError("Limits: max_rounds >= 0, max_subtasks >= 1 and "
                             "plan_attempts >= 1 are required")

@@ -20,3 +20,9 @@ class ResponseCache(abc.ABC):
     def cache_put(self, key: str, response: str) -> None:
         """Remember a model response under ``key``. Never blocks; visible to
         :meth:`cache_get` at once, durable with the next commit."""
+
+    def cache_age(self, key: str) -> float | None:
+        """Seconds since the entry for ``key`` was written, or ``None`` if there is none
+        or the store does not know (shown when a cached answer stands in for a model
+        that is down). May block briefly; safe to call from any thread."""
+        return None

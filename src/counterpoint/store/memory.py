@@ -40,6 +40,7 @@ class MemoryStore(RunStore):
         self._watch: dict[RunId, tuple[asyncio.AbstractEventLoop, Callable[[], None]]] = {}
         self._blobs: dict[str, str] = {}
         self._cache: dict[str, str] = {}
+        self._cached_at: dict[str, float] = {}
         self._answers: dict[RunId, dict[str, dict[str, Any]]] = {}
         self._answer_watch: dict[RunId, tuple[asyncio.AbstractEventLoop, AnswerCallback]] = {}
 
@@ -180,6 +181,11 @@ class MemoryStore(RunStore):
 
     def cache_put(self, key: str, response: str) -> None:
         self._cache[key] = response
+        self._cached_at[key] = time.time()
+
+    def cache_age(self, key: str) -> float | None:
+        at = self._cached_at.get(key)
+        return None if at is None else max(0.0, time.time() - at)
 
     def close(self) -> None:
         return None

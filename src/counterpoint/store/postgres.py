@@ -204,6 +204,14 @@ class PostgresStore(RunStore):
         rows = self._read("SELECT response FROM cp_model_cache WHERE key = %s", (key,))
         return str(rows[0][0]) if rows else None
 
+    def cache_age(self, key: str) -> float | None:
+        import time
+
+        if key in self._writer.cache_pending:
+            return 0.0  # written moments ago, not yet committed
+        rows = self._read("SELECT created_at FROM cp_model_cache WHERE key = %s", (key,))
+        return max(0.0, time.time() - float(rows[0][0])) if rows else None
+
     def cache_put(self, key: str, response: str) -> None:
         import time
 

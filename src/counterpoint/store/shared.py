@@ -239,6 +239,9 @@ class SharedStore(RunStore):
     def cache_put(self, key: str, response: str) -> None:
         self._store.cache_put(key, response)
 
+    def cache_age(self, key: str) -> float | None:
+        return self._store.cache_age(key)
+
     def estimates(self) -> Mapping[str, float]:
         return self._store.estimates()
 
@@ -323,6 +326,9 @@ class _Closed(RunStore):
         raise self._closed()
 
     def cache_put(self, key: str, response: str) -> None:
+        raise self._closed()
+
+    def cache_age(self, key: str) -> float | None:
         raise self._closed()
 
     def estimates(self) -> Mapping[str, float]:

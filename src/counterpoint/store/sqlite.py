@@ -274,6 +274,17 @@ class SQLiteStore(Shipper, RunStore):
                                  (key,)).fetchone()
         return None if row is None else str(row[0])
 
+    def cache_age(self, key: str) -> float | None:
+        if key in self._cache_pending:
+            return 0.0  # written moments ago, not yet committed
+        with self._read_lock:
+            reader = self._open_reader()
+            if reader is None:
+                return None
+            row = reader.execute("SELECT created_at FROM model_cache WHERE key = ?",
+                                 (key,)).fetchone()
+        return None if row is None else max(0.0, time.time() - float(row[0]))
+
     def cache_put(self, key: str, response: str) -> None:
         self._raise_failure()
         self._start_writer()
