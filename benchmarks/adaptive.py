@@ -22,7 +22,9 @@ ran passed.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
+import inspect
 import json
 import tempfile
 import traceback
@@ -56,13 +58,16 @@ def _module(name: str) -> ModuleType | None:
 
 
 def _by_exit_code(name: str, target: str, argv: list[str]) -> Row:
-    """Run ``benchmarks.<name>.main(argv)``: its exit code is the verdict."""
+    """Run ``benchmarks.<name>.main(argv)`` (awaited if it is a coroutine function): its
+    exit code is the verdict."""
     module = _module(name)
     if module is None or not hasattr(module, "main"):
         return Row(name=name, target=target, measured="-", verdict="not available")
     print(f"\n== {name} ==")
     try:
         code = module.main(argv)
+        if inspect.isawaitable(code):  # budgets' main is a coroutine function
+            code = asyncio.run(code)  # type: ignore[arg-type]
     except SystemExit as exc:  # an argparse refusal, say
         code = exc.code if isinstance(exc.code, int) else 1
     return Row(name=name, target=target, measured="see its output above",
