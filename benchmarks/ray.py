@@ -130,6 +130,7 @@ def w6(nodes: int, seconds: float, trials: int) -> bool:
 def w3_sharded(count: int, folder: Path) -> bool:
     from counterpoint.ray import ShardPool
     graph = build_graph(diamond())
+    cp.tune_gc()  # as `counterpoint run` and each shard actor do: the same collector settings
     store = cp.SQLiteStore(folder / f"single-{count}.db")
     try:
         single = asyncio.run(run_counterpoint_many(graph, store, count))

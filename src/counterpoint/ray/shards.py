@@ -80,7 +80,9 @@ class Shard:
     of inputs naming the job."""
 
     def __init__(self, store: str) -> None:
+        from ..garbage import tune_gc
         from ..store import open_store
+        tune_gc()  # the actor's process is counterpoint's, as under `counterpoint run`
         self.path = store
         self.store = open_store(store)
         self.jobs: dict[int, tuple[Graph, RunOptions, Any]] = {}
