@@ -20,9 +20,9 @@ from .annotations import is_assignable
 from .callables import NO_FACTS as _NO_FACTS
 from .callables import call_site, step_facts
 from .errors import GraphError
+from .graph_checks import _CONTAINERS, _GraphChecks, _holds_ref, nested_refs_error
 from .graph_checks import _MISSING as _MISSING
 from .graph_checks import _check_estimate as _check_estimate
-from .graph_checks import _GraphChecks
 from .graph_checks import _preview as _preview
 from .ids import NodeId
 from .nodes import _GRAPH as _GRAPH
@@ -38,11 +38,8 @@ from .nodes import NodeOptions as NodeOptions
 from .nodes import NodeRef as NodeRef
 from .nodes import NodeSpec as NodeSpec
 from .nodes import _Derived as _Derived
-from .nodes import _derived as _derived
 from .nodes import _new_ref as _new_ref
 from .nodes import _new_spec as _new_spec
-from .nodes import _RefDraft as _RefDraft
-from .nodes import _SpecDraft as _SpecDraft
 from .nodes import ref as ref
 from .policy import DEFAULT_POLICY, Backoff, Policy
 from .topology import Topology as Topology
@@ -56,19 +53,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _POLICY_ATTR = "__counterpoint_policy__"
 _RESERVED_ID_CHARS = "[]/"
-_CONTAINERS = frozenset({list, tuple, dict, set, frozenset})
-"""Literal inputs checked for node references inside them (a mistake; see _holds_ref)."""
-
-
-def _holds_ref(value: Any) -> bool:
-    """Whether a literal container holds a node or graph-input reference, at any depth."""
-    items = value.values() if type(value) is dict else value
-    for item in items:
-        if isinstance(item, NodeRef | InputRef):
-            return True
-        if type(item) in _CONTAINERS and _holds_ref(item):
-            return True
-    return False
 
 
 def step_key(fn: Callable[..., Any] | Graph) -> str:
@@ -340,8 +324,8 @@ class Graph(_GraphChecks):
         The hot path of building a large graph. One pass over the inputs checks their
         references, works out the spec's ``refs`` and ``deps``, and tells whether the
         signature and the annotated types certainly match; when they might not, the exact
-        checks (:meth:`_check_signature`, :meth:`_check_types`) decide, and raise.
-        ``inputs`` becomes the spec's: every caller passes a dict of its own.
+        checks (:meth:`_check_signature`, :meth:`_check_types`) decide, and raise. ``inputs``
+        becomes the spec's (every caller passes a dict of its own).
         """
         if not isinstance(id, str) or not id or "[" in id or "]" in id or "/" in id:
             raise GraphError(f"{self._label(where, id)}: node ids must be non-empty strings "
@@ -395,12 +379,7 @@ class Graph(_GraphChecks):
                                      f"call g.input({value.name!r}) first")
                 refs.append(name)
             elif type(value) in _CONTAINERS and _holds_ref(value):
-                raise GraphError(
-                    f"{self._label(where, id)}: input {name!r} is a {type(value).__name__} "
-                    "holding node references, which a node does not look inside (the step "
-                    "would get the references, not their outputs, and not wait for them); "
-                    "pass each reference as an input of its own (inputs={'a': ref_a, ...}), "
-                    "or map over a node's list output with g.map")
+                raise nested_refs_error(self._label(where, id), name, value)
         if map_over is not None:
             self._check_ref_owner(map_over, id, "map(over=...)")
             deps[map_over.node] = None

@@ -16,7 +16,7 @@ from .annotations import is_assignable, item_type, type_name
 from .callables import StepFacts, step_facts
 from .errors import GraphError
 from .ids import NodeId
-from .nodes import NodeRef, NodeSpec
+from .nodes import InputRef, NodeRef, NodeSpec
 from .topology import Topology
 
 if TYPE_CHECKING:
@@ -172,3 +172,27 @@ def _preview(nodes: Mapping[NodeId, Any], limit: int = 8) -> str:
     ids = list(nodes)
     text = ", ".join(ids[:limit])
     return text + (f", ... ({len(ids)} in all)" if len(ids) > limit else "")
+
+
+_CONTAINERS = frozenset({list, tuple, dict, set, frozenset})
+"""Literal inputs checked for node references inside them (a mistake; see _holds_ref)."""
+
+
+def _holds_ref(value: Any) -> bool:
+    """Whether a literal container holds a node or graph-input reference, at any depth."""
+    items = value.values() if type(value) is dict else value
+    for item in items:
+        if isinstance(item, NodeRef | InputRef):
+            return True
+        if type(item) in _CONTAINERS and _holds_ref(item):
+            return True
+    return False
+
+
+def nested_refs_error(label: str, name: str, value: Any) -> GraphError:
+    """The error for an input that holds node references inside a container."""
+    return GraphError(
+        f"{label}: input {name!r} is a {type(value).__name__} holding node references, which "
+        "a node does not look inside (the step would get the references, not their outputs, "
+        "and not wait for them); pass each reference as an input of its own "
+        "(inputs={'a': ref_a, ...}), or map over a node's list output with g.map")

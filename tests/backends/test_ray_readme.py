@@ -15,7 +15,7 @@ HEADING = "### Running on a Ray cluster"
 
 
 def _section() -> str:
-    return README.split(HEADING, 1)[1].split("\n## ", 1)[0]
+    return re.split(r"\n##+ ", README.split(HEADING, 1)[1], maxsplit=1)[0]
 
 
 def _examples() -> dict[str, str]:

@@ -9,7 +9,8 @@ a graph node (``g.add("id", agent, task=..., context=...)``).
 from __future__ import annotations
 
 from ..errors import AgentError, ToolError
-from .agent import Agent, AgentResult, graph_tool
+from .agent import Agent, AgentResult
+from .graph_tools import graph_tool
 from .tools import Tool, tool
 
 __all__ = ["Agent", "AgentError", "AgentResult", "Tool", "ToolError", "graph_tool", "tool"]

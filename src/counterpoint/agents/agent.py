@@ -45,7 +45,6 @@ from ..errors import (
     InvalidOutput,
     OutputNotSerializable,
     PermissionDenied,
-    RunFailure,
     ToolError,
     UserError,
 )
@@ -55,9 +54,11 @@ from ..ids import NodeId
 from ..models import Message, Model, Provider, Response, ToolCall, Usage
 from ..permissions import Capabilities, acting_as
 from .approving import ask_approval
+from .graph_tools import graph_tool
 from .prompting import key as _key
 from .prompting import task_text as _task_text
 from .roles import check_capabilities, denial, refused
+from .scope import _SCOPE
 from .tools import Tool, Toolset, arguments_schema, from_function
 
 if TYPE_CHECKING:
@@ -420,10 +421,6 @@ class _Loop:
 
 
 # --------------------------------------------------------------------- helpers
-_SCOPE: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "counterpoint_agent_scope", default=None)
-"""The tool call an agent runs under (``outer/turn.index``), when it runs as a tool."""
-
 _TOOL_CALL: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "counterpoint_tool_call", default=None)
 """The idempotency key of the tool call the caller runs under (see :func:`current_tool_call`)."""
@@ -482,31 +479,3 @@ def _as_tool(item: Tool | Agent | Graph | Callable[..., Any]) -> Tool:
     if callable(item):
         return from_function(item)
     raise UserError(f"not a tool: {item!r}; pass a @tool function, an Agent or a Graph")
-
-
-def graph_tool(graph: Graph, *, name: str | None = None,
-               description: str | None = None) -> Tool:
-    """A graph as a tool: its declared inputs are the arguments, its output the result.
-
-    Each call is a separate run in memory; a failed run is a :class:`ToolError` the
-    calling agent reads.
-    """
-    from ..api import run
-    tool_name = name or graph.name
-    validator, schema = arguments_schema(tool_name, {
-        k: (annotation, ..., None) for k, annotation in sorted(graph.inputs.items())})
-
-    async def runner(arguments: dict[str, Any]) -> Any:
-        token = _SCOPE.set(None)  # agents inside the graph run in a run of their own
-        try:
-            result = await run(graph, inputs=arguments, store="memory")
-        finally:
-            _SCOPE.reset(token)
-        try:
-            result.raise_for_status()
-        except RunFailure as exc:
-            raise ToolError(f"graph {graph.name}: {exc}") from exc
-        return result.output
-
-    return Tool(name=tool_name, description=description or f"Run graph {graph.name}",
-                parameters=schema, validator=validator, runner=runner)
