@@ -13,17 +13,8 @@ from typing import Any
 
 from counterpoint.testing import OpenAIServer, RecordedRequest, Reply
 
-FLOW = """\
-name: routed
-agents:
-  solver:
-    model: auto
-    instructions: Answer.
-steps:
-  solve:
-    agent: solver
-    task: What is it?
-"""
+FLOW = (Path(__file__).resolve().parents[1] / "fixtures" / "routed_flow.yaml").read_text()
+"""A workflow whose one agent has ``model: auto`` (shared with the routing CLI/YAML tests)."""
 
 
 def _answer(request: RecordedRequest) -> Reply:

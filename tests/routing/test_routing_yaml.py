@@ -13,17 +13,8 @@ from counterpoint.store import MemoryStore
 from counterpoint.testing import OpenAIServer, Reply
 from counterpoint.workflow import WorkflowError, load_workflow
 
-FLOW = """\
-name: routed
-agents:
-  solver:
-    model: auto
-    instructions: Answer.
-steps:
-  solve:
-    agent: solver
-    task: What is it?
-"""
+FLOW = (Path(__file__).resolve().parents[1] / "fixtures" / "routed_flow.yaml").read_text()
+"""A workflow whose one agent has ``model: auto`` (shared with the routing CLI/YAML tests)."""
 
 
 async def test_model_auto_in_yaml_routes_each_turn(tmp_path: Path) -> None:
