@@ -187,17 +187,12 @@ class _Call:
         config = binding.config
         key = request.cache_key(binding.provider.identity) \
             if self.use_cache and self.store else None
-        if key is not None and self.store is not None:
-            hit = self.store.cache_get(key)
-            cached = Response.model_validate_json(hit) if hit is not None else None
+        if key is not None:
             # a store written before cut answers were kept out may still hold one: ask again
-            if cached is not None and cached.finish_reason != "length":
-                response = cached
-                self.record(binding, request, response, latency=0.0, ttft=None, attempt=0,
-                            cache_hit=True)
-                if response.text:
-                    self.publish(binding, response.text)
-                return response, True
+            cached = self._lookup(key, refused=("length",))
+            if cached is not None:
+                self._replay(binding, request, cached)
+                return cached, True
         attempts = config.retries + 1
         for attempt in range(1, attempts + 1):
             started = time.perf_counter()
@@ -255,11 +250,8 @@ class _Call:
             return None
         request, emulated = self.request(binding, list(self.messages))
         key = request.cache_key(binding.provider.identity)
-        hit = self.store.cache_get(key)
-        if hit is None:
-            return None
-        response = Response.model_validate_json(hit)
-        if response.finish_reason in ("error", "length"):
+        response = self._lookup(key, refused=("error", "length"))
+        if response is None:
             return None
         try:
             generation = self.finish(binding, request, response, emulated, True)
@@ -267,11 +259,22 @@ class _Call:
             return None
         # answered from the cache, though the failed calls before it were made
         generation = dataclasses.replace(generation, cache_hit=True)
+        self._replay(binding, request, response)
+        return generation, self.store.cache_age(key)
+
+    def _lookup(self, key: str, *, refused: tuple[str, ...]) -> Response | None:
+        """The store's cached answer under ``key``, unless there is none or it ended with a
+        ``finish_reason`` in ``refused``."""
+        hit = self.store.cache_get(key) if self.store is not None else None
+        response = Response.model_validate_json(hit) if hit is not None else None
+        return None if response is None or response.finish_reason in refused else response
+
+    def _replay(self, binding: _Binding, request: Request, response: Response) -> None:
+        """Record and stream an answer served from the cache, as a fresh one would be."""
         self.record(binding, request, response, latency=0.0, ttft=None, attempt=0,
                     cache_hit=True)
         if response.text:
             self.publish(binding, response.text)
-        return generation, self.store.cache_age(key)
 
     def remember(self, binding: _Binding, request: Request, response: Response) -> None:
         """Cache an answer that was read: only complete ones, so that a re-run never
