@@ -147,7 +147,7 @@ def test_sqlite_store_opened_to_read_starts_no_writer_and_a_write_starts_one(
         assert [r.run_id for r in reader.runs()] == [RUN] and len(reader.events(RUN)) == 1
         reader.flush_sync()  # nothing to wait for
         asyncio.run(asyncio.wait_for(reader.flush(), timeout=10))
-        assert reader.writer_pid is None and set(writer_children()) == before
+        assert reader.writer_pid is None and set(writer_children()) <= before  # none started
         reader.append(RUN, node_event(2))
         writer = reader.writer_pid
         assert writer is not None and writer in writer_children()
@@ -165,7 +165,7 @@ def test_sqlite_store_opened_to_read_starts_no_writer_and_a_write_starts_one(
         closed.flush_sync()
     with pytest.raises(cp.StoreError, match="is closed"):
         closed.runs()
-    assert closed.writer_pid is None and set(writer_children()) == before
+    assert closed.writer_pid is None and set(writer_children()) <= before
     assert [e.seq for e in SQLiteStore(path).events(RUN)] == [1, 2]
 
 
