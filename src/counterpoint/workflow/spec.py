@@ -78,6 +78,9 @@ class AgentSpec(_Strict):
     deadline: float | None = pydantic.Field(default=None, gt=0)
     budget: BudgetSpec | None = None
     """Money and tokens one run of the agent may spend, within what is left of its run's."""
+    samples: int = pydantic.Field(default=1, ge=1, strict=True)
+    """Parallel samples of each model turn, the majority answer kept (fewer when the
+    budget or deadline left covers fewer)."""
 
     _deadline = pydantic.field_validator("deadline", mode="before")(_duration)
 
@@ -166,6 +169,8 @@ class StepSpec(_Strict):
     budget: BudgetSpec | None = None
     """Money and tokens the step's model calls may spend (a sub-workflow's included),
     within what is left of the run's."""
+    samples: int | None = pydantic.Field(default=None, ge=1, strict=True)
+    """Parallel samples of each model turn of the step's agent (its agent's by default)."""
     description: str = ""
 
     _when = pydantic.field_validator("when", mode="before")(_condition_text)
