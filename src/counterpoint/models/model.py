@@ -42,6 +42,7 @@ from ..context import call_owner
 from ..errors import ConfigError, ModelError, ModelUnavailable
 from ..health.chain import CACHED, CachedAnswer, ChainHealing
 from ..health.escalation import mark as mark_escalated
+from ..health.registry import health
 from ..policy import Backoff
 from ..secrets import redact_exception
 from . import prompt
@@ -119,8 +120,10 @@ class Model:
 
     @property
     def registry(self) -> ModelRegistry:
+        """The configured models; its ``[health]`` settings are put in force."""
         if self._registry is None:
             self._registry = load_registry()
+        health().adopt(self._registry.health)
         return self._registry
 
     def __repr__(self) -> str:

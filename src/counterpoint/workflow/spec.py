@@ -16,6 +16,7 @@ import pydantic
 
 from ..budget import Budget, parse_seconds
 from ..errors import UserError
+from ..health.settings import HealthSettings, parse_health
 from .errors import Problem
 from .yamlsource import KeyPath, YamlDocument
 
@@ -200,10 +201,14 @@ class _Head(_Strict):
     """Money and tokens the workflow's run may spend (unless the caller sets a budget)."""
     deadline: float | None = pydantic.Field(default=None, gt=0)
     """Seconds the workflow's run may take (unless the caller sets a deadline)."""
+    health: dict[str, Any] | None = None
+    """Circuit breaker settings (see :mod:`counterpoint.health.settings`)."""
 
     _deadline = pydantic.field_validator("deadline", mode="before")(_duration)
 
 
+_HEALTH_HINT = ("health: takes failures, error_rate, window, min_calls, slow_call, slow_rate, "
+                "open_for, probes, and models: {NAME: {...}} / tools: {NAME: {...}}")
 KINDS = ("agent", "tool", "python", "workflow", "first_of")
 _MODELS: dict[str, type[pydantic.BaseModel]] = {
     "workflow": _Head, "input": InputSpec, "agent": AgentSpec, "step": StepSpec,
@@ -223,6 +228,7 @@ class WorkflowSpec:
     route: RouteSpec | None = None
     budget: Budget | None = None
     deadline: float | None = None
+    health: HealthSettings = field(default_factory=HealthSettings)
     inputs: dict[str, InputSpec] = field(default_factory=dict)
     agents: dict[str, AgentSpec] = field(default_factory=dict)
     steps: dict[str, StepSpec] = field(default_factory=dict)
@@ -245,6 +251,10 @@ def parse_spec(doc: YamlDocument) -> tuple[WorkflowSpec | None, list[Problem]]:
                         deadline=head.deadline,
                         agent_names=list(head.agents), input_names=list(head.inputs),
                         mcp_names=list(head.mcp))
+    if head.health is not None:
+        spec.health, found = parse_health(head.health, source=doc.where(("health",)))
+        problems.extend(doc.problem(("health", *at), message, _HEALTH_HINT)
+                        for at, message in found)
     for name, raw in head.mcp.items():
         server = _validate(doc, MCPServerSpec, raw or {}, ("mcp", name), "mcp server",
                            problems)
