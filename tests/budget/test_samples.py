@@ -132,3 +132,15 @@ async def test_an_unknown_pick_is_refused(server: OpenAIServer) -> None:
     with pytest.raises(ConfigError, match="pick must be 'majority' or a function"):
         await _model(server).generate("q", samples=3, pick="best")
     assert not server.requests
+
+
+async def test_samples_that_cost_less_than_their_bound_make_room_for_more() -> None:
+    cheap = Reply.text("yes", usage=Usage(prompt_tokens=20, completion_tokens=ANSWER // 5))
+    with OpenAIServer(default=cheap) as server:  # each answer costs a fifth of its bound
+        result, store = await _sampled(_model(server), Budget(usd=0.25), samples=5)
+    assert result.ok, result
+    # $0.25 holds two bounds at first; each settled sample frees 4/5 of its hold
+    assert len(server.requests) == 5 and result.outputs[cp.NodeId("ask")]["sent"] == 5
+    spent, _ = spent_in_log(store.events(result.run_id))
+    assert spent.usd == pytest.approx(5 * EACH / 5) and spent.usd <= 0.25
+    assert _sampled_event(store, result)["downgraded_by"] is None

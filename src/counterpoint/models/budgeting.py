@@ -116,17 +116,29 @@ async def hold(config: ModelConfig, request: Request, count: int, ctx: NodeConte
     if ledger is None or not ledger.limited:
         return None
     what = _what(config, ledger, ctx)
-    amount = bound(config, bounded(config, request))
-    held = [await ledger.reserve(amount, what=what)]
-    while len(held) < count and ledger.remaining().covers(amount):
-        try:
-            more = ledger.try_reserve(amount, what=what)
-        except BudgetExceeded:  # another thread took the room since: as many as we have
-            more = None
+    held = [await ledger.reserve(bound(config, bounded(config, request)), what=what)]
+    while len(held) < count:
+        more = hold_more(config, request, ctx)
         if more is None:
             break
         held.append(more)
     return held
+
+
+def hold_more(config: ModelConfig, request: Request, ctx: NodeContext | None
+              ) -> Reservation | None:
+    """One more hold of ``request``'s bound if it fits now (never waits); ``None`` if it
+    does not, or no budget applies."""
+    ledger = current_ledger()
+    if ledger is None or not ledger.limited:
+        return None
+    amount = bound(config, bounded(config, request))
+    if not ledger.remaining().covers(amount):
+        return None
+    try:
+        return ledger.try_reserve(amount, what=_what(config, ledger, ctx))
+    except BudgetExceeded:  # another thread took the room since
+        return None
 
 
 def release(held: Reservation | None) -> None:
@@ -179,5 +191,6 @@ def settle_unknown(reservation: Reservation | None) -> None:
         reservation.ledger.settle(reservation, reservation.amount)
 
 
-__all__ = ["DEFAULT_ANSWER_BOUND", "bound", "bounded", "hold", "holding", "prompt_bound",
+__all__ = ["DEFAULT_ANSWER_BOUND", "bound", "bounded", "hold", "hold_more", "holding",
+           "prompt_bound",
            "release", "reserve", "settle", "settle_failed", "settle_unknown"]

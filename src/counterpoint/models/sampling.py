@@ -7,11 +7,12 @@ output, else the tool calls, else the text normalised), or the one a score funct
 rates highest (``pick=lambda generation: score``; ties go to the earliest sample).
 
 Before anything is sent, the bound of each sample is held in the budgets that apply
-(:func:`counterpoint.models.budgeting.hold`), as many as fit; when a deadline applies,
-only as many as the time left covers at the model's latency measured in this run
-(:func:`deadline_fit`). Fewer than ``N`` is a downgrade to ``k >= 1`` (not even one that
-fits: :class:`~counterpoint.errors.BudgetExceeded`, as for a single call), said in the
-``model_sampled`` event with the vote.
+(:func:`counterpoint.models.budgeting.hold`), as many as fit; when a sample settles for
+less than its bound, one more is held and sent if it fits then (up to ``N``). When a
+deadline applies, only as many as the time left covers at the model's latency measured
+in this run are sent (:func:`deadline_fit`). Fewer than ``N`` is a downgrade to ``k >=
+1`` (not even one that fits: :class:`~counterpoint.errors.BudgetExceeded`, as for a
+single call), said in the ``model_sampled`` event with the vote.
 
 Each sample has its own seed, derived from the run, the node, the call's purpose and
 the sample's number (or the caller's ``seed + i``), and is answered from the run
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_jsonable_python
 
-from ..budget import remaining
+from ..budget import Reservation, remaining
 from ..errors import BudgetExceeded, ConfigError, ModelError
 from ..events import Event, EventKind
 from . import budgeting
@@ -181,26 +182,37 @@ async def sample(*, count: int, pick: Pick, config: ModelConfig, request: Reques
                                latency=measured_latency(ctx, config.name)
                                if left.seconds is not None else None,
                                concurrency=config.max_concurrency)
-    sent, limited = downgrade(count, by_budget=count if held is None else len(held),
-                              by_deadline=by_deadline)
-    for spare in (held or [])[sent:]:
+    most = min(count, by_deadline)
+    for spare in (held or [])[most:]:
         budgeting.release(spare)
-    reason = f"{count} samples sent" if limited is None else \
-        f"samples downgraded from {count} to {sent} by the {limited} ({_left(left, sent)})"
-    results: list[Generation[Any] | BaseException | None] = [None] * sent
+    results: list[Generation[Any] | BaseException | None] = []
 
-    async def one(i: int) -> None:
-        with budgeting.holding(held[i] if held is not None else None):
+    async def one(i: int, hold: Reservation | None, group: asyncio.TaskGroup) -> None:
+        with budgeting.holding(hold):
             try:
                 results[i] = await ask(i, chosen_seeds[i])
             except (ModelError, BudgetExceeded) as exc:
                 results[i] = exc
         if ctx is not None:
             await ctx.flush()  # the answer (and its cache entry) durable: never asked again
+        # a sample that cost less than its bound left room: one more may fit now
+        if held is not None and len(results) < most:
+            more = budgeting.hold_more(config, widest, ctx)
+            if more is not None:
+                launch(more, group)
+
+    def launch(hold: Reservation | None, group: asyncio.TaskGroup) -> None:
+        results.append(None)
+        group.create_task(one(len(results) - 1, hold, group))
 
     async with asyncio.TaskGroup() as group:
-        for i in range(sent):
-            group.create_task(one(i))
+        for i in range(most if held is None else min(most, len(held))):
+            launch(None if held is None else held[i], group)
+    short = held is not None and len(results) < most  # the budget covered fewer
+    sent, limited = downgrade(count, by_budget=len(results) if short else count,
+                              by_deadline=by_deadline)
+    reason = f"{count} samples sent" if limited is None else \
+        f"samples downgraded from {count} to {sent} by the {limited} ({_left(left, sent)})"
     answered = [(i, r) for i, r in enumerate(results)
                 if r is not None and not isinstance(r, BaseException)]
     name = check_pick(pick, where=f"model {config.name}")
