@@ -144,3 +144,20 @@ async def test_samples_that_cost_less_than_their_bound_make_room_for_more() -> N
     spent, _ = spent_in_log(store.events(result.run_id))
     assert spent.usd == pytest.approx(5 * EACH / 5) and spent.usd <= 0.25
     assert _sampled_event(store, result)["downgraded_by"] is None
+
+
+async def test_show_has_a_samples_column_and_the_node_details_the_downgrade(
+        server: OpenAIServer) -> None:
+    from rich.console import Console
+
+    from counterpoint.cli.recorded import log_report
+    from counterpoint.cli.render import payload, summary
+    result, store = await _sampled(_model(server), Budget(usd=0.35), samples=5)
+    report = log_report(store.run(result.run_id), store.events(result.run_id))
+    console = Console(width=160, record=True, markup=False)
+    console.print(summary(report, inspect=None))
+    text = console.export_text()
+    [row] = [line for line in text.splitlines() if line.startswith("ask ")]
+    assert "samples" in text and "3/5 sent (budget), majority 2/3" in row, text
+    details = payload(report)["nodes"]["ask"]["samples"]
+    assert details["reason"].startswith("samples downgraded from 5 to 3 by the budget")
