@@ -136,12 +136,17 @@ def parse_health(table: Any, *, source: str = "") -> tuple[HealthSettings,
                                                   sections=False)
     settings = HealthSettings(defaults=defaults, models=named["models"],
                               tools=named["tools"], source=source)
-    if not problems:  # the values' relations (min_calls <= window, ranges)
+    if not problems:  # the values' ranges and relations (min_calls <= window)
         for at, keys in [((), defaults),
                          *((("models", n), k) for n, k in named["models"].items()),
                          *((("tools", n), k) for n, k in named["tools"].items())]:
             try:
                 BreakerOptions(**{**defaults, **keys})
             except UserError as exc:
-                problems.append((at, str(exc).removeprefix("BreakerOptions: ")))
+                for message in str(exc).removeprefix("BreakerOptions: ").split("; "):
+                    key = next((k for k in KEYS if message.startswith(f"{k} ")), None) \
+                        or next((k for k in ("min_calls", "window") if k in keys), None)
+                    problems.append(((*at, key) if key in keys else at, message))
+                if not at:
+                    break  # the defaults are wrong: every override would say so again
     return settings, problems

@@ -253,7 +253,8 @@ def parse_spec(doc: YamlDocument) -> tuple[WorkflowSpec | None, list[Problem]]:
                         mcp_names=list(head.mcp))
     if head.health is not None:
         spec.health, found = parse_health(head.health, source=doc.where(("health",)))
-        problems.extend(doc.problem(("health", *at), message, _HEALTH_HINT)
+        problems.extend(doc.problem(("health", *at), message, _HEALTH_HINT
+                                    if message.startswith("unknown") else "")
                         for at, message in found)
     for name, raw in head.mcp.items():
         server = _validate(doc, MCPServerSpec, raw or {}, ("mcp", name), "mcp server",
