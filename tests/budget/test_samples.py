@@ -161,3 +161,34 @@ async def test_show_has_a_samples_column_and_the_node_details_the_downgrade(
     assert "samples" in text and "3/5 sent (budget), majority 2/3" in row, text
     details = payload(report)["nodes"]["ask"]["samples"]
     assert details["reason"].startswith("samples downgraded from 5 to 3 by the budget")
+
+
+async def test_a_deadline_shorter_than_the_measured_latency_sends_one_sample() -> None:
+    from counterpoint.testing import ManualClock
+
+    slow = Reply.text("yes", usage=Usage(prompt_tokens=20, completion_tokens=ANSWER))
+    with OpenAIServer(default=slow.after(0.2)) as server:  # every answer takes >= 0.2s
+        model = _model(server)
+
+        async def ask() -> list[int]:
+            await model.generate("warm up", max_tokens=ANSWER)  # the latency, measured
+            sent = []
+            for seconds in (30.0, 0.1):  # on the manual clock: time does not pass here
+                with cp.budget.spending(where="tight", deadline=seconds):
+                    generation = await model.generate("Is it?", max_tokens=ANSWER,
+                                                      samples=5)
+                assert generation.sampled is not None
+                sent.append(generation.sampled.sent)
+            return sent
+        graph = cp.Graph("deadlined")
+        graph.add("ask", ask)
+        store = MemoryStore()
+        with cp.use_clock(ManualClock(1_000_000.0)):
+            result = await cp.run(graph, store=store)
+    assert result.ok, result
+    assert result.outputs[cp.NodeId("ask")] == [5, 1]
+    events = [e.data or {} for e in store.events(result.run_id)
+              if e.kind is EventKind.MODEL_SAMPLED]
+    assert events[1]["downgraded_by"] == "deadline"
+    assert events[1]["reason"].startswith("samples downgraded from 5 to 1 by the deadline")
+    assert len(server.requests) == 1 + 5 + 1

@@ -271,9 +271,11 @@ class Model:
         chain = self._chain()
         if count > 1:
             config, first = self._first_request(chain[0], call)
-            # each sample cached (unless the run or the config says not to): a re-run of
-            # the node after a crash is answered the samples that finished
-            each = {**options, "cache": True if cache is None else cache}
+            # each sample cached (unless the call, this Model, the run or the config says
+            # not to): a re-run of the node after a crash is answered the samples that
+            # finished
+            keep = cache if cache is not None else self.cache
+            each = {**options, "cache": True if keep is None else keep}
             return await sample(
                 count=count, pick=pick, config=config, request=first, ctx=ctx, seed=seed,
                 purpose=purpose, ask=lambda i, s: self.generate(prompt_text, **{

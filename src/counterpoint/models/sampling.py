@@ -27,6 +27,8 @@ import dataclasses
 import hashlib
 import json
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -142,14 +144,39 @@ def downgrade(count: int, *, by_budget: int, by_deadline: int) -> tuple[int, str
     return sent, "budget" if by_budget <= by_deadline else "deadline"
 
 
-def seeds(count: int, seed: int | None, ctx: NodeContext | None, purpose: str) -> list[int]:
+def seeds(count: int, seed: int | None, ctx: NodeContext | None, purpose: str,
+          call: int = 0) -> list[int]:
     """Each sample's seed: ``seed + i`` if the caller gave one, else derived from the run,
-    node and purpose, so that a re-run of the node asks (and is cached) the same."""
+    node, purpose and the number of the sampled ``call`` in the node's attempt, so that a
+    re-run of the node asks (and is cached) the same, call after call. Pure."""
     if seed is not None:
         return [seed + i for i in range(count)]
     where = f"{ctx.run_id}/{ctx.node}" if ctx is not None else ""
-    return [int(hashlib.sha256(f"{where}/{purpose}/{i}".encode()).hexdigest()[:8], 16)
+    nth = f"/{call}" if call else ""  # (the first call's seeds as they always were)
+    return [int(hashlib.sha256(f"{where}/{purpose}{nth}/{i}".encode()).hexdigest()[:8], 16)
             for i in range(count)]
+
+
+_CALLS: OrderedDict[tuple[str, str, int, str], int] = OrderedDict()
+"""Sampled calls made so far by each node's attempt, by purpose (the newest kept)."""
+_CALLS_KEPT = 4096
+_CALLS_LOCK = threading.Lock()
+
+
+def call_number(ctx: NodeContext | None, purpose: str) -> int:
+    """How many sampled calls with ``purpose`` the calling node's attempt made before this
+    one (0 outside a node). A resumed or retried node is a new attempt: it counts from 0
+    again, and so asks the samples its interrupted attempt asked."""
+    if ctx is None:
+        return 0
+    key = (str(ctx.run_id), str(ctx.node), ctx.attempt, purpose)
+    with _CALLS_LOCK:
+        number = _CALLS.get(key, 0)
+        _CALLS[key] = number + 1
+        _CALLS.move_to_end(key)
+        while len(_CALLS) > _CALLS_KEPT:
+            _CALLS.popitem(last=False)
+    return number
 
 
 def measured_latency(ctx: NodeContext | None, model: str) -> float | None:
@@ -174,7 +201,7 @@ async def sample(*, count: int, pick: Pick, config: ModelConfig, request: Reques
     """Send the samples that fit, concurrently, and return the chosen one (see the module
     docstring). ``request`` is the first sample's, to bound each; raises the first
     sample's failure when none answered."""
-    chosen_seeds = seeds(count, seed, ctx, purpose)
+    chosen_seeds = seeds(count, seed, ctx, purpose, call_number(ctx, purpose))
     widest = request.model_copy(update={"seed": max(chosen_seeds)})  # bounds every seed's
     left = remaining()  # before the holds, for the reason's numbers
     held = await budgeting.hold(config, widest, count, ctx)
@@ -269,6 +296,6 @@ def sampling_by_node(events: Iterable[Event]) -> dict[str, dict[str, Any]]:
             if e.kind is EventKind.MODEL_SAMPLED and e.node is not None}
 
 
-__all__ = ["PICKS", "Pick", "Sampled", "check_pick", "check_samples", "choose",
+__all__ = ["PICKS", "Pick", "Sampled", "call_number", "check_pick", "check_samples", "choose",
            "deadline_fit", "downgrade", "measured_latency", "normalise", "sample",
            "sampling_by_node", "sampling_line", "seeds", "vote_key"]
