@@ -192,3 +192,28 @@ async def test_a_deadline_shorter_than_the_measured_latency_sends_one_sample() -
     assert events[1]["downgraded_by"] == "deadline"
     assert events[1]["reason"].startswith("samples downgraded from 5 to 1 by the deadline")
     assert len(server.requests) == 1 + 5 + 1
+
+
+async def test_a_routed_model_is_chosen_once_then_sampled() -> None:
+    with OpenAIServer(default=Reply.text("cheap")) as cheap, \
+            OpenAIServer(default=Reply.text("strong")) as strong:
+        registry = ModelRegistry(models={
+            name: ModelConfig(name=name, provider="openai", model=name,
+                              base_url=srv.base_url, price_input=p, price_output=p,
+                              quality=q, retries=0)
+            for name, srv, p, q in (("cheap", cheap, 0.1, 1), ("strong", strong, 5.0, 2))})
+        model = Model.auto("quality_first", registry=registry, cache=False)
+
+        async def ask() -> str:
+            return (await model.generate("Answer", max_tokens=50, samples=3)).text
+        graph = cp.Graph("routed-samples")
+        graph.add("ask", ask)
+        store = MemoryStore()
+        result = await cp.run(graph, store=store)
+        assert result.ok, result
+        assert len(strong.requests) == 3 and not cheap.requests
+    assert result.outputs[cp.NodeId("ask")] == "strong"
+    kinds = [e.kind for e in store.events(result.run_id)
+             if e.kind in (EventKind.MODEL_ROUTED, EventKind.MODEL_SAMPLED)]
+    assert kinds == [EventKind.MODEL_ROUTED, EventKind.MODEL_SAMPLED]
+    assert _sampled_event(store, result)["model"] == "strong"
