@@ -210,6 +210,7 @@ def run(
     verifier_model: goals.VerifierModel = None,
     synthesizer_model: goals.SynthesizerModel = None,
     rounds: goals.Rounds = 2,
+    samples: goals.Samples = 1,
     budget_tokens: goals.BudgetTokens = None,
     budget_usd: goals.BudgetUsd = None,
     max_subtasks: goals.MaxSubtasks = 6,
@@ -266,7 +267,8 @@ def run(
         attr = None
         if kind == "goal":
             the_team = goals.team(model, planner_model, worker_model, verifier_model,
-                                  synthesizer_model, goals.role_tokens(role_tokens or []))
+                                  synthesizer_model, goals.role_tokens(role_tokens or []),
+                                  samples=samples)
             graph = goals.goal_run_graph(
                 target, the_team, rounds=rounds, budget_tokens=budget_tokens,
                 budget_usd=budget_usd, deadline=deadline, max_subtasks=max_subtasks,
