@@ -232,9 +232,12 @@ async def sample(*, count: int, pick: Pick, config: ModelConfig, request: Reques
         results.append(None)
         group.create_task(one(len(results) - 1, hold, group))
 
-    async with asyncio.TaskGroup() as group:
-        for i in range(most if held is None else min(most, len(held))):
-            launch(None if held is None else held[i], group)
+    try:
+        async with asyncio.TaskGroup() as group:
+            for i in range(most if held is None else min(most, len(held))):
+                launch(None if held is None else held[i], group)
+    except BaseExceptionGroup as failed:  # not a model's failure (a ConfigError...): as is
+        raise failed.exceptions[0] from None
     short = held is not None and len(results) < most  # the budget covered fewer
     sent, limited = downgrade(count, by_budget=len(results) if short else count,
                               by_deadline=by_deadline)
