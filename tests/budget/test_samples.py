@@ -146,7 +146,7 @@ async def test_samples_that_cost_less_than_their_bound_make_room_for_more() -> N
     assert _sampled_event(store, result)["downgraded_by"] is None
 
 
-async def test_show_has_a_samples_column_and_the_node_details_the_downgrade(
+async def test_show_has_a_samples_column_and_the_node_details_say_the_downgrade(
         server: OpenAIServer) -> None:
     from rich.console import Console
 
@@ -161,6 +161,9 @@ async def test_show_has_a_samples_column_and_the_node_details_the_downgrade(
     assert "samples" in text and "3/5 sent (budget), majority 2/3" in row, text
     details = payload(report)["nodes"]["ask"]["samples"]
     assert details["reason"].startswith("samples downgraded from 5 to 3 by the budget")
+    from counterpoint.ui.projection import node_detail  # the web view's node details
+    web = node_detail(result.state, cp.NodeId("ask"), store.events(result.run_id))
+    assert web["samples"]["text"] == "3/5 sent (budget), majority 2/3"
 
 
 async def test_a_deadline_shorter_than_the_measured_latency_sends_one_sample() -> None:
