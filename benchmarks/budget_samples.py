@@ -150,7 +150,8 @@ async def _side(strategy: Strategy, model: Model, trials: list[tuple[Task, float
         graph.add("ask", ask)
         store = MemoryStore()
         async with gate:
-            result = await cp.run(graph, store=store,
+            # a fixed run id: the samples' derived seeds, so the draws, repeat run to run
+            result = await cp.run(graph, store=store, run_id=f"b2-{task.id}",
                                   options=cp.RunOptions(budget=Budget(usd=budget)))
         events = store.events(result.run_id)
         spent, _ = spent_in_log(events)
