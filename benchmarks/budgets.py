@@ -1,6 +1,8 @@
 """B1, budgets (M22), on a SIMULATED priced model: reservations vs a greedy baseline.
 
-    python benchmarks/budgets.py [--quick] [--runs 200] [--calls 12] [--seed 0]
+    python -m benchmarks.budgets [--quick] [--runs 200] [--calls 12] [--seed 0]
+
+Then B2, parallel samples under random budgets (``benchmarks/budget_samples.py``).
 
 **This is a simulation.** The model is ``counterpoint.testing.OpenAIServer`` (a real HTTP
 server on 127.0.0.1 speaking the Chat Completions API) with a ``SimulatedEngine`` (8
@@ -234,7 +236,13 @@ async def main(argv: list[str] | None = None) -> int:
     print(f"completion within budget, counterpoint / greedy: {ratio:.3f} (reported, no "
           "target)")
     print(f"overspends: {ours.overspent} (target 0)  {'PASS' if passed else 'MISS'}")
-    return 0 if passed else 1
+    print()
+    try:  # B2: parallel samples, downgrade vs fixed N (python -m, or the file run directly)
+        from .budget_samples import run as samples
+    except ImportError:
+        from budget_samples import run as samples  # type: ignore[no-redef]
+    sampled = await samples(runs=30 if args.quick else 120, samples=5, seed=args.seed)
+    return 0 if passed and sampled == 0 else 1
 
 
 if __name__ == "__main__":

@@ -96,6 +96,10 @@ class EventKind(enum.StrEnum):
     """A model call's bound (``data``: id, usd, tokens, model) reserved in the budgets
     that apply, durably before the call is sent; the ``model_call`` that follows names the
     reservation it settles (``data["reservation"]``). See :mod:`counterpoint.budget`."""
+    MODEL_SAMPLED = "model_sampled"
+    """A call asked for parallel samples (``data``: model, requested, sent, downgraded_by
+    and reason when the budget or the deadline covered fewer, pick, answered, chosen,
+    agree; see :mod:`counterpoint.models.sampling`)."""
 
 
 # Module-level aliases: attribute access on an Enum class costs ~100 ns, which the
@@ -127,7 +131,8 @@ INFORMATIONAL = frozenset({EventKind.MODEL_CALL, EventKind.AGENT_TURN, EventKind
                            EventKind.CLAIM_DONE, EventKind.PERMISSION_DENIED,
                            EventKind.HEALTH_CHANGED, EventKind.REROUTED,
                            EventKind.ESCALATED, EventKind.TOPOLOGY_CHOSEN,
-                           EventKind.MODEL_ROUTED, EventKind.BUDGET_RESERVED})
+                           EventKind.MODEL_ROUTED, EventKind.BUDGET_RESERVED,
+                           EventKind.MODEL_SAMPLED})
 """Events that record what a node did without changing which nodes run."""
 APPROVALS = frozenset({EventKind.APPROVAL_REQUESTED, EventKind.APPROVAL_ANSWERED,
                        EventKind.APPROVAL_ESCALATED, EventKind.APPROVAL_WITHDRAWN})

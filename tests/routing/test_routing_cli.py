@@ -79,3 +79,20 @@ def test_a_goal_runs_routed_worker_preflights_each_candidate() -> None:
     assert ("a", "role worker 'writer' (--worker-model auto), routed to by model auto") in uses
     assert ("b", "role worker 'writer' (--worker-model auto), routed to by model auto") in uses
     assert not any(name == "auto" for name, _ in uses)
+
+
+def test_the_run_summary_lists_what_the_router_chose_per_node(tmp_path: Path) -> None:
+    with OpenAIServer(default=Reply.dynamic(_answer)) as small, \
+            OpenAIServer(default=Reply.dynamic(_answer)) as large:
+        _config(tmp_path, {"small": small, "large": large})
+        (tmp_path / "flow.yaml").write_text(FLOW)
+        proc = _cli("run", "flow.yaml", "--db", "r.db", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        as_json = _cli("run", "flow.yaml", "--db", "r.db", "--json", cwd=tmp_path)
+    table = proc.stdout[:proc.stdout.index("makespan")]  # the node table, above the metrics
+    assert "routing" in table, proc.stdout
+    [row] = [line for line in table.splitlines() if line.lstrip().startswith("solve")]
+    assert "small (cheapest_that_passes: " in row, proc.stdout
+    routed = json.loads(as_json.stdout)["nodes"]["solve"]["routing"]
+    assert routed["model"] == "small" and routed["policy"] == "cheapest_that_passes"
+    assert routed["reason"]

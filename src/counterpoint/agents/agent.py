@@ -105,12 +105,15 @@ class Agent:
                  max_tokens: int | None = None, turn_tokens: int = DEFAULT_TURN_TOKENS,
                  deadline: float | None = None, temperature: float = 0.0,
                  capabilities: Capabilities | None = None,
-                 budget: Budget | None = None) -> None:
+                 budget: Budget | None = None, samples: int = 1) -> None:
         if not isinstance(name, str) or not name or "/" in name or "#" in name:
             raise UserError(f"agent name {name!r} must be a non-empty string without '/' or "
                             "'#' (they separate scopes in the run log)")
         if max_turns < 1:
             raise UserError(f"agent {name}: max_turns must be >= 1, got {max_turns}")
+        if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+            raise UserError(f"agent {name}: samples must be a whole number >= 1, got "
+                            f"{samples!r}")
         for option, value in (("max_tokens", max_tokens), ("turn_tokens", turn_tokens),
                               ("deadline", deadline)):
             if value is not None and not value > 0:
@@ -146,6 +149,9 @@ class Agent:
         self.budget = budget
         """Money and tokens one run of the loop may spend (its model calls reserve in it),
         within what is left of the budgets it runs under (its node's, its run's)."""
+        self.samples = samples
+        """Parallel samples of each model turn, the majority answer kept (fewer when the
+        budget or deadline left covers fewer; see :mod:`counterpoint.models.sampling`)."""
 
     def __repr__(self) -> str:
         return f"Agent({self.name!r}, model={self.model.name!r}, tools={len(self.tools)})"
@@ -295,7 +301,7 @@ class _Loop:
             conversation, system=agent.instructions or None,
             tools=[t.spec for t in self.tools.values()] if not structured else (),
             output=agent.output if structured else None, temperature=agent.temperature,
-            max_tokens=agent.turn_tokens, ctx=self.ctx,
+            max_tokens=agent.turn_tokens, ctx=self.ctx, samples=agent.samples,
             purpose=f"agent {self.scope} turn {self.turns}")
         self.usage = self.usage + generation.usage
         response = generation.response

@@ -36,9 +36,11 @@ from .ui import UI_HELP, ui_command
 # renderables) is imported inside the commands that use it. tests/cli/test_startup.py
 # pins that.
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from rich.console import Console
 
-    from ..budget import Account
+    from ..events import Event
     from ..graph import Graph
     from ..options import RunOptions
     from ..ray import RayBackend
@@ -147,7 +149,12 @@ def _finish(report: Report, *, db: str | None, as_json: bool, out: Console) -> i
 
 
 def _result_report(result: RunResult, note: str | None = None, *,
-                   budget: Account | None = None) -> Report:
+                   events: Sequence[Event] = ()) -> Report:
+    """The summary of a finished run; ``events`` (its log) give its budget, and what the
+    router chose and the samples sent for each node."""
+    from ..budget import account
+    from ..models.sampling import sampling_by_node
+    from ..routing.trail import routing_by_node
     from .render import Report
     reason = result.state.stop_reason
     if note is None and reason is not None:
@@ -157,7 +164,8 @@ def _result_report(result: RunResult, note: str | None = None, *,
                 "cancelled": "cancelled while running"}.get(reason, reason)
     return Report(run_id=result.run_id, graph=result.graph, status=result.status.value,
                   state=result.state, metrics=result.metrics, note=note, output=result.output,
-                  budget=budget)
+                  budget=account(events), routing=routing_by_node(events),
+                  sampling=sampling_by_node(events))
 
 
 def _version(value: bool) -> None:
@@ -202,6 +210,7 @@ def run(
     verifier_model: goals.VerifierModel = None,
     synthesizer_model: goals.SynthesizerModel = None,
     rounds: goals.Rounds = 2,
+    samples: goals.Samples = 1,
     budget_tokens: goals.BudgetTokens = None,
     budget_usd: goals.BudgetUsd = None,
     max_subtasks: goals.MaxSubtasks = 6,
@@ -258,7 +267,8 @@ def run(
         attr = None
         if kind == "goal":
             the_team = goals.team(model, planner_model, worker_model, verifier_model,
-                                  synthesizer_model, goals.role_tokens(role_tokens or []))
+                                  synthesizer_model, goals.role_tokens(role_tokens or []),
+                                  samples=samples)
             graph = goals.goal_run_graph(
                 target, the_team, rounds=rounds, budget_tokens=budget_tokens,
                 budget_usd=budget_usd, deadline=deadline, max_subtasks=max_subtasks,
@@ -336,8 +346,7 @@ def _run(graph: Graph, options: RunOptions, inputs: dict[str, Any], store: RunSt
         return _interrupted(started[0] if started else None, db)
     if not result.status.terminal:  # it ended its execution to wait for people
         return approvals_cli.waiting(result.run_id, list(result.state.asking), out)
-    from ..budget import account
-    code = _finish(_result_report(result, budget=account(store.events(result.run_id))),
+    code = _finish(_result_report(result, events=store.events(result.run_id)),
                    db=db, as_json=as_json, out=out)
     if goal and not as_json:
         goals.print_answer(result.output, out)
@@ -414,8 +423,7 @@ def _resume(run_id: str, store: RunStore, *, db: str | None, quiet: bool, as_jso
         return _interrupted(run_id, db)
     if not result.status.terminal:  # it ended its execution to wait for people
         return approvals_cli.waiting(result.run_id, list(result.state.asking), out)
-    from ..budget import account
-    code = _finish(_result_report(result, budget=account(store.events(result.run_id))),
+    code = _finish(_result_report(result, events=store.events(result.run_id)),
                    db=db, as_json=as_json, out=out)
     if not as_json and store.run(RunId(run_id)).source.get("builder") == goals.GOAL_BUILDER:
         goals.print_answer(result.output, out)  # a goal run ends with its answer, as `run` does

@@ -33,6 +33,10 @@ VerifierModel = Annotated[str | None, typer.Option(
     "--verifier-model", metavar="MODEL", help="Model of the verifier.")]
 SynthesizerModel = Annotated[str | None, typer.Option(
     "--synthesizer-model", metavar="MODEL", help="Model of the synthesizer.")]
+Samples = Annotated[int, typer.Option(
+    "--samples", metavar="N", min=1,
+    help="Parallel samples of each model turn of a goal's workers, the majority answer "
+         "kept (fewer when the budget or deadline left covers fewer).")]
 Rounds = Annotated[int, typer.Option(
     "--rounds", metavar="N", min=0, help="Verify / re-plan rounds (0: no verification).")]
 BudgetTokens = Annotated[int | None, typer.Option(
@@ -99,14 +103,15 @@ def target_kind(target: str) -> str:
 
 def team(model: str | None, planner: str | None, worker: str | None,
          verifier: str | None, synthesizer: str | None,
-         tokens: dict[str, int] | None = None) -> Team:
+         tokens: dict[str, int] | None = None, samples: int = 1) -> Team:
     from ..models import Model
     from ..planning import Team
 
     def pick(name: str | None) -> Model | None:
         return Model(name) if name else None
     return Team.default(pick(model), planner=pick(planner), worker=pick(worker),
-                        verifier=pick(verifier), synthesizer=pick(synthesizer), tokens=tokens)
+                        verifier=pick(verifier), synthesizer=pick(synthesizer), tokens=tokens,
+                        worker_samples=samples)
 
 
 def role_options(model: str | None, planner: str | None, worker: str | None,
@@ -138,22 +143,26 @@ def goal_run_graph(goal: str, the_team: Team, *, rounds: int, budget_tokens: int
     models = role_models(the_team)
     if models is None:
         return graph
+    writer = the_team.workers.get("writer")
+    samples = getattr(writer, "samples", 1)
     return built_by(graph, rebuild_goal_graph, goal=goal, models=models, rounds=rounds,
                     budget_tokens=budget_tokens, budget_usd=budget_usd, deadline=deadline,
                     max_subtasks=max_subtasks, check=list(check or ()),
-                    tokens=dict(the_team.tokens), topology=topology)
+                    tokens=dict(the_team.tokens), topology=topology,
+                    **({"samples": samples} if samples != 1 else {}))
 
 
 def rebuild_goal_graph(goal: str, models: dict[str, str], tokens: dict[str, int] | None = None,
-                       **limits: Any) -> Graph:
+                       samples: int = 1, **limits: Any) -> Graph:
     """:func:`goal_run_graph` again, from what a goal run's log recorded: the same goal,
     roles on the same models (by name, so a configured name must still be configured),
-    the same token limits and limits."""
+    the same token limits, worker samples and limits."""
     from ..models import Model
     from ..planning import Team
     roles = Team.default(planner=Model(models["planner"]), worker=Model(models["worker"]),
                          verifier=Model(models["verifier"]),
-                         synthesizer=Model(models["synthesizer"]), tokens=tokens)
+                         synthesizer=Model(models["synthesizer"]), tokens=tokens,
+                         worker_samples=samples)
     return goal_run_graph(goal, roles, **limits)
 
 

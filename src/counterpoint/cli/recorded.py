@@ -80,6 +80,7 @@ def log_report(record: RunRecord, events: Sequence[Event],
                forks: Sequence[RunRecord] = ()) -> Report:
     """The summary of a recorded run, rebuilt from its log alone (``forks``: the runs
     forked from it, for its lineage)."""
+    from ..models.sampling import sampling_by_node
     from ..routing.trail import routing_by_node  # the routing package loads the models
     projection = project(record.run_id, events)
     state = projection.state
@@ -104,4 +105,5 @@ def log_report(record: RunRecord, events: Sequence[Event],
                   deps_known=projection.deps_known, declared=projection.declared, note=note,
                   failed_attempts=failed_attempts(events),
                   forked_from=record.forked_from, forks=tuple(r.run_id for r in forks),
-                  routing=routing_by_node(events), budget=account(events))
+                  routing=routing_by_node(events), budget=account(events),
+                  sampling=sampling_by_node(events))

@@ -71,6 +71,8 @@ class Report:
     budget: Account | None = None
     """The run's budget as its log tells it (spent, reserved, left, refusals), if it had
     one (:func:`counterpoint.budget.account`)."""
+    sampling: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Each node's latest sampled call (its ``model_sampled`` data), from the log."""
 
 
 OUTPUT_LINES = 24
@@ -216,6 +218,9 @@ def node_table(report: Report, limit: int = NODE_ROWS) -> RenderableType:
         table.add_column("of it waiting", justify="right")
     if report.routing:  # only when some node routed its model calls
         table.add_column("routing", overflow="fold")
+    if report.sampling:  # only when some node asked for parallel samples
+        from ..models.sampling import sampling_line
+        table.add_column("samples", overflow="fold")
     for ns in shown:
         timing = timings.get(ns.spec.id)
         row: list[RenderableType] = [
@@ -227,6 +232,10 @@ def node_table(report: Report, limit: int = NODE_ROWS) -> RenderableType:
         if report.routing:
             routed = report.routing.get(ns.spec.id)
             row.append(Text(routed.text()) if routed else Text("-", style="dim"))
+        if report.sampling:
+            sampled = report.sampling.get(ns.spec.id)
+            row.append(Text(sampling_line(dict(sampled))) if sampled else
+                       Text("-", style="dim"))
         table.add_row(*row)
     rows: list[RenderableType] = [table]
     hidden = len(nodes) - len(shown)
@@ -402,7 +411,9 @@ def payload(report: Report) -> dict[str, Any]:
                       **({"failed_attempts": list(report.failed_attempts[k])}
                          if k in report.failed_attempts else {}),
                       **({"routing": report.routing[k].as_dict()}
-                         if k in report.routing else {})}
+                         if k in report.routing else {}),
+                      **({"samples": dict(report.sampling[k])}
+                         if k in report.sampling else {})}
                   for k, ns in state.nodes.items()},
         "metrics": metrics,
         "models": usage_dict(state.models),

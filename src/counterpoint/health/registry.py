@@ -24,6 +24,7 @@ from .breaker import Breaker, BreakerOptions, BreakerState, MonotonicClock, Now,
 if TYPE_CHECKING:
     from ..context import NodeContext
     from .escalation import Replanner
+    from .settings import HealthSettings
 
 CACHED_ANSWERS = 1024
 """Tool answers kept for rerouting to a cached answer (the oldest go first)."""
@@ -61,6 +62,24 @@ class HealthRegistry:
         self._breakers: dict[str, Breaker] = {}
         self._answers: OrderedDict[str, Any] = OrderedDict()
         self._lock = threading.Lock()
+        self._adopted: HealthSettings | None = None
+
+    def adopt(self, settings: HealthSettings | None) -> None:
+        """Put ``settings`` in force (``[health]`` of ``counterpoint.toml``, a workflow's
+        ``health:``): the defaults they give replace this registry's, their per-model and
+        per-tool options are added to ``per_target``. A breaker whose options change
+        starts again, closed. Adopting settings equal to the last adopted does nothing (every
+        model call reads its registry, which adopts its file's settings)."""
+        if not settings or settings == self._adopted:
+            return
+        with self._lock:
+            self._adopted = settings
+            if settings.defaults:
+                self.options = settings.options()
+            self.per_target.update(settings.per_target())
+            for target, breaker in list(self._breakers.items()):
+                if breaker.options != self.per_target.get(target, self.options):
+                    del self._breakers[target]
 
     def reset(self) -> None:
         """Forget every breaker and cached answer (every target is closed again)."""

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ..context import NodeContext
     from ..store import RunStore
     from .model import Model
+    from .sampling import Sampled
 
 T = TypeVar("T")
 
@@ -56,6 +57,11 @@ class Generation(Generic[T]):
     cache_hit: bool = False
     messages: tuple[Message, ...] = field(default=())
     """The conversation as sent, plus the answer: continue it for a next turn."""
+    samples: tuple[Generation[T], ...] = ()
+    """Every sample that answered, when several were asked for (``samples=N``); this
+    generation is the chosen one, its ``usage`` and ``calls`` summed over them all."""
+    sampled: Sampled | None = None
+    """How the samples went: sent, downgraded, the vote (``None``: one call)."""
 
 
 class _Call:

@@ -35,6 +35,14 @@ A model is named by one string: ``openai:gpt-4.1-mini``, ``anthropic:claude-sonn
     planner = 1536
     verifier = 1024
 
+    [health]                       # circuit breakers of every model and tool (see
+    failures = 3                   # counterpoint.health.settings for every key)
+    open_for = 30.0
+    [health.models.fast]           # one model's, over the defaults
+    failures = 5
+    [health.tools.search]          # one tool's
+    slow_call = 10.0
+
 ``[defaults] cache = false`` turns the response cache off. Config files are read from
 ``$COUNTERPOINT_CONFIG`` if set, else ``./counterpoint.toml`` and the user's
 ``$XDG_CONFIG_HOME/counterpoint/counterpoint.toml`` (``~/.config/...``); the working
@@ -52,6 +60,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import ConfigError
+from ..health.settings import SECTIONS, HealthSettings, parse_health
 from ..secrets import register_secret
 from . import provider_registry
 from .queueing import QueueOrder
@@ -199,6 +208,9 @@ class ModelRegistry:
     """``[defaults] cache = false`` turns the response cache off for every model."""
     goal_tokens: dict[str, int] = field(default_factory=dict)
     """``[goal.tokens]``: ``max_tokens`` of one call per goal role (see :data:`GOAL_ROLES`)."""
+    health: HealthSettings = field(default_factory=HealthSettings)
+    """``[health]``: circuit breaker settings, put in force by the models that use this
+    registry (:meth:`counterpoint.health.HealthRegistry.adopt`)."""
 
     def resolve(self, name: str | None = None) -> ModelConfig:
         """The configuration for ``name`` (the default model if ``None``)."""
@@ -248,17 +260,20 @@ def load_registry(files: list[Path] | None = None) -> ModelRegistry:
     file_default: str | None = None
     cache = True
     goal_tokens: dict[str, int] = {}
+    health = HealthSettings()
     for path in files:
         text = path.read_text()
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
-        unknown = set(data) - {"defaults", "models", "goal"}
+        unknown = set(data) - {"defaults", "models", "goal", "health"}
         if unknown:
             key = sorted(unknown)[0]
             raise ConfigError(f"{path}:{_line_of(text, key)}: unknown section {key!r}; "
-                              "expected [defaults], [models.NAME] and [goal.tokens]")
+                              "expected [defaults], [models.NAME], [goal.tokens] and [health]")
+        if "health" in data:
+            health = _health(path, text, data["health"]).over(health)
         defaults = data.get("defaults", {})
         if isinstance(defaults, dict) and "model" in defaults:
             file_default = str(defaults["model"])
@@ -271,7 +286,7 @@ def load_registry(files: list[Path] | None = None) -> ModelRegistry:
         for name, table in (data.get("models") or {}).items():
             models[name] = _model(path, text, name, table)
     registry = ModelRegistry(models, default or file_default or DEFAULT_MODEL, tuple(files),
-                             cache=cache, goal_tokens=goal_tokens)
+                             cache=cache, goal_tokens=goal_tokens, health=health)
     for cfg in models.values():
         for fallback in cfg.fallbacks:
             registry.resolve(fallback)  # fail now, not in the middle of a run
@@ -300,6 +315,22 @@ def _model(path: Path, text: str, name: str, table: Any) -> ModelConfig:
         raise ConfigError(f"{where}: model {name!r} is invalid: {exc}") from None
     provider_registry.PROVIDERS.check(config.provider, model=name, where=where)
     return config
+
+
+def _health(path: Path, text: str, table: Any) -> HealthSettings:
+    """The ``[health]`` table; every problem named with its ``file:line``."""
+    settings, problems = parse_health(table, source=f"{path}:{_line_of(text, 'health')}")
+    if problems:
+        raise ConfigError("\n".join(f"{path}:{_health_line(text, at)}: {message}"
+                                     for at, message in problems))
+    return settings
+
+
+def _health_line(text: str, at: tuple[str, ...]) -> int:
+    if len(at) >= 2 and at[0] in SECTIONS:
+        table = f"health.{at[0]}.{at[1]}"
+        return _line_in(text, table, at[2]) if len(at) > 2 else _line_of(text, table)
+    return _line_in(text, "health", at[0]) if at else _line_of(text, "health")
 
 
 def _goal_tokens(path: Path, text: str, goal: Any) -> dict[str, int]:

@@ -42,6 +42,7 @@ from ..context import call_owner
 from ..errors import ConfigError, ModelError, ModelUnavailable
 from ..health.chain import CACHED, CachedAnswer, ChainHealing
 from ..health.escalation import mark as mark_escalated
+from ..health.registry import health
 from ..policy import Backoff
 from ..secrets import redact_exception
 from . import prompt
@@ -50,7 +51,8 @@ from .call import Generation, _Call
 from .config import ModelConfig, ModelRegistry, load_registry
 from .provider import Provider, TextSink
 from .replicas import ReplicaSet, replica_set
-from .types import Message, ToolSpec
+from .sampling import Pick, check_pick, check_samples, sample
+from .types import Message, Request, ToolSpec
 
 if TYPE_CHECKING:
     from ..context import NodeContext
@@ -118,8 +120,10 @@ class Model:
 
     @property
     def registry(self) -> ModelRegistry:
+        """The configured models; its ``[health]`` settings are put in force."""
         if self._registry is None:
             self._registry = load_registry()
+        health().adopt(self._registry.health)
         return self._registry
 
     def __repr__(self) -> str:
@@ -188,7 +192,8 @@ class Model:
                        stop: Sequence[str] = ..., seed: int | None = ...,
                        stream: bool | TextSink = ..., ctx: NodeContext | None = ...,
                        store: RunStore | None = ..., cache: bool | None = ...,
-                       purpose: str = ...) -> Generation[T]: ...
+                       purpose: str = ..., samples: int = ...,
+                       pick: Pick = ...) -> Generation[T]: ...
 
     @overload
     async def generate(self, prompt_text: str | Sequence[Message] | None = None, *,
@@ -198,7 +203,8 @@ class Model:
                        max_tokens: int | None = ..., stop: Sequence[str] = ...,
                        seed: int | None = ..., stream: bool | TextSink = ...,
                        ctx: NodeContext | None = ..., store: RunStore | None = ...,
-                       cache: bool | None = ..., purpose: str = ...) -> Generation[Any]: ...
+                       cache: bool | None = ..., purpose: str = ..., samples: int = ...,
+                       pick: Pick = ...) -> Generation[Any]: ...
 
     async def generate(self, prompt_text: str | Sequence[Message] | None = None, *,
                        output: type[Any] | None = None, system: str | None = None,
@@ -207,7 +213,8 @@ class Model:
                        max_tokens: int | None = None, stop: Sequence[str] = (),
                        seed: int | None = None, stream: bool | TextSink = False,
                        ctx: NodeContext | None = None, store: RunStore | None = None,
-                       cache: bool | None = None, purpose: str = "") -> Generation[Any]:
+                       cache: bool | None = None, purpose: str = "", samples: int = 1,
+                       pick: Pick = "majority") -> Generation[Any]:
         """Call the model once (plus retries, re-asks and fallbacks); see the module docstring.
 
         ``prompt_text`` is the user's message (or the whole conversation as
@@ -215,25 +222,30 @@ class Model:
         asks for structured output and returns a validated instance. ``stream``
         publishes text deltas to the run's subscribers (and to a callable, if
         given). ``ctx`` defaults to the running node's context, if any.
+        ``samples=N`` sends N samples at once, as many as the budget and deadline
+        cover, and returns the one ``pick`` chooses (:mod:`.sampling`).
         """
         from ..context import current_context
+        count = check_samples(samples, where=f"model {self.name}")
+        check_pick(pick, where=f"model {self.name}")
         ctx = ctx if ctx is not None else current_context()
         if store is None and ctx is not None:
             store = ctx.store
-        if self.routed:
+        options: dict[str, Any] = dict(
+            output=output, system=system, context=context, tools=tools,
+            tool_choice=tool_choice, temperature=temperature, max_tokens=max_tokens,
+            stop=stop, seed=seed, stream=stream, ctx=ctx, store=store, cache=cache,
+            purpose=purpose)
+        if self.routed:  # the router chooses the model, which then samples
             from ..routing.auto import route_call
             from ..routing.route import Route
             given = [Message.user(prompt_text)] if isinstance(prompt_text, str) else \
                 list(prompt_text or ())
-            options: dict[str, Any] = dict(
-                output=output, system=system, context=context, tools=tools,
-                tool_choice=tool_choice, temperature=temperature, max_tokens=max_tokens,
-                stop=stop, seed=seed, stream=stream, ctx=ctx, store=store, cache=cache,
-                purpose=purpose)
             return await route_call(
                 self.route or Route(), self.registry, ctx=ctx, store=store, messages=given,
                 system=system, context=context, max_tokens=max_tokens,
-                attempt=lambda name: self._concrete(name).generate(prompt_text, **options))
+                attempt=lambda name: self._concrete(name).generate(
+                    prompt_text, samples=count, pick=pick, **options))
         messages: list[Message] = []
         if isinstance(prompt_text, str):
             messages.append(Message.user(prompt_text))
@@ -256,8 +268,19 @@ class Model:
                      temperature=temperature, max_tokens=max_tokens, stop=tuple(stop),
                      seed=seed, stream=stream, ctx=ctx, store=store,
                      cache=chosen if allowed else False, purpose=purpose)
-        errors: list[str] = []
         chain = self._chain()
+        if count > 1:
+            config, first = self._first_request(chain[0], call)
+            # each sample cached (unless the call, this Model, the run or the config says
+            # not to): a re-run of the node after a crash is answered the samples that
+            # finished
+            keep = cache if cache is not None else self.cache
+            each = {**options, "cache": True if keep is None else keep}
+            return await sample(
+                count=count, pick=pick, config=config, request=first, ctx=ctx, seed=seed,
+                purpose=purpose, ask=lambda i, s: self.generate(prompt_text, **{
+                    **each, "seed": s, "purpose": f"{purpose or 'call'} sample {i + 1}"}))
+        errors: list[str] = []
         healing = ChainHealing([_name_of(s) for s in chain], [_key_of(s) for s in chain],
                                [self._cost(s) for s in chain], ctx,
                                lookup=(lambda: self._cached(chain, call)) if allowed else None)
@@ -303,6 +326,11 @@ class Model:
         if healing.escalation is not None:
             mark_escalated(refused, healing.escalation)
         raise refused
+
+    def _first_request(self, spec: str | Provider, call: _Call) -> tuple[ModelConfig, Request]:
+        """The configuration and request a call would send first (to bound samples)."""
+        binding = self._bind(self._targets(spec)[0][0])
+        return binding.config, call.request(binding, list(call.messages))[0]
 
     def _cached(self, chain: Sequence[str | Provider], call: _Call) -> CachedAnswer | None:
         """An earlier answer to this call's request from the store's response cache, by

@@ -127,11 +127,13 @@ class Team:
                 verifier: str | Model | Provider | None = None,
                 synthesizer: str | Model | Provider | None = None,
                 workers: Mapping[str, Agent | Tool] | None = None,
-                worker_turns: int = 3, tokens: Mapping[str, int] | None = None) -> Team:
+                worker_turns: int = 3, tokens: Mapping[str, int] | None = None,
+                worker_samples: int = 1) -> Team:
         """Default prompts; ``model`` for every role unless a role's own model is given.
 
         Without ``workers`` the team has one general worker agent, ``writer``, whose
-        ``turn_tokens`` is ``tokens["worker"]`` if given. ``tokens`` sets a role's
+        ``turn_tokens`` is ``tokens["worker"]`` if given and which samples each model
+        turn ``worker_samples`` times (the majority kept). ``tokens`` sets a role's
         ``max_tokens`` per call (see :attr:`tokens`).
         """
         chosen = dict(tokens or {})
@@ -143,7 +145,7 @@ class Team:
         crew = dict(workers or {"writer": Agent(
             "writer", model=pick(worker), instructions=WORKER, max_turns=worker_turns,
             description="writes, explains, summarises and answers questions",
-            turn_tokens=chosen.get("worker", DEFAULT_TURN_TOKENS))})
+            turn_tokens=chosen.get("worker", DEFAULT_TURN_TOKENS), samples=worker_samples)})
         verify = pick(verifier)
         return cls(planner=Agent("planner", model=pick(planner), instructions=PLANNER),
                    verifier=Agent("verifier", model=verify, instructions=VERIFIER),

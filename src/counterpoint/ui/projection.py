@@ -19,6 +19,7 @@ from ..events import Event, EventKind
 from ..history import Projector, shown_status
 from ..ids import NodeId, RunId
 from ..metrics import compute
+from ..models.sampling import sampling_by_node, sampling_line
 from ..plan_text import plan_tree, round_lines
 from ..routing.trail import routing_by_node
 from ..state import NodeState, RunState
@@ -239,8 +240,11 @@ def node_detail(state: RunState, node: NodeId, events: Sequence[Event]) -> dict[
                            "lines": round_lines(data)})
     view = node_view(ns, state)
     routed = routing_by_node(mine).get(str(node))
+    sampled = sampling_by_node(mine).get(str(node))
     return {**view, "output": clip(ns.value),
             "routing": None if routed is None else {**routed.as_dict(), "text": routed.text()},
+            "samples": None if sampled is None else {**sampled,
+                                                     "text": sampling_line(sampled)},
             "inputs": [{"node": dep, "status": state.nodes[dep].status.value,
                         "value": clip(state.nodes[dep].value)} for dep in ns.spec.deps],
             "history": attempts, "model_calls": calls, "agent_turns": turns,

@@ -19,6 +19,7 @@ A file (see ``examples/workflows/digest.yaml``)::
         tools: [module:function, file.py:function]   # files relative to this file
         output: {field: string, items: "list[string]", note: "string?"}  # or module:Class
         max_turns: N                  # also max_tokens, turn_tokens, temperature, deadline
+        samples: N                    # parallel samples of each turn, majority kept
     steps:
       ID:                             # one of agent / tool / python / workflow / first_of:
         agent: NAME                   # with task: TEMPLATE, context: TEMPLATE | [step ids]
@@ -31,6 +32,7 @@ A file (see ``examples/workflows/digest.yaml``)::
         when: CONDITION               # false -> the step (and what reads it) is skipped
         loop: {max: N, until: CONDITION}   # ${loop.index}, ${loop.previous}, ${output}
         model: MODEL                  # agent steps: another model
+        samples: N                    # agent steps: another number of samples
         retries: N                    # per iteration in a loop
         timeout: SECONDS              # per iteration in a loop
     output: ID                        # or ${steps.ID.output.path}

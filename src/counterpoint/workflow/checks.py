@@ -47,6 +47,7 @@ class _Checks(_Resolver):
                  ("context", ("agent",), spec.context is not None),
                  ("model", ("agent",), spec.model is not None),
                  ("route", ("agent",), spec.route is not None),
+                 ("samples", ("agent",), spec.samples is not None),
                  ("args", ("tool", "python"), bool(spec.args)),
                  ("inputs", ("workflow",), bool(spec.inputs)),
                  ("retries", KINDS[:4], spec.retries is not None),

@@ -254,6 +254,8 @@ class _Planner(_Checks):
                         _closest(spec.agent, self.spec.agent_names, "agents"))
         if agent is not None and spec.model is not None:
             agent = copy_agent(agent, self._model(spec.model, (*at, "model")))
+        if agent is not None and spec.samples is not None:
+            agent = copy_agent(agent, agent.model, spec.samples)
         route = merged(self.spec.route, spec.route)
         if agent is not None and route is not None:
             if agent.model.routed:

@@ -102,7 +102,8 @@ class _Resolver:
                           max_turns=spec.max_turns, max_tokens=spec.max_tokens,
                           turn_tokens=spec.turn_tokens or DEFAULT_TURN_TOKENS,
                           deadline=spec.deadline, temperature=spec.temperature,
-                          budget=spec.budget.budget() if spec.budget else None)
+                          budget=spec.budget.budget() if spec.budget else None,
+                          samples=spec.samples)
         except UserError as exc:
             self.report(at, str(exc))
             return
@@ -210,12 +211,14 @@ class _Resolver:
             return None
 
 
-def copy_agent(agent: Agent, model: ModelChoice | None) -> Agent:
-    """``agent`` with another model (a step's ``model:`` override)."""
+def copy_agent(agent: Agent, model: ModelChoice | None, samples: int | None = None) -> Agent:
+    """``agent`` with another model (a step's ``model:`` override) or number of samples
+    (its ``samples:``)."""
     clone = Agent(agent.name, model=model, instructions=agent.instructions,
                   tools=(*agent.tools, *agent.toolsets), output=agent.output,
                   description=agent.description,
                   max_turns=agent.max_turns, max_tokens=agent.max_tokens,
                   turn_tokens=agent.turn_tokens, deadline=agent.deadline,
-                  temperature=agent.temperature, budget=agent.budget)
+                  temperature=agent.temperature, budget=agent.budget,
+                  samples=agent.samples if samples is None else samples)
     return clone

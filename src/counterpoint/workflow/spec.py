@@ -16,6 +16,7 @@ import pydantic
 
 from ..budget import Budget, parse_seconds
 from ..errors import UserError
+from ..health.settings import HealthSettings, parse_health
 from .errors import Problem
 from .yamlsource import KeyPath, YamlDocument
 
@@ -78,6 +79,9 @@ class AgentSpec(_Strict):
     deadline: float | None = pydantic.Field(default=None, gt=0)
     budget: BudgetSpec | None = None
     """Money and tokens one run of the agent may spend, within what is left of its run's."""
+    samples: int = pydantic.Field(default=1, ge=1, strict=True)
+    """Parallel samples of each model turn, the majority answer kept (fewer when the
+    budget or deadline left covers fewer)."""
 
     _deadline = pydantic.field_validator("deadline", mode="before")(_duration)
 
@@ -166,6 +170,8 @@ class StepSpec(_Strict):
     budget: BudgetSpec | None = None
     """Money and tokens the step's model calls may spend (a sub-workflow's included),
     within what is left of the run's."""
+    samples: int | None = pydantic.Field(default=None, ge=1, strict=True)
+    """Parallel samples of each model turn of the step's agent (its agent's by default)."""
     description: str = ""
 
     _when = pydantic.field_validator("when", mode="before")(_condition_text)
@@ -195,10 +201,14 @@ class _Head(_Strict):
     """Money and tokens the workflow's run may spend (unless the caller sets a budget)."""
     deadline: float | None = pydantic.Field(default=None, gt=0)
     """Seconds the workflow's run may take (unless the caller sets a deadline)."""
+    health: dict[str, Any] | None = None
+    """Circuit breaker settings (see :mod:`counterpoint.health.settings`)."""
 
     _deadline = pydantic.field_validator("deadline", mode="before")(_duration)
 
 
+_HEALTH_HINT = ("health: takes failures, error_rate, window, min_calls, slow_call, slow_rate, "
+                "open_for, probes, and models: {NAME: {...}} / tools: {NAME: {...}}")
 KINDS = ("agent", "tool", "python", "workflow", "first_of")
 _MODELS: dict[str, type[pydantic.BaseModel]] = {
     "workflow": _Head, "input": InputSpec, "agent": AgentSpec, "step": StepSpec,
@@ -218,6 +228,7 @@ class WorkflowSpec:
     route: RouteSpec | None = None
     budget: Budget | None = None
     deadline: float | None = None
+    health: HealthSettings = field(default_factory=HealthSettings)
     inputs: dict[str, InputSpec] = field(default_factory=dict)
     agents: dict[str, AgentSpec] = field(default_factory=dict)
     steps: dict[str, StepSpec] = field(default_factory=dict)
@@ -240,6 +251,11 @@ def parse_spec(doc: YamlDocument) -> tuple[WorkflowSpec | None, list[Problem]]:
                         deadline=head.deadline,
                         agent_names=list(head.agents), input_names=list(head.inputs),
                         mcp_names=list(head.mcp))
+    if head.health is not None:
+        spec.health, found = parse_health(head.health, source=doc.where(("health",)))
+        problems.extend(doc.problem(("health", *at), message, _HEALTH_HINT
+                                    if message.startswith("unknown") else "")
+                        for at, message in found)
     for name, raw in head.mcp.items():
         server = _validate(doc, MCPServerSpec, raw or {}, ("mcp", name), "mcp server",
                            problems)

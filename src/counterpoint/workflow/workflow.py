@@ -15,6 +15,8 @@ from typing import Any, ClassVar
 
 from ..errors import SourceError
 from ..graph import Graph, GraphSource
+from ..health.registry import health
+from ..health.settings import HealthSettings
 from ..loader import module_name_for
 from .compile import build_graph
 from .errors import Problem, WorkflowError
@@ -52,6 +54,8 @@ class Workflow:
     """Declared inputs, by name (type, default, description; ``.required``)."""
     input_lines: Mapping[str, str] = field(default_factory=dict, repr=False)
     """Input name -> ``file:line`` of its declaration (for error messages)."""
+    health: HealthSettings = field(default_factory=HealthSettings)
+    """The file's ``health:``, put in force (for every run of the process) when loaded."""
 
     def bind_inputs(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """Every input's value for a run: ``values`` converted to the declared types
@@ -113,7 +117,9 @@ class _Loader:
         graph.source = WorkflowSource(module=module_name_for(path), file=str(key),
                                       name=plan.name)
         workflow = Workflow(name=plan.name, description=plan.description, source_path=path,
-                            graph=graph, inputs=plan.inputs, input_lines=plan.input_lines)
+                            graph=graph, inputs=plan.inputs, input_lines=plan.input_lines,
+                            health=spec.health)
+        health().adopt(spec.health)  # the breakers are the process's: shared by its runs
         self.loaded[key] = workflow
         return workflow
 

@@ -286,6 +286,8 @@ async function showNode(host, runId, nodeId) {
       a.traceback ? keep("tb:" + a.seq, false, "traceback", h("pre", {class: "tb"}, a.traceback))
         : null)))),
     d.routing ? section("routing", h("p", {class: "routing"}, d.routing.text)) : null,
+    d.samples ? section("samples", h("p", {class: "samples"}, d.samples.text,
+      h("span", {class: "muted"}, " " + d.samples.reason))) : null,
     d.model_calls.length ? section("model calls", d.model_calls.map((c, i) =>
       callView(c, i, keep))) : null,
     d.agent_turns.length ? section("agent turns", h("ol", {}, d.agent_turns.map(t => h("li", {},
