@@ -56,6 +56,29 @@ def test_metrics_come_back_from_the_log_alone() -> None:
     assert replayed.waited.get("thread", 0.0) > 0
 
 
+def test_queue_waits_of_the_run_and_of_its_log_agree() -> None:
+    """Regression: a node that became ready and started in one burst has no node_ready
+    record (its node_started implies it), so the log says it waited 0, while the run's own
+    state counted from the run's creation: the `counterpoint run` summary showed 0.05-0.12 s
+    of "waiting for a slot" per node that `show` of the same run showed as 0."""
+    async def step(i: int) -> int:
+        return i
+
+    g = cp.Graph("waits-agree")
+    for i in range(8):
+        g.add(f"n{i}", step, i=i)  # 8 ready at once, 2 slots: 6 really wait
+    store = cp.MemoryStore()
+    result = cp.run_sync(g, store=store, options=cp.RunOptions(max_concurrency=2))
+    from counterpoint.cli.projection import project
+    from counterpoint.metrics import compute
+
+    replayed = compute(project(result.run_id, store.events(result.run_id)).state, 0.0)
+    live = {k: n.queue_wait for k, n in result.metrics.nodes.items()}
+    assert live == {k: n.queue_wait for k, n in replayed.nodes.items()}
+    assert sorted(live.values())[:2] == [0.0, 0.0]  # the two that started at once
+    assert result.metrics.queue_wait == replayed.queue_wait
+
+
 def test_waiting_for_a_models_concurrency_slot_shows_as_waiting() -> None:
     """Regression: nodes calling a model that serves one call at a time "ran in parallel"
     in the metrics while they queued for it."""

@@ -257,8 +257,12 @@ class Pipeline(ExecutionCore):
                 ev = Event(NODE_STARTED, now, node_id, ns.attempt + 1)
                 evolve(state, ev)
                 self._persist(ev)
-            if held:
-                held.pop(node_id, None)  # started in its burst: its node_ready is implied
+            if held:  # started in its burst: its node_ready is implied by its node_started,
+                ready = held.pop(node_id, None)  # so ready when it started, as the log says
+                if ready is not None:
+                    if ns.first_ready_at == ready.at:
+                        ns.first_ready_at = now
+                    ns.ready_at = now
             if heir is not None:  # the finishing node's task runs the first one itself
                 task = tasks.get(heir)  # type: ignore[arg-type]
                 heir = None
