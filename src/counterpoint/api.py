@@ -69,7 +69,10 @@ async def run(graph: Graph, *, inputs: Mapping[str, Any] | None = None,
     return await execution.execute(first)
 
 
-def run_sync(graph: Graph, **kwargs: Any) -> RunResult:
+def run_sync(graph: Graph, *, inputs: Mapping[str, Any] | None = None,
+             options: RunOptions | None = None, store: RunStore | str | None = None,
+             run_id: str | None = None, backend: Backend | None = None,
+             source_attr: str | None = None) -> RunResult:
     """:func:`run` for code that does not await: blocks until the run ends.
 
     The process is counterpoint's for the call: it runs on a loop with precise timers
@@ -79,7 +82,8 @@ def run_sync(graph: Graph, **kwargs: Any) -> RunResult:
     blocks until it ends; ``await cp.run(...)`` there avoids blocking that loop.
     """
     tune_gc()
-    return _blocking(run(graph, **kwargs))
+    return _blocking(run(graph, inputs=inputs, options=options, store=store, run_id=run_id,
+                         backend=backend, source_attr=source_attr))
 
 
 def _blocking(coro: Coroutine[Any, Any, _T]) -> _T:
