@@ -8,7 +8,8 @@ one model call (``cache=False``), so calls queue for the model's ``max_concurren
 slots in counterpoint's limiter. The same batch runs twice in this invocation, against
 the same kind of fresh server: once with ``queue = "fifo"`` (arrival order, what an
 ``asyncio.Semaphore`` or a provider SDK gives) and once with ``queue = "program"``
-(fair share across workflows by attained service, then critical path; see
+(least estimated work left across workflows, with a virtual start time and an
+over-estimate guard against starvation, then critical path; see
 ``counterpoint/models/queueing.py``). Reported per batch size: mean and p95 workflow
 completion time (batch start to the workflow's result), makespan and throughput
 (workflows / makespan), and program ÷ FIFO ratios. Targets: mean <= 0.7 x FIFO and

@@ -209,6 +209,9 @@ def test_fresh_states_reuse_the_wiring_and_rank_as_new_ones_do(
         assert [got.nodes[k].rank for k in got.nodes] == \
             pytest.approx([want.nodes[k].rank for k in want.nodes])
         assert got.open == want.open == len(deps)
+        assert got.remaining == pytest.approx(want.remaining)
+        assert got.remaining == pytest.approx(sum(
+            estimates.get(g.nodes[n].step_key, 1.0) for n in g.nodes))
 
 
 def test_pick_respects_resource_limits_without_head_of_line_blocking() -> None:
@@ -248,6 +251,36 @@ def test_map_expansion_spawns_children_and_join() -> None:
     assert [s[f"sq[{i}]"] for i in range(3)] == ["ready"] * 3
     assert state.nodes[NodeId("sq")].spec.kind is cp.NodeKind.JOIN
     assert state.nodes[NodeId("sq[1]")].spec.inputs["x"] == cp.NodeRef(NodeId("n"), (1,))
+
+
+def test_remaining_work_counts_the_estimates_of_unfinished_nodes() -> None:
+    async def square(x: int) -> int:
+        return x * x
+
+    def nums() -> list[int]:
+        return [1, 2, 3]
+
+    g = cp.Graph("g")
+    n = g.add("n", nums, estimate=2.0)
+    g.map("sq", square, over=n, estimate=0.5)
+    g.add("learned", step)
+    state = new_state(g, estimates={"test_state:step": 4.0})
+    assert state.remaining == pytest.approx(2.0 + 0.5 + 4.0)
+    apply(state, Event(EventKind.RUN_CREATED, 0.0))
+    start(state, "n")
+    assert state.remaining == pytest.approx(6.5)  # a running node still has its work
+    succeed(state, "n", output=[1, 2, 3])
+    # three 0.5 s children and the join (estimate unknown: the default 1 s) replace the map
+    assert state.remaining == pytest.approx(3 * 0.5 + 1.0 + 4.0)
+    for child in ("sq[0]", "sq[1]", "sq[2]"):
+        start(state, child)
+        succeed(state, child)
+    assert state.remaining == pytest.approx(1.0 + 4.0)
+    for node in ("sq", "learned"):
+        start(state, node)
+        succeed(state, node)
+    assert state.remaining == pytest.approx(0.0)
+    assert state.open == 0
 
 
 def test_map_over_non_list_fails_clearly() -> None:

@@ -97,23 +97,29 @@ def record_wait(cause: str, seconds: float) -> None:
 
 @dataclass(frozen=True, slots=True)
 class CallOwner:
-    """Who makes a model call: its workflow (root run id) and its node's upward rank."""
+    """Who makes a model call: its workflow (root run id), its node's upward rank and the
+    work its run has left."""
 
     workflow: str
     rank: float = 0.0
+    """The calling node's upward rank: estimated seconds of its longest path to a sink."""
+    remaining: float = 0.0
+    """Estimated seconds of work in the calling run's unfinished nodes (the caller's
+    own included): :attr:`RunState.remaining <counterpoint.state.RunState.remaining>`."""
 
 
 def call_owner() -> CallOwner | None:
-    """Who a model call made now is for: the calling node's workflow (its root run) and
-    upward rank, which order the model's queue (:mod:`counterpoint.models.queueing`);
-    ``None`` outside a node."""
+    """Who a model call made now is for: the calling node's workflow (its root run), upward
+    rank and its run's remaining work, which order the model's queue
+    (:mod:`counterpoint.models.queueing`); ``None`` outside a node."""
     current = _CURRENT.get()
     if current is None:
         return None
     execution, node, _ = current
-    state = execution.state.nodes.get(node)
+    run = execution.state
+    state = run.nodes.get(node)
     return CallOwner(execution.run_id.split("/", 1)[0],
-                     state.rank if state is not None else 0.0)
+                     state.rank if state is not None else 0.0, run.remaining)
 
 
 def current_context() -> NodeContext | None:

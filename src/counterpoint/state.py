@@ -216,6 +216,10 @@ class RunState:
     """Number of patches applied."""
     open: int = 0
     """Nodes not yet terminal."""
+    remaining: float = 0.0
+    """Estimated seconds of work in the nodes not yet terminal: the sum of their
+    estimates (:func:`estimate_of`). The model queue orders workflows by it
+    (:mod:`counterpoint.models.queueing`)."""
     running: int = 0
     in_use: dict[str, int] = field(default_factory=dict)
     ready: list[tuple[float, int, NodeId]] = field(default_factory=list)
@@ -266,11 +270,12 @@ class RunState:
                             estimates=estimates, limits=limits)
             wiring = cache["wiring"] = [(ns.spec, ns.unmet, ns.dependents)
                                         for ns in model.nodes.values()]
-            cache["ranks"] = (used, [ns.rank for ns in model.nodes.values()])
+            cache["ranks"] = (used, [ns.rank for ns in model.nodes.values()], model.remaining)
         ranked = cache["ranks"]
         if ranked[0] != used:  # the estimates moved: new ranks over the same wiring
             ranked = cache["ranks"] = (used, _ranks([(spec, dependents) for spec, _, dependents
-                                                     in wiring], estimates))
+                                                     in wiring], estimates),
+                                       sum(estimate_of(row[0], estimates) for row in wiring))
         placed = cache.get("placed")
         if placed is None:  # wiring rows in the order the nodes were added, with that index
             position = {node: i for i, node in enumerate(specs)}
@@ -279,14 +284,14 @@ class RunState:
             cache["as_added"] = all(i == w for i, w in placed)
         if model is not None and cache["as_added"]:  # the first run: its nodes are built
             return cls(run_id=run_id, graph=graph, nodes=model.nodes, estimates=estimates,
-                       limits=limits, open=len(model.nodes))
+                       limits=limits, open=len(model.nodes), remaining=model.remaining)
         ranks = ranked[1]
         nodes = {}
         for i, w in placed:  # ties in rank go in the order the nodes were added
             spec, unmet, dependents = wiring[w]
             nodes[spec.id] = NodeState(spec, i, PENDING, unmet, ranks[w], dependents=dependents)
         return cls(run_id=run_id, graph=graph, nodes=nodes, estimates=estimates,
-                   limits=limits, open=len(nodes))
+                   limits=limits, open=len(nodes), remaining=ranked[2])
 
     @property
     def models(self) -> ModelTally:
@@ -316,7 +321,15 @@ def add_specs(state: RunState, specs: Iterable[NodeSpec]) -> list[NodeId]:
                 unmet += 1
         ns.unmet = unmet
     state.open += len(added)
+    state.remaining += sum(estimate_of(nodes[n].spec, state.estimates) for n in added)
     return added
+
+
+def estimate_of(spec: NodeSpec, estimates: Mapping[str, float]) -> float:
+    """A node's estimated duration: its own ``estimate``, else the one learned for its
+    step, else :data:`DEFAULT_ESTIMATE`."""
+    own = spec.estimate
+    return own if own is not None else estimates.get(spec.step_key, DEFAULT_ESTIMATE)
 
 
 def _ranks(rows: list[tuple[NodeSpec, tuple[NodeId, ...]]],
@@ -332,14 +345,13 @@ def _ranks(rows: list[tuple[NodeSpec, tuple[NodeId, ...]]],
             rank = ranks[index[nxt]]
             if rank > best:
                 best = rank
-        own = spec.estimate
-        ranks[i] = (own if own is not None else estimates.get(spec.step_key,
-                                                               DEFAULT_ESTIMATE)) + best
+        ranks[i] = estimate_of(spec, estimates) + best
     return ranks
 
 
 def compute_ranks(state: RunState) -> None:
-    """Upward rank of every node over estimated durations (HEFT), then rebuild the ready heap."""
+    """Upward rank of every node over estimated durations (HEFT), then rebuild the ready
+    heap and recount the estimated work :attr:`~RunState.remaining`."""
     nodes = state.nodes
     listed = list(nodes.values())
     seen: set[NodeId] = set()
@@ -353,6 +365,8 @@ def compute_ranks(state: RunState) -> None:
     ranks = _ranks([(ns.spec, ns.dependents) for ns in order], state.estimates)
     for ns, rank in zip(order, ranks, strict=True):
         ns.rank = rank
+    state.remaining = sum(estimate_of(ns.spec, state.estimates) for ns in listed
+                          if ns.status not in TERMINAL)
     state.ready = [(-ns.rank, ns.order, ns.spec.id) for ns in nodes.values()
                    if ns.status is READY]
     heapq.heapify(state.ready)

@@ -54,6 +54,7 @@ from .state import (
     RunStatus,
     add_specs,
     compute_ranks,
+    estimate_of,
 )
 
 _RUN_RUNNING = RunStatus.RUNNING
@@ -231,6 +232,8 @@ def _finish(state: RunState, ns: NodeState, status: NodeStatus, at: float) -> No
     ns.status = status
     ns.finished_at = at
     state.open -= 1
+    # max: the sum of floats taken away one by one may end a hair below zero
+    state.remaining = max(0.0, state.remaining - estimate_of(ns.spec, state.estimates))
     nodes = state.nodes
     for dep in ns.dependents:
         nodes[dep].unmet -= 1

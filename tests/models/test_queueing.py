@@ -9,7 +9,7 @@ import pytest
 import counterpoint as cp
 from counterpoint.context import CallOwner, call_owner
 from counterpoint.models.limits import RateLimiter
-from counterpoint.models.queueing import SlotQueue
+from counterpoint.models.queueing import SLACK, SlotQueue
 
 
 async def _served_order(queue: SlotQueue, owners: list[CallOwner]) -> list[CallOwner]:
@@ -43,25 +43,53 @@ async def test_program_serves_the_critical_path_first_within_a_workflow() -> Non
     assert [o.rank for o in order] == [9.0, 5.0, 1.0]
 
 
-async def test_program_serves_the_least_served_workflow_first() -> None:
-    queue = SlotQueue(1, "program")
-    # workflow "old" already held the slot for a second: it is a level above "new"
-    granted = await queue.acquire(CallOwner("old"))
-    queue.release(CallOwner("old"), granted - 1.0)
-    order = await _served_order(queue, [CallOwner("old", 9.0), CallOwner("new", 0.0)])
-    assert [o.workflow for o in order] == ["new", "old"]
+async def test_program_serves_the_workflow_with_the_least_work_left_first() -> None:
+    owners = [CallOwner("big", 9.0, remaining=30.0), CallOwner("small", 0.0, remaining=2.0),
+              CallOwner("mid", 5.0, remaining=10.0)]
+    order = await _served_order(SlotQueue(1, "program"), owners)
+    assert [o.workflow for o in order] == ["small", "mid", "big"]
 
 
 async def test_program_finishes_equal_workflows_in_the_order_they_came() -> None:
-    queue = SlotQueue(1, "program")
-    # seen in this order, each served a second: with a ten-second call elsewhere the mean
-    # call is 4 s, so both are at level 0 (less than one mean call of service)
-    for name, seconds in (("first", 1.0), ("second", 1.0), ("elsewhere", 10.0)):
-        granted = await queue.acquire(CallOwner(name))
-        queue.release(CallOwner(name), granted - seconds)
-    order = await _served_order(queue, [CallOwner("second"), CallOwner("first"),
-                                        CallOwner("second"), CallOwner("first")])
+    owners = [CallOwner("first", remaining=4.0), CallOwner("second", remaining=4.0),
+              CallOwner("first", remaining=4.0), CallOwner("second", remaining=4.0)]
+    order = await _served_order(SlotQueue(1, "program"), owners)
     assert [o.workflow for o in order] == ["first", "first", "second", "second"]
+
+
+async def test_a_queue_times_calls_with_its_clock() -> None:
+    now = [10.0]
+    queue = SlotQueue(1, "program", clock=lambda: now[0])
+    granted = await queue.acquire(CallOwner("a", remaining=1.0))
+    assert granted == 10.0
+    now[0] = 12.5
+    queue.release(CallOwner("a"), granted)
+    assert queue._program.tag("a") == pytest.approx(1.0)  # within SLACK times its estimate
+    granted = await queue.acquire(CallOwner("a", remaining=1.0))
+    now[0] = 14.5
+    queue.release(CallOwner("a"), granted)
+    # it said 1 s of work was left and has held the slot 4.5 s: 0.5 s more than it may
+    assert queue._program.tag("a") == pytest.approx(1.0 + 4.5 - SLACK * 1.0)
+
+
+async def test_a_call_that_did_not_wait_is_not_charged() -> None:
+    now = [0.0]
+    queue = SlotQueue(2, "program", clock=lambda: now[0])
+    granted = await queue.acquire(CallOwner("a", remaining=1.0))
+    now[0] = 30.0  # a slow cold start, while the other slot stayed free
+    queue.release(CallOwner("a"), granted, waited=False)
+    assert queue._program.tag("a") == pytest.approx(1.0)
+    assert queue._program.virtual_time == 0.0
+
+
+async def test_a_workflow_served_far_beyond_its_estimate_loses_its_place() -> None:
+    queue = SlotQueue(1, "program", clock=lambda: 0.0)
+    for owner in (CallOwner("loop", remaining=1.0), CallOwner("fresh", remaining=5.0)):
+        queue._program.note(owner)  # both came at the start
+    queue._program.charge(CallOwner("loop"), 10.0)  # said 1 s, held a slot 10 s
+    order = await _served_order(queue, [CallOwner("loop", remaining=1.0),
+                                        CallOwner("fresh", remaining=5.0)])
+    assert [o.workflow for o in order] == ["fresh", "loop"]
 
 
 @pytest.mark.parametrize("order", ["program", "fifo"])
@@ -101,7 +129,7 @@ def test_an_unknown_order_is_refused() -> None:
         SlotQueue(1, "lifo")  # type: ignore[arg-type]
 
 
-async def test_a_node_owns_its_calls_by_root_run_and_rank() -> None:
+async def test_a_node_owns_its_calls_by_root_run_rank_and_work_left() -> None:
     seen: dict[str, CallOwner | None] = {}
 
     async def probe(tag: str) -> str:
@@ -123,6 +151,11 @@ async def test_a_node_owns_its_calls_by_root_run_and_rank() -> None:
     assert head_owner.rank == pytest.approx(5.0)  # its own 3 s plus the 2 s after it
     tail_owner = seen["after head"]
     assert tail_owner is not None and tail_owner.rank == pytest.approx(2.0)
+    # the run's unfinished nodes: head 3 s, tail 2 s and sub (no estimate: the default 1 s)
+    # while head runs; once head is done, tail's 2 s and whatever of sub is not done
+    assert head_owner.remaining == pytest.approx(6.0)
+    assert 2.0 <= tail_owner.remaining <= 3.0
+    assert deep_owner.remaining == pytest.approx(1.0)  # the sub-run's own work: deep
 
 
 async def test_the_limiter_hands_waiting_calls_to_its_queue_order() -> None:

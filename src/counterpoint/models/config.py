@@ -124,7 +124,8 @@ class ModelConfig(BaseModel):
     tpm: float | None = Field(default=None, gt=0)
     queue: QueueOrder = "program"
     """How calls waiting for one of ``max_concurrency`` slots are served: ``program``
-    (fair share across workflows, then critical path; :mod:`.queueing`) or ``fifo``."""
+    (least estimated work left across workflows, then critical path; :mod:`.queueing`)
+    or ``fifo``."""
     timeout: float = Field(default=120.0, gt=0)
     """Seconds one attempt may take."""
     retries: int = Field(default=3, ge=0)

@@ -22,7 +22,8 @@ the spacing is gone.
 The pacing state is plain numbers under a thread lock, so one limiter serves
 every event loop of the process; only the concurrency slots are per loop. Who gets a
 free slot when calls wait for one is :mod:`.queueing`'s business: by default the
-program decides (fair share across workflows, then critical path), not arrival.
+program decides (least estimated work left across workflows, then critical path), not
+arrival.
 """
 
 from __future__ import annotations
@@ -96,9 +97,10 @@ class RateLimiter:
         """
         queue = self._queue()
         owner = granted = None
+        waited = False
         if queue is not None:
             owner = call_owner()
-            if queue.busy():  # every slot is taken: the wait is the node's, not work
+            if waited := queue.busy():  # every slot is taken: the wait is the node's, not work
                 asked = time.perf_counter()
                 granted = await queue.acquire(owner)
                 record_wait("model", granted - asked)
@@ -121,7 +123,7 @@ class RateLimiter:
             self.answered(reservation)
         finally:
             if queue is not None and granted is not None:
-                queue.release(owner, granted)
+                queue.release(owner, granted, waited=waited)
 
     def _queue(self) -> SlotQueue | None:
         if self.max_concurrency is None:
