@@ -65,7 +65,7 @@ def by_role(before: Usage, after: Usage,
                 mine.add(pid)
                 grew = True
     spent: dict[str, float] = {}
-    for pid in mine:
+    for pid in mine & after.keys():
         seconds, cmdline, _ = after[pid]
         used = seconds - before.get(pid, (0.0, "", 0))[0]
         if used > 0:
