@@ -292,6 +292,21 @@ def test_sqlite_thread_writer_commits_in_this_process(tmp_path: Path) -> None:
         store.close()
 
 
+def test_sqlite_thread_writer_that_cannot_connect_says_so_at_the_first_write(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(self: SQLiteStore) -> object:
+        raise sqlite3.OperationalError("unable to open database file")
+
+    monkeypatch.setattr(SQLiteStore, "_connect", refuse)
+    store = SQLiteStore(tmp_path / "runs.db", writer="thread")
+    with pytest.raises(cp.StoreError, match=r"cannot open it for writing \(unable to open"):
+        store.append(RUN, created())
+    with pytest.raises(cp.StoreError, match="writer failed earlier"):
+        store.append(RUN, created())
+    with pytest.raises(cp.StoreError):
+        store.close()
+
+
 def test_sqlite_store_refuses_an_unknown_writer_mode(tmp_path: Path) -> None:
     with pytest.raises(cp.ConfigError, match="writer must be 'process' or 'thread', not 'fork'"):
         SQLiteStore(tmp_path / "runs.db", writer="fork")  # type: ignore[arg-type]
