@@ -146,7 +146,8 @@ def _cpu_line(label: str, spent: Mapping[str, float], count: int) -> str:
 def w3_sharded(count: int, folder: Path) -> bool:
     from counterpoint.ray import ShardPool
     graph = build_graph(diamond())
-    cp.tune_gc()  # as `counterpoint run` and each shard actor do: the same collector settings
+    cp.tune_gc()  # as `counterpoint run` does (a shard raises the young threshold further,
+    # to counterpoint.ray.shards.SHARD_GC: its live objects are bounded by its batches)
     store = cp.SQLiteStore(folder / f"single-{count}.db")
     try:
         before = cpu_usage.snapshot()
