@@ -14,7 +14,10 @@ sharded), each against its baselines in the same invocation.
   throughput. The sharded time is one ``ShardPool.run_many`` call: shipping the graph
   and the inputs, running, and the summaries coming back. The pool's 2 shard actors are
   started (and run a warm-up batch) before the clock starts, as a service keeps them;
-  that start-up is printed apart.
+  that start-up is printed apart. Both counterpoint rows also print their CPU per run
+  summed over every process they use (:mod:`benchmarks.cpu_usage`: the single process
+  and its store's writer process; the controller, the shard actors and Ray's own
+  processes), which a busy machine disturbs much less than the wall times.
 
 The Ray cluster is a local one of 2 CPUs started by this script. Measure on a quiet
 machine: the ratios mean little while other processes take the cores.
@@ -27,14 +30,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import counterpoint as cp
+from benchmarks import cpu_usage
 from benchmarks.baselines import run_asyncio_many
 from benchmarks.counterpoint_runner import build_graph, run_counterpoint_many
 from benchmarks.workloads import diamond
@@ -127,13 +133,26 @@ def w6(nodes: int, seconds: float, trials: int) -> bool:
     return ok
 
 
+def _cpu_line(label: str, spent: Mapping[str, float], count: int) -> str:
+    """CPU µs per run by role, and their sum (empty without /proc)."""
+    if not spent:
+        return ""
+    parts = ", ".join(f"{role} {seconds / count * 1e6:.0f}"
+                      for role, seconds in sorted(spent.items(), key=lambda kv: -kv[1]))
+    return (f"  CPU per run, {label}: {sum(spent.values()) / count * 1e6:.0f} µs "
+            f"({parts})")
+
+
 def w3_sharded(count: int, folder: Path) -> bool:
     from counterpoint.ray import ShardPool
     graph = build_graph(diamond())
-    cp.tune_gc()  # as `counterpoint run` and each shard actor do: the same collector settings
+    cp.tune_gc()  # as `counterpoint run` does (a shard raises the young threshold further,
+    # to counterpoint.ray.shards.SHARD_GC: its live objects are bounded by its batches)
     store = cp.SQLiteStore(folder / f"single-{count}.db")
     try:
+        before = cpu_usage.snapshot()
         single = asyncio.run(run_counterpoint_many(graph, store, count))
+        single_cpu = cpu_usage.by_role(before, cpu_usage.snapshot())  # its writer still runs
     finally:
         store.close()
     plain = run_asyncio_many(diamond(), count)
@@ -141,9 +160,11 @@ def w3_sharded(count: int, folder: Path) -> bool:
     with ShardPool(CPUS, store_dir=folder / f"sh-{count}") as pool:
         pool.run_many(graph, [{}] * 4 * CPUS)  # warm: the shards have imported the steps
         started = time.perf_counter() - began
+        before = cpu_usage.snapshot()
         began = time.perf_counter()
         summaries = pool.run_many(graph, [{}] * count)
         sharded = time.perf_counter() - began
+        sharded_cpu = cpu_usage.by_role(before, cpu_usage.snapshot())
     bad = [s for s in summaries if s.status != "succeeded" or s.output is None]
     if len(summaries) != count or bad:
         raise AssertionError(f"W3 sharded: {len(summaries)} summaries, {len(bad)} not "
@@ -158,6 +179,11 @@ def w3_sharded(count: int, folder: Path) -> bool:
           f"{'PASS' if ok else 'MISS'}")
     print(f"  (starting the 2 shard actors and a warm-up batch, not timed above: "
           f"{started:.2f} s)")
+    for line in (_cpu_line("single-process", single_cpu, count),
+                 _cpu_line("sharded (this process is the controller)", sharded_cpu, count)):
+        if line:
+            print(line)
+    print("  load average " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     return ok
 
 

@@ -11,7 +11,8 @@ that walk every live object: on 10,000 concurrent small workflows that was about
 :func:`tune_gc` raises the young-generation threshold so that such objects die
 before they are examined. It changes a process-wide setting, so counterpoint calls
 it only where it owns the process: the ``counterpoint`` command line,
-:func:`counterpoint.run_sync` and the shard actors of :mod:`counterpoint.ray.shards`.
+:func:`counterpoint.run_sync` and the shard actors of :mod:`counterpoint.ray.shards`
+(with a higher young threshold there: ``SHARD_GC``).
 Code that runs workflows inside its own event loop can call it once at start-up. Set
 ``COUNTERPOINT_GC=default`` to keep Python's settings everywhere.
 """

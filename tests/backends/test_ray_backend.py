@@ -132,3 +132,42 @@ def test_a_shard_that_dies_is_replaced_and_its_batches_run_again(
                        store_dir=tmp_path / "shards")
     assert [r.output for r in results] == [{"k": i} for i in range(12)]
     assert all(r.status == "succeeded" for r in results)
+
+
+def test_a_shard_logs_from_its_own_thread_and_collects_rarely(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shard (here its class, in this process: the actor runs the same code) commits its
+    log in a thread of its process, with no writer process, answers a batch as columns
+    once the batch is durable, and raises the collector's thresholds to SHARD_GC."""
+    import asyncio
+    import gc
+
+    from ray import cloudpickle
+
+    from counterpoint.ray.shards import SHARD_GC, Shard
+    monkeypatch.delenv("COUNTERPOINT_GC", raising=False)
+    before = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    try:
+        shard = Shard(str(tmp_path / "shard-0.db"))
+        assert gc.get_threshold() == SHARD_GC
+    finally:
+        gc.set_threshold(*before)
+    g = cp.Graph("double")
+    g.add("d", _double, x=g.input("x"))
+
+    async def batch() -> Any:
+        await shard.prepare(1, cloudpickle.dumps(g), cp.RunOptions().as_data(), 10)
+        return await shard.run_batch(1, [(i, {"x": i}) for i in range(5)])
+
+    try:
+        ids, statuses, outputs = asyncio.run(batch())
+        assert statuses == ["succeeded"] * 5 and outputs == [{"d": 2 * i} for i in range(5)]
+        assert shard.store.writer_pid is None  # no writer process: its thread committed
+        reader = cp.SQLiteStore(tmp_path / "shard-0.db")
+        try:
+            assert {reader.run(cp.RunId(i)).status for i in ids} == {"succeeded"}
+        finally:
+            reader.close()
+    finally:
+        shard.store.close()

@@ -19,12 +19,14 @@ import counterpoint as cp
 from counterpoint.events import Event, EventKind
 from counterpoint.ids import NodeId, RunId
 from counterpoint.store import SQLiteStore
+from counterpoint.store.sqlite import WriterMode
 
 from .helpers import RUN, created, finished, gone, node_event, writer_children
 
 
-def test_sqlite_keeps_the_latest_status_of_many_runs(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path / "runs.db")
+@pytest.mark.parametrize("writer", ["process", "thread"])
+def test_sqlite_keeps_the_latest_status_of_many_runs(tmp_path: Path, writer: WriterMode) -> None:
+    store = SQLiteStore(tmp_path / "runs.db", writer=writer)
     runs = [RunId(f"r-{i:02d}") for i in range(25)]
     for i, run in enumerate(runs):
         store.append(run, created())
@@ -46,14 +48,15 @@ def test_sqlite_keeps_the_latest_status_of_many_runs(tmp_path: Path) -> None:
     store.close()
 
 
-def test_sqlite_crash_leaves_a_prefix(tmp_path: Path) -> None:
+@pytest.mark.parametrize("writer", ["process", "thread"])
+def test_sqlite_crash_leaves_a_prefix(tmp_path: Path, writer: WriterMode) -> None:
     """A process killed mid-stream leaves each run's events as a gap-free prefix."""
     path = tmp_path / "runs.db"
     script = f"""
 import os, signal
 from counterpoint.store import SQLiteStore
 from counterpoint.events import Event, EventKind
-store = SQLiteStore({str(path)!r})
+store = SQLiteStore({str(path)!r}, writer={writer!r})
 runs = [f"r{{i}}" for i in range(5)]
 for r in runs:
     store.append(r, Event(EventKind.RUN_CREATED, 0.0, data={{"graph": "g"}}, seq=1))
@@ -69,6 +72,7 @@ for seq in range(2, 100000):
     for i in range(5):
         seqs = [e.seq for e in store.events(RunId(f"r{i}"))]
         assert seqs == list(range(1, len(seqs) + 1))
+    assert len(store.events(RunId("r0"))) > 1  # it was killed while committing, not before
     store.close()
 
 
@@ -210,11 +214,11 @@ def test_sqlite_writer_process_killed_fails_flush_and_keeps_the_log(tmp_path: Pa
 def test_sqlite_writer_that_answers_garbage_fails_flush_instead_of_hanging(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A deliberate test double for the writer process: it breaks the protocol."""
-    import counterpoint.store.sqlite as sqlite_module
+    import counterpoint.store.shipping as shipping_module
 
     script = tmp_path / "babbling_writer.py"
     script.write_text("import sys\nprint('hello', flush=True)\nsys.stdin.buffer.read()\n")
-    monkeypatch.setattr(sqlite_module, "_WRITER_SCRIPT", str(script))
+    monkeypatch.setattr(shipping_module, "_WRITER_SCRIPT", str(script))
     store = SQLiteStore(tmp_path / "runs.db")
 
     async def scenario() -> None:
@@ -227,11 +231,12 @@ def test_sqlite_writer_that_answers_garbage_fails_flush_instead_of_hanging(
         store.close()
 
 
-def test_sqlite_writer_failure_is_reported_not_hung(tmp_path: Path) -> None:
+@pytest.mark.parametrize("writer", ["process", "thread"])
+def test_sqlite_writer_failure_is_reported_not_hung(tmp_path: Path, writer: WriterMode) -> None:
     """If the writer fails (here: the events table vanished), appends and flushes raise a
     StoreError instead of waiting forever."""
     path = tmp_path / "runs.db"
-    store = SQLiteStore(path)
+    store = SQLiteStore(path, writer=writer)
     store.migrate()
     conn = sqlite3.connect(path)
     conn.execute("DROP TABLE segments")
@@ -265,3 +270,43 @@ def test_sqlite_refuses_event_data_that_is_not_json_and_keeps_the_log(tmp_path: 
         assert [e.seq for e in store.events(RUN)] == [1, 2]
     finally:
         store.close()
+
+
+def test_sqlite_thread_writer_commits_in_this_process(tmp_path: Path) -> None:
+    """``writer="thread"`` starts no writer process: the store's own thread commits, and a
+    flush returns once the events are in the file (another connection reads them)."""
+    before = set(writer_children())
+    store = SQLiteStore(tmp_path / "runs.db", writer="thread")
+    try:
+        async def scenario() -> None:
+            store.append(RUN, created())
+            store.append_many(RUN, [node_event(2), finished(3, "succeeded")])
+            await store.flush()
+
+        asyncio.run(scenario())
+        assert store.writer_pid is None and set(writer_children()) == before
+        with contextlib.closing(sqlite3.connect(tmp_path / "runs.db")) as conn:
+            assert conn.execute("SELECT status FROM runs").fetchall() == [("succeeded",)]
+        assert [e.seq for e in store.events(RUN)] == [1, 2, 3]
+    finally:
+        store.close()
+
+
+def test_sqlite_thread_writer_that_cannot_connect_says_so_at_the_first_write(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(self: SQLiteStore) -> object:
+        raise sqlite3.OperationalError("unable to open database file")
+
+    monkeypatch.setattr(SQLiteStore, "_connect", refuse)
+    store = SQLiteStore(tmp_path / "runs.db", writer="thread")
+    with pytest.raises(cp.StoreError, match=r"cannot open it for writing \(unable to open"):
+        store.append(RUN, created())
+    with pytest.raises(cp.StoreError, match="writer failed earlier"):
+        store.append(RUN, created())
+    with pytest.raises(cp.StoreError):
+        store.close()
+
+
+def test_sqlite_store_refuses_an_unknown_writer_mode(tmp_path: Path) -> None:
+    with pytest.raises(cp.ConfigError, match="writer must be 'process' or 'thread', not 'fork'"):
+        SQLiteStore(tmp_path / "runs.db", writer="fork")  # type: ignore[arg-type]

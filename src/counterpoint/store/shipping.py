@@ -4,7 +4,10 @@
 queued event and its commit: the shipping thread (which starts the writer process,
 :mod:`.writer`, and sends it what has gathered as one batch), the answer thread (which
 reads the batch numbers the writer has committed), the flushes waiting for those
-commits, and what happens to all of them when the writer fails. The store queues rows
+commits, and what happens to all of them when the writer fails. With
+``writer="thread"`` the shipping thread commits each batch itself, with the same
+:class:`~.writer.Writer` on a connection of its own, and settles the flushes it satisfies
+(no process, no answer thread). The store queues rows
 itself (its append path touches the same deques, with no call in between); reads,
 opening and migrating stay in :mod:`.sqlite`.
 """
@@ -26,6 +29,7 @@ from typing import Any
 
 from ..errors import StoreError
 from ..ids import RunId
+from . import owners
 from . import writer as _writer
 from .base import RunningMeans
 
@@ -37,6 +41,7 @@ GATHER_SECONDS = 0.002
 unless a flush is waiting: fewer, larger batches and transactions. A crash still
 leaves a prefix of every run's events."""
 _ENDED = "the writer process ended unexpectedly"
+_WRITER_SCRIPT = _writer.__file__
 _Waiter = tuple[asyncio.AbstractEventLoop, "asyncio.Future[None]", int]
 
 
@@ -46,6 +51,7 @@ class Shipper:
     watchers, and the methods that open connections, poll cancels and spawn the writer."""
 
     path: Path
+    _busy_timeout: float
     _steps: RunningMeans
     _cancel_watch: dict[RunId, tuple[asyncio.AbstractEventLoop, Callable[[], None]]]
 
@@ -59,10 +65,22 @@ class Shipper:
         raise NotImplementedError
 
     def _spawn(self) -> subprocess.Popen[bytes]:
-        raise NotImplementedError
+        """Start the writer process (:mod:`.writer`), from the shipping thread: on Linux it
+        is killed when that thread ends, which is when the store closes or the process dies.
+        """
+        me = owners.this_process()
+        return subprocess.Popen(
+            [sys.executable, "-P", _WRITER_SCRIPT, str(self.path), str(me.pid),
+             repr(self._busy_timeout), me.token or "-"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
+            start_new_session=True)  # a terminal's Ctrl-C is for the store's process only
 
-    def _init_shipping(self) -> None:
+    def _init_shipping(self, in_thread: bool = False) -> None:
         """The write path's state: the queues, the counters, the threads' handles."""
+        self._in_thread = in_thread
+        """Whether the shipping thread commits batches itself (``writer="thread"``) instead
+        of sending them to a writer process."""
+        self._committer: _writer.Writer | None = None
         self._cache_pending: dict[str, str] = {}
         self._blob_pending: dict[str, str] = {}
         """Cache entries queued but not yet committed (read-your-writes)."""
@@ -113,7 +131,10 @@ class Shipper:
                                             name="counterpoint-store", daemon=True)
             self._writer.start()
             started.wait()
-        if self._process is None:  # it could not be started
+        if self._process is None and self._committer is None:  # it could not be started
+            if self._in_thread:
+                raise StoreError(f"store {self.path}: cannot open it for writing "
+                                 f"({self._failure}); check the file and its folder")
             raise StoreError(f"store {self.path}: cannot start its writer process "
                              f"({self._failure}); check that {sys.executable} runs")
 
@@ -182,20 +203,32 @@ class Shipper:
         return StoreError(f"store {self.path}: writing failed: {self._failure}")
 
     def _ship_loop(self, started: threading.Event) -> None:
-        """The shipping thread: send what gathers to the writer process as batches."""
+        """The shipping thread: hand what gathers to the writer as batches (sent to the
+        writer process, or committed here when the store writes in this thread)."""
+        process: subprocess.Popen[bytes] | None = None
+        committer: _writer.Writer | None = None
+        acks: threading.Thread | None = None
         try:
-            process = self._spawn()
-        except BaseException as exc:  # reported by __init__
+            if self._in_thread:
+                me = owners.this_process()
+                committer = _writer.Writer(self._connect(), owner_pid=me.pid,
+                                           owner_host=me.host, owner_token=me.token)
+            else:
+                process = self._spawn()
+        except BaseException as exc:  # reported by _start_writer
             self._failure = exc
             started.set()
             return
         self._process = process
+        self._committer = committer
         started.set()
-        acks = threading.Thread(target=self._ack_loop, args=(process,),
-                                name="counterpoint-store-acks", daemon=True)
-        acks.start()
-        assert process.stdin is not None
-        fd = process.stdin.fileno()
+        fd = -1
+        if process is not None:
+            acks = threading.Thread(target=self._ack_loop, args=(process,),
+                                    name="counterpoint-store-acks", daemon=True)
+            acks.start()
+            assert process.stdin is not None
+            fd = process.stdin.fileno()
         number = 0
         shipped = 0  # events sent
         next_poll = 0.0
@@ -239,12 +272,16 @@ class Shipper:
                     shipped += sum([entry[4] for entry in events])
                     # recorded before it is sent: the writer may answer at once
                     self._shipped.append((number, shipped, [b[0] for b in blobs], cache))
-                    data = memoryview(_writer.frame(batch))
-                    try:
-                        while data:
-                            data = data[os.write(fd, data):]
-                    except BrokenPipeError:
-                        raise _WriterFailed(_ENDED) from None
+                    if committer is not None:
+                        committer.commit((batch,))
+                        self._acknowledge(number)
+                    else:
+                        data = memoryview(_writer.frame(batch))
+                        try:
+                            while data:
+                                data = data[os.write(fd, data):]
+                        except BrokenPipeError:
+                            raise _WriterFailed(_ENDED) from None
                 self._release_waiters()  # a flush may have come just after its commit
                 now = time.monotonic()
                 if self._cancel_watch and now >= next_poll:
@@ -260,15 +297,25 @@ class Shipper:
         finally:
             if poll_conn is not None:
                 poll_conn.close()
-            with contextlib.suppress(OSError):
-                if self._failure is None:  # the writer commits what it holds, then exits
-                    os.write(fd, _writer.CLOSE)
-                process.stdin.close()
-            if self._failure is not None:
-                process.kill()
-            process.wait()  # here: on Linux the writer dies when this thread ends
-            acks.join()  # it records a writer that ended before committing everything
+            if committer is not None:
+                committer.conn.close()
+            if process is not None:
+                self._stop_process(process)
+            if acks is not None:
+                acks.join()  # it records a writer that ended before committing everything
             self._fail_waiters()
+
+    def _stop_process(self, process: subprocess.Popen[bytes]) -> None:
+        """End the writer process: it commits what it holds and exits (killed instead once
+        writing failed). Waited for here: on Linux the writer dies when this thread ends."""
+        assert process.stdin is not None
+        with contextlib.suppress(OSError):
+            if self._failure is None:
+                os.write(process.stdin.fileno(), _writer.CLOSE)
+            process.stdin.close()
+        if self._failure is not None:
+            process.kill()
+        process.wait()
 
     def _ack_loop(self, process: subprocess.Popen[bytes]) -> None:
         """Read what the writer process answers: release flushes, or record its failure."""
@@ -281,16 +328,7 @@ class Shipper:
                     number = int(line)
                 except ValueError:
                     raise _WriterFailed(f"the writer process answered {line[:200]!r}") from None
-                shipped = self._shipped
-                while shipped and shipped[0][0] <= number:
-                    _, committed, blobs, cache = shipped.popleft()
-                    self._committed = committed
-                    for digest in blobs:
-                        self._blob_pending.pop(digest, None)
-                    for key, response, _ in cache:
-                        if self._cache_pending.get(key) is response:
-                            del self._cache_pending[key]
-                self._release_waiters()
+                self._acknowledge(number)
             if not self._closing or self._committed < self._appended:
                 raise _WriterFailed(_ENDED)
         except BaseException as exc:  # the writer must never fail silently
@@ -298,6 +336,20 @@ class Shipper:
                 self._failure = exc
             self._fail_waiters()
             self._wake.set()  # the shipping thread ends
+
+    def _acknowledge(self, number: int) -> None:
+        """Batches up to ``number`` are committed: count their events, forget their
+        pending blobs and cache entries, release the flushes they satisfy."""
+        shipped = self._shipped
+        while shipped and shipped[0][0] <= number:
+            _, committed, blobs, cache = shipped.popleft()
+            self._committed = committed
+            for digest in blobs:
+                self._blob_pending.pop(digest, None)
+            for key, response, _ in cache:
+                if self._cache_pending.get(key) is response:
+                    del self._cache_pending[key]
+        self._release_waiters()
 
     def _fail_waiters(self) -> None:
         while self._waiters:

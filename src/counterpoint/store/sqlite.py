@@ -10,6 +10,13 @@ commit that a finishing run waits for took three times its CPU time in waiting f
 the GIL. The thread and the process start with the store's first write, so a store
 opened only to read (``counterpoint runs``, ``show``) starts neither.
 
+``SQLiteStore(path, writer="thread")`` commits in the shipping thread instead, with the
+same :class:`~.writer.Writer` and the same batches, in the same order: no process, no
+pipe, no encoding of batches. That is for a process that is one of several keeping
+every core busy (a shard of :mod:`counterpoint.ray.shards`): there the writer process
+takes a core's time the event loops need, and its pipe and framing cost CPU of their
+own. Everything below holds for both (a crash kills the thread with its process).
+
 Opening reads, and never waits for a writer: it checks the schema with a read (WAL
 readers do not block) and creates nothing. The file and its directories are created,
 and the schema migrated, at the first write (:meth:`SQLiteStore.migrate`); a file
@@ -34,18 +41,16 @@ import hashlib
 import json
 import os
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
-from ..errors import RunNotFound, StoreCorrupt, StoreError
+from ..errors import ConfigError, RunNotFound, StoreCorrupt, StoreError
 from ..events import Event, EventKind
 from ..ids import NodeId, RunId
 from . import answer_rows, owners, paths, schema
@@ -55,7 +60,7 @@ from .base import ForkPoint, RunningMeans, RunRecord, RunStore
 from .schema import MIGRATIONS, RUN_COLUMNS
 from .shipping import GATHER_SECONDS, Shipper
 
-__all__ = ["BLOB_THRESHOLD", "GATHER_SECONDS", "MIGRATIONS", "SQLiteStore"]
+__all__ = ["BLOB_THRESHOLD", "GATHER_SECONDS", "MIGRATIONS", "SQLiteStore", "WriterMode"]
 
 BLOB_THRESHOLD = 1024
 """Outputs whose JSON is longer than this many characters are stored by content hash."""
@@ -63,14 +68,20 @@ BLOB_THRESHOLD = 1024
 _dumps = orjson.dumps
 _RUN_LEVEL = frozenset({EventKind.RUN_CREATED, EventKind.RUN_FINISHED, EventKind.RUN_RESUMED})
 """Events that also update the run index."""
-_WRITER_SCRIPT = _writer.__file__
+WriterMode = Literal["process", "thread"]
+"""Where a store's commits run: its writer process (the default), or its shipping thread
+(for a process whose cores are all taken anyway: see the module docstring)."""
 
 
 class SQLiteStore(Shipper, RunStore):
     """A run store in one SQLite file. See the module docstring."""
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 5.0,
-                 migrations: Sequence[tuple[str, str]] = MIGRATIONS) -> None:
+                 migrations: Sequence[tuple[str, str]] = MIGRATIONS,
+                 writer: WriterMode = "process") -> None:
+        if writer not in ("process", "thread"):
+            raise ConfigError(f"store {path}: writer must be 'process' or 'thread', not "
+                              f"{writer!r}")
         self.path = Path(path)
         self.location = str(self.path)
         self._busy_timeout = busy_timeout
@@ -84,7 +95,7 @@ class SQLiteStore(Shipper, RunStore):
         """Whether the file exists and holds every migration (a write needs no more)."""
         self._steps = RunningMeans()
         self._known_blobs: set[str] = set()
-        self._init_shipping()
+        self._init_shipping(in_thread=writer == "thread")
         self._cancel_watch: dict[RunId, tuple[asyncio.AbstractEventLoop, Callable[[], None]]] = {}
         self._cancel_seen: set[RunId] = set()
         self._answer_watch: dict[RunId, tuple[asyncio.AbstractEventLoop, AnswerCallback]] = {}
@@ -297,17 +308,6 @@ class SQLiteStore(Shipper, RunStore):
         with self._stats_lock:  # the writer reads both when it commits
             self._steps.fold(samples)
             self._dirty_stats.update(samples)  # written with the next commit
-
-    def _spawn(self) -> subprocess.Popen[bytes]:
-        """Start the writer process (:mod:`.writer`), from the shipping thread: on Linux it
-        is killed when that thread ends, which is when the store closes or the process dies.
-        """
-        me = owners.this_process()
-        return subprocess.Popen(
-            [sys.executable, "-P", _WRITER_SCRIPT, str(self.path), str(me.pid),
-             repr(self._busy_timeout), me.token or "-"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
-            start_new_session=True)  # a terminal's Ctrl-C is for the store's process only
 
     # ------------------------------------------------------------------ cancel
     def request_cancel(self, run_id: RunId) -> None:
