@@ -54,7 +54,8 @@ class Budget:
     """Input plus output tokens of all calls."""
 
     def __post_init__(self) -> None:
-        if self.usd is not None and (isinstance(self.usd, bool) or not self.usd > 0):
+        if self.usd is not None and (isinstance(self.usd, bool) or
+                                     not isinstance(self.usd, int | float) or not self.usd > 0):
             raise UserError(f"Budget: usd must be a number > 0, got {self.usd!r}")
         if self.tokens is not None and (isinstance(self.tokens, bool) or
                                         not isinstance(self.tokens, int) or self.tokens < 1):
@@ -67,6 +68,15 @@ class Budget:
 
     def as_data(self) -> dict[str, Any]:
         return {k: v for k, v in (("usd", self.usd), ("tokens", self.tokens)) if v is not None}
+
+    @staticmethod
+    def checked(value: object, *, where: str) -> Budget | None:
+        """``value`` if it is a :class:`Budget` or ``None``; else a :class:`UserError`
+        naming ``where`` (a number given for a budget fails here, not mid-run)."""
+        if value is None or isinstance(value, Budget):
+            return value
+        raise UserError(f"{where}: budget must be a counterpoint.budget.Budget, got "
+                        f"{value!r}; write Budget(usd=0.5) and/or Budget(tokens=20_000)")
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any] | None) -> Budget | None:
@@ -357,6 +367,7 @@ def spending(budget: Budget | None = None, *, where: str,
     """Run the body under a child of the current ledger capped by ``budget`` (and a
     ``deadline`` in seconds from now, on the approvals' clock, which :func:`remaining`
     reports; it cancels nothing). Without a current ledger, the child is the root of a new tree."""
+    Budget.checked(budget, where=f"spending(where={where!r})")
     parent = _LEDGER.get()
     at = None if deadline is None else clock().now() + deadline
     ledger = parent.child(budget, where=where, deadline_at=at) if parent is not None else \

@@ -43,8 +43,11 @@ class RunOptions:
     def __post_init__(self) -> None:
         if self.max_concurrency is not None and self.max_concurrency < 1:
             raise UserError(f"max_concurrency must be >= 1, got {self.max_concurrency}")
-        if self.deadline is not None and self.deadline <= 0:
-            raise UserError(f"deadline must be > 0 seconds, got {self.deadline}")
+        if self.deadline is not None and (isinstance(self.deadline, bool) or not isinstance(
+                self.deadline, int | float) or not self.deadline > 0):
+            raise UserError(f"RunOptions: deadline must be > 0 seconds (a number), got "
+                            f"{self.deadline!r}")
+        Budget.checked(self.budget, where="RunOptions")
         for name, limit in self.limits.items():
             if limit < 1:
                 raise UserError(f"limit {name!r} must be >= 1, got {limit}")

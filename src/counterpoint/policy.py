@@ -89,6 +89,7 @@ class Policy:
         for name, units in self.resources.items():
             if units < 1:
                 raise UserError(f"Policy.resources[{name!r}] must be >= 1, got {units}")
+        Budget.checked(self.budget, where="Policy")
         if self.isolation not in ("thread", "process"):
             raise UserError(f"Policy.isolation must be 'thread' or 'process', got "
                             f"{self.isolation!r}")

@@ -118,6 +118,7 @@ class Agent:
                               ("deadline", deadline)):
             if value is not None and not value > 0:
                 raise UserError(f"agent {name}: {option} must be > 0, got {value!r}")
+        Budget.checked(budget, where=f"agent {name}")
         self.name = name
         self.__qualname__ = f"Agent.{name}"  # names the step in estimates and events
         self.model = model if isinstance(model, Model) else Model(model)
