@@ -71,8 +71,7 @@ class Budget:
 
     @staticmethod
     def checked(value: object, *, where: str) -> Budget | None:
-        """``value`` if it is a :class:`Budget` or ``None``; else a :class:`UserError`
-        naming ``where`` (a number given for a budget fails here, not mid-run)."""
+        """``value`` if it is a :class:`Budget` or ``None``, else a UserError naming ``where``."""
         if value is None or isinstance(value, Budget):
             return value
         raise UserError(f"{where}: budget must be a counterpoint.budget.Budget, got "
@@ -310,8 +309,7 @@ _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 def parse_seconds(text: str | float | int, *, where: str) -> float:
-    """A deadline written ``30``, ``30s``, ``2.5m`` or ``1h``, in seconds (> 0); raises
-    :class:`UserError` naming ``where`` otherwise."""
+    """``30``, ``30s``, ``2.5m`` or ``1h`` in seconds (> 0), else a UserError naming ``where``."""
     if isinstance(text, bool):
         raise UserError(f"{where}: a deadline must be seconds (30, 30s, 2m, 1h), got {text!r}")
     if isinstance(text, int | float):
@@ -489,10 +487,14 @@ class Account:
                 f"({last['budget']}), {node} needs >= ${last['needed']:.2f}")
 
 
-def account(events: Iterable[Event]) -> Account | None:
-    """The run's budget from its log; ``None`` when it had none and no call was refused
-    (the models line says what was spent)."""
+def account(events: Iterable[Event],
+            sub_runs: Iterable[Iterable[Event]] = ()) -> Account | None:
+    """The run's budget from its log and its sub-runs' (``sub_runs``: their logs, which
+    spend from it); ``None`` when it had none and no call was refused."""
     settled, unsettled, _, refused, budget = _tally(events)
+    for sub in sub_runs:
+        more = _tally(sub)
+        settled, unsettled, refused = settled + more[0], unsettled + more[1], refused + more[3]
     if budget is None and not refused:
         return None
     return Account(budget=budget, spent=settled, reserved=unsettled, refused=tuple(refused))

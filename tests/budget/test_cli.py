@@ -1,6 +1,6 @@
 """``counterpoint run --budget-usd/--budget-tokens/--deadline`` and ``show`` as a user runs
-them: subprocesses with their own working directory and config, against a real
-OpenAI-compatible server on loopback."""
+them (a sub-run's spending included): subprocesses with their own working directory and
+config, against a real OpenAI-compatible server on loopback."""
 
 from __future__ import annotations
 
@@ -65,3 +65,35 @@ def test_a_bad_deadline_or_budget_is_one_error_line(tmp_path: Path) -> None:
     zero = _cli("run", "flow.py:graph", "--budget-usd", "0", "--no-preflight", cwd=tmp_path)
     assert zero.returncode == 2 and "usd must be a number > 0" in zero.stderr
     assert "Traceback" not in bad.stderr + zero.stderr
+
+SUB_RUN_FLOW = '''
+import counterpoint as cp
+
+model = cp.Model("sim", cache=False)
+inner = cp.Graph("inner")
+for i in range(4):
+    async def ask() -> str:
+        return (await model.generate("Say ok", max_tokens=100)).text
+    inner.add(f"ask{i}", ask, after=[f"ask{i - 1}"] if i else [])
+graph = cp.Graph("outer")
+graph.add("sub", inner)
+'''
+
+
+def test_a_sub_runs_spending_and_refusals_are_in_the_runs_budget(tmp_path: Path) -> None:
+    reply = Reply.text("ok", usage=Usage(prompt_tokens=10, completion_tokens=100))
+    with OpenAIServer(default=reply) as server:
+        (tmp_path / "counterpoint.toml").write_text(
+            f'[models.sim]\nprovider = "openai"\nmodel = "sim"\nbase_url = '
+            f'"{server.base_url}"\nprice_input = 0.0\nprice_output = 1000.0\nretries = 0\n')
+        (tmp_path / "flow.py").write_text(SUB_RUN_FLOW)
+        proc = _cli("run", "flow.py:graph", "--db", "r.db", "--budget-usd", "0.25",
+                    "--no-preflight", "--json", cwd=tmp_path)
+        assert len(server.requests) == 2  # $0.10 each, in the sub-run: the third never went
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    payload = json.loads(proc.stdout)
+    assert payload["budget"]["spent"]["usd"] == 0.2, payload["budget"]
+    assert payload["budget"]["exhausted"].endswith("node 'ask2' needs >= $0.10")
+    shown = _cli("show", payload["run_id"], "--db", "r.db", cwd=tmp_path)
+    assert "budget    $0.2000 of $0.25 spent, $0.0000 reserved, $0.0500 left; 220 tokens " \
+        "spent, 0 reserved; 1 call(s) refused" in shown.stdout, shown.stdout

@@ -149,9 +149,10 @@ def _finish(report: Report, *, db: str | None, as_json: bool, out: Console) -> i
 
 
 def _result_report(result: RunResult, note: str | None = None, *,
-                   events: Sequence[Event] = ()) -> Report:
-    """The summary of a finished run; ``events`` (its log) give its budget, and what the
-    router chose and the samples sent for each node."""
+                   events: Sequence[Event] = (),
+                   sub_runs: Sequence[Sequence[Event]] = ()) -> Report:
+    """The summary of a finished run; ``events`` (its log) and ``sub_runs`` (its sub-runs'
+    logs) give its budget, ``events`` what the router chose and the samples sent."""
     from ..budget import account
     from ..models.sampling import sampling_by_node
     from ..routing.trail import routing_by_node
@@ -164,7 +165,7 @@ def _result_report(result: RunResult, note: str | None = None, *,
                 "cancelled": "cancelled while running"}.get(reason, reason)
     return Report(run_id=result.run_id, graph=result.graph, status=result.status.value,
                   state=result.state, metrics=result.metrics, note=note, output=result.output,
-                  budget=account(events), routing=routing_by_node(events),
+                  budget=account(events, sub_runs), routing=routing_by_node(events),
                   sampling=sampling_by_node(events))
 
 
@@ -331,6 +332,7 @@ def _run(graph: Graph, options: RunOptions, inputs: dict[str, Any], store: RunSt
          goal: bool = False) -> int:
     from .. import api, loop
     from .live import follow
+    from .recorded import sub_run_events
     display = _display(make_console(stderr=True) if as_json else out, quiet=quiet)
     started: list[RunId] = []
 
@@ -346,7 +348,8 @@ def _run(graph: Graph, options: RunOptions, inputs: dict[str, Any], store: RunSt
         return _interrupted(started[0] if started else None, db)
     if not result.status.terminal:  # it ended its execution to wait for people
         return approvals_cli.waiting(result.run_id, list(result.state.asking), out)
-    code = _finish(_result_report(result, events=store.events(result.run_id)),
+    code = _finish(_result_report(result, events=store.events(result.run_id),
+                                  sub_runs=sub_run_events(store, result.run_id)),
                    db=db, as_json=as_json, out=out)
     if goal and not as_json:
         goals.print_answer(result.output, out)
@@ -377,7 +380,7 @@ def resume(
 
     --backend ray runs the nodes left on Ray, whatever backend the run started on."""
     from ..state import RunStatus
-    from .recorded import log_report, resolve_run
+    from .recorded import log_report, resolve_run, sub_run_events
     out = make_console()
     progress = make_console(stderr=True) if as_json else out
     with reported():
@@ -390,7 +393,8 @@ def resume(
                 if not quiet:
                     progress.print(f"run {run_id} already finished ({record.status}); "
                                    "nothing to resume", soft_wrap=True)
-                report = log_report(record, store.events(RunId(run_id)))
+                report = log_report(record, store.events(RunId(run_id)),
+                                    sub_runs=sub_run_events(store, run_id))
                 code = _finish(report, db=db, as_json=as_json, out=out)
             else:
                 chosen = cluster_cli.choose_backend(backend, ray_address)
@@ -409,6 +413,7 @@ def _resume(run_id: str, store: RunStore, *, db: str | None, quiet: bool, as_jso
             out: Console, progress: Console, backend: RayBackend | None = None) -> int:
     from .. import api, loop
     from .live import follow
+    from .recorded import sub_run_events
     display = _display(progress, quiet=quiet)
 
     async def resume_and_follow() -> RunResult:
@@ -423,7 +428,8 @@ def _resume(run_id: str, store: RunStore, *, db: str | None, quiet: bool, as_jso
         return _interrupted(run_id, db)
     if not result.status.terminal:  # it ended its execution to wait for people
         return approvals_cli.waiting(result.run_id, list(result.state.asking), out)
-    code = _finish(_result_report(result, events=store.events(result.run_id)),
+    code = _finish(_result_report(result, events=store.events(result.run_id),
+                                  sub_runs=sub_run_events(store, result.run_id)),
                    db=db, as_json=as_json, out=out)
     if not as_json and store.run(RunId(run_id)).source.get("builder") == goals.GOAL_BUILDER:
         goals.print_answer(result.output, out)  # a goal run ends with its answer, as `run` does

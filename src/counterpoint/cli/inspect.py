@@ -39,7 +39,7 @@ def show(
     from ..events import EventKind
     from .approvals_view import approval_dict, approvals_table
     from .calls import call_record, call_view, calls_table
-    from .recorded import log_report, resolve_run
+    from .recorded import log_report, resolve_run, sub_run_events
     from .render import dumps, payload, summary
     with reported():
         if full and not calls and call is None:
@@ -62,9 +62,10 @@ def show(
             approvals = list(project(record.run_id, events,
                                      store.approval_answers(record.run_id)).values())
             forks = store.forks(record.run_id)
+            sub_runs = sub_run_events(store, record.run_id)
         finally:
             store.close()
-        report = log_report(record, events, forks)
+        report = log_report(record, events, forks, sub_runs)
     out = make_console()
     if call is not None:
         if as_json:

@@ -19,7 +19,7 @@ from ..store.owners import run_owner_alive as owner_alive
 from .render import Report
 
 __all__ = ["failed_attempts", "log_report", "mark_cancelled", "resolve_run",
-           "shown_status"]
+           "shown_status", "sub_run_events"]
 
 LAST = "last"
 """Names the newest run (not a sub-run) of the store."""
@@ -76,10 +76,18 @@ def failed_attempts(events: Sequence[Event]) -> dict[NodeId, list[dict[str, Any]
     return failed
 
 
+def sub_run_events(store: RunStore, run_id: str) -> list[list[Event]]:
+    """The logs of ``run_id``'s sub-runs (``RUN/node...``), which spend from its budget."""
+    prefix = f"{run_id}/"
+    return [store.events(r.run_id) for r in store.runs(limit=_EVERY_RUN)
+            if r.run_id.startswith(prefix)]
+
+
 def log_report(record: RunRecord, events: Sequence[Event],
-               forks: Sequence[RunRecord] = ()) -> Report:
+               forks: Sequence[RunRecord] = (),
+               sub_runs: Sequence[Sequence[Event]] = ()) -> Report:
     """The summary of a recorded run, rebuilt from its log alone (``forks``: the runs
-    forked from it, for its lineage)."""
+    forked from it, for its lineage; ``sub_runs``: its sub-runs' logs, for its budget)."""
     from ..models.sampling import sampling_by_node
     from ..routing.trail import routing_by_node  # the routing package loads the models
     projection = project(record.run_id, events)
@@ -105,5 +113,5 @@ def log_report(record: RunRecord, events: Sequence[Event],
                   deps_known=projection.deps_known, declared=projection.declared, note=note,
                   failed_attempts=failed_attempts(events),
                   forked_from=record.forked_from, forks=tuple(r.run_id for r in forks),
-                  routing=routing_by_node(events), budget=account(events),
+                  routing=routing_by_node(events), budget=account(events, sub_runs),
                   sampling=sampling_by_node(events))
