@@ -95,7 +95,9 @@ async def test_every_model_failing_the_check_is_a_clear_error(
 async def test_unknown_policy_and_no_models_are_config_errors(
         servers: dict[str, OpenAIServer]) -> None:
     with pytest.raises(ConfigError, match="unknown routing policy 'cheapest'"):
-        await Model.auto("cheapest", registry=_registry(servers)).generate("x")
+        Model.auto("cheapest", registry=_registry(servers))  # where it is written, no call
+    with pytest.raises(ConfigError, match="policy must be a name"):
+        Model.auto(3, registry=_registry(servers))
     with pytest.raises(ConfigError, match="no model to route to"):
         await Model("auto", registry=ModelRegistry()).generate("x")
 

@@ -104,6 +104,8 @@ class Model:
              **options: Any) -> Model:
         """A model the router chooses per call: see :class:`counterpoint.routing.Route`."""
         from ..routing.route import Route
+        from ..routing.router import check_policy
+        check_policy(policy)  # a misspelt policy is refused here, not at the first call
         return cls("auto", route=Route(policy=policy, tags=tuple(tags), check=check,
                                        models=tuple(models), budget=budget), **options)
 
