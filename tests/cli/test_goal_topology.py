@@ -28,7 +28,8 @@ def test_an_unknown_topology_is_a_usage_error(tmp_path: Path) -> None:
     proc = _cli("run", "Compare two cities", "--topology", "star", "--db", "r.db",
                 cwd=tmp_path)
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "topology 'star' is not one of auto, single, parallel" in proc.stderr
+    assert ("topology 'star' (--topology, or Limits(topology=)) is not one of auto, single, "
+            "parallel") in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "r.db").exists()
 
 

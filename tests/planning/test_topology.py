@@ -67,7 +67,8 @@ def test_a_chain_follows_what_each_subtask_needs_not_the_listing() -> None:
 
 
 def test_an_unknown_topology_is_refused() -> None:
-    with pytest.raises(cp.UserError, match="topology 'star' is not one of auto, single"):
+    with pytest.raises(cp.UserError, match=r"topology 'star' \(--topology, or "
+                       r"Limits\(topology=\)\) is not one of auto, single"):
         Limits(topology="star")  # type: ignore[arg-type]
 
 

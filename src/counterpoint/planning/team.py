@@ -77,8 +77,8 @@ class Limits:
 
     def __post_init__(self) -> None:
         if self.topology not in TOPOLOGIES:
-            raise UserError(f"Limits: topology {self.topology!r} is not one of "
-                            f"{', '.join(TOPOLOGIES)}")
+            raise UserError(f"topology {self.topology!r} (--topology, or Limits(topology=)) "
+                            f"is not one of {', '.join(TOPOLOGIES)}")
         if self.max_rounds < 0 or self.max_subtasks < 1 or self.plan_attempts < 1:
             raise UserError("Limits: max_rounds >= 0, max_subtasks >= 1 and "
                             "plan_attempts >= 1 are required")
