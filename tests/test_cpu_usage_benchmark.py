@@ -28,10 +28,14 @@ def test_a_childs_cpu_is_counted_under_its_role_while_it_runs() -> None:
         assert child.stdout is not None and child.stdout.readline() == "burnt\n"
         after = cpu_usage.snapshot()
         spent = cpu_usage.by_role(before, after)
+        alone = cpu_usage.by_role(
+            before, after, lambda pid, _: "child" if pid == child.pid else "rest")
     finally:
         child.communicate("")
     assert spent["store writers"] >= 0.15  # its 0.2 s, in clock ticks
-    assert set(spent) <= {"store writers", "this process"}
+    # This test's process may have other children meanwhile (a session fixture's database
+    # server or Ray cluster, under pytest-xdist), so only the child's own share is exact.
+    assert 0.15 <= alone["child"] <= spent["store writers"]
     assert cpu_usage.role_of(child.pid, "ray::Shard.run_batch") == "shard actors"
 
 
