@@ -409,3 +409,17 @@ def test_a_resume_ends_the_running_nodes_an_edit_cancelled_instead_of_rerunning_
         (EventKind.NODE_CANCELLED, "a"), (EventKind.NODE_CANCELLED, "b"),
         (EventKind.NODE_READY, "c")}
     assert state.nodes[NodeId("a")].error == {"reason": "drop a"}
+
+
+def test_the_model_tally_keeps_each_models_mean_latency_of_answered_calls() -> None:
+    tally = cp.ModelTally()
+    answered = {"input_tokens": 3, "output_tokens": 2, "cost": None}
+    tally.add({**answered, "model": "small", "latency": 0.2})
+    tally.add({**answered, "model": "small", "latency": 0.4})
+    tally.add({**answered, "model": "big", "latency": 1.0})
+    tally.add({"model": "small", "error": "timeout", "latency": 9.0})  # failed: not counted
+    tally.add({"model": "small", "cache_hit": True, "latency": 0.0})  # not sent: not counted
+    assert tally.mean_latency("small") == pytest.approx(0.3)
+    assert tally.mean_latency("big") == pytest.approx(1.0)
+    assert tally.mean_latency("other") is None
+    assert cp.ModelTally().mean_latency("small") is None

@@ -166,6 +166,9 @@ class ModelTally:
     """US dollars over the calls whose model has a configured price."""
     unpriced: int = 0
     """Calls to models without a configured price: ``cost`` leaves them out."""
+    latency: dict[str, tuple[float, int]] | None = None
+    """Per model name, the summed seconds and the number of the answered calls that
+    reported a latency (``None``: none yet)."""
 
     def add(self, data: dict[str, Any]) -> None:
         if "reused" in data:
@@ -184,6 +187,17 @@ class ModelTally:
                 self.unpriced += 1
             else:
                 self.cost += data["cost"]
+            seconds, model = data.get("latency"), data.get("model")
+            if isinstance(seconds, int | float) and isinstance(model, str):
+                latency = self.latency if self.latency is not None else {}
+                total, count = latency.get(model, (0.0, 0))
+                latency[model] = (total + seconds, count + 1)
+                self.latency = latency
+
+    def mean_latency(self, model: str) -> float | None:
+        """Mean seconds of ``model``'s answered calls (``None``: none reported one)."""
+        total, count = (self.latency or {}).get(model, (0.0, 0))
+        return total / count if count else None
 
     @property
     def tokens(self) -> int:

@@ -182,13 +182,7 @@ def call_number(ctx: NodeContext | None, purpose: str) -> int:
 def measured_latency(ctx: NodeContext | None, model: str) -> float | None:
     """Mean seconds of ``model``'s answered calls in the calling run so far (``None``:
     none yet, or outside a run)."""
-    if ctx is None:
-        return None
-    seconds = [float(d["latency"]) for e in ctx.store.events(ctx.run_id)
-               if e.kind is EventKind.MODEL_CALL and (d := e.data or {}).get("model") == model
-               and "error" not in d and not d.get("cache_hit") and "input_tokens" in d
-               and isinstance(d.get("latency"), int | float)]
-    return sum(seconds) / len(seconds) if seconds else None
+    return None if ctx is None else ctx.usage.mean_latency(model)  # the log's projection
 
 
 Ask = Callable[[int, int], Awaitable["Generation[Any]"]]
