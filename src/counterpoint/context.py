@@ -286,6 +286,15 @@ class NodeContext:
         return self._execution.state
 
     @property
+    def failed_before(self) -> int:
+        """How many attempts of this node failed before this one (0 on its first attempt,
+        and on one that resumes an attempt a crash interrupted). A model call of an attempt
+        after a failure is asked afresh instead of answered from the response cache: the
+        cached answer is the one the failed attempt was given."""
+        ns = self._execution.state.nodes.get(self.node)
+        return ns.failures if ns is not None else 0
+
+    @property
     def options(self) -> RunOptions:
         """The run's options (concurrency, limits, deadline)."""
         return self._execution.options

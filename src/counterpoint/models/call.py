@@ -193,7 +193,7 @@ class _Call:
         config = binding.config
         key = request.cache_key(binding.provider.identity) \
             if self.use_cache and self.store else None
-        if key is not None:
+        if key is not None and not (self.ctx is not None and self.ctx.failed_before):
             # a store written before cut answers were kept out may still hold one: ask again
             cached = self._lookup(key, refused=("length",))
             if cached is not None:

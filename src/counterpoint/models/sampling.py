@@ -148,10 +148,14 @@ def seeds(count: int, seed: int | None, ctx: NodeContext | None, purpose: str,
           call: int = 0) -> list[int]:
     """Each sample's seed: ``seed + i`` if the caller gave one, else derived from the run,
     node, purpose and the number of the sampled ``call`` in the node's attempt, so that a
-    re-run of the node asks (and is cached) the same, call after call. Pure."""
+    node resumed after a crash asks (and is cached) the same, call after call; a retry
+    after a failed attempt derives new ones (the failed attempt's samples would be
+    replayed from the cache otherwise). Pure."""
     if seed is not None:
         return [seed + i for i in range(count)]
     where = f"{ctx.run_id}/{ctx.node}" if ctx is not None else ""
+    if ctx is not None and ctx.failed_before:  # a retry after a failure: new samples
+        where += f"#{ctx.failed_before}"
     nth = f"/{call}" if call else ""  # (the first call's seeds as they always were)
     return [int(hashlib.sha256(f"{where}/{purpose}{nth}/{i}".encode()).hexdigest()[:8], 16)
             for i in range(count)]
