@@ -120,6 +120,19 @@ def test_a_workflow_health_is_put_in_force_when_it_is_loaded(tmp_path: Path) -> 
     assert health.breaker("model:other").options.failures == 5
 
 
+def test_a_workflows_health_stands_over_the_configuration_files(tmp_path: Path) -> None:
+    registry = load_registry([_toml(tmp_path, TOML)])  # failures = 4 by default
+    health = HealthRegistry()
+    with use_health(health):
+        load_workflow(_flow(tmp_path, FLOW))  # failures: 5
+        _ = Model("fast", registry=registry).registry  # a model call reads its file's
+        health.adopt(registry.health)  # and again: nothing changes
+    assert health.breaker("model:other").options.failures == 5  # the workflow's, not 4
+    fast = health.breaker("model:fast").options
+    assert (fast.failures, fast.open_for) == (2, 60.0)  # the file's own for it still apply
+    assert health.breaker("tool:lookup").options.failures == 1
+
+
 @pytest.mark.parametrize(("old", "new", "line", "message"), [
     ("  failures: 5", "  failures: many", 3, "failures must be a whole number"),
     ("  failures: 5", "  retries: 5", 3, "unknown health setting 'retries'"),

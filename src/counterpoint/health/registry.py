@@ -16,7 +16,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..events import EventKind
 from .breaker import Breaker, BreakerOptions, BreakerState, MonotonicClock, Now, Transition
@@ -63,20 +63,30 @@ class HealthRegistry:
         self._answers: OrderedDict[str, Any] = OrderedDict()
         self._lock = threading.Lock()
         self._adopted: HealthSettings | None = None
+        self._layers: dict[str, HealthSettings] = {}
+        """The settings adopted last from each source (``config``, ``workflow``)."""
 
-    def adopt(self, settings: HealthSettings | None) -> None:
-        """Put ``settings`` in force (``[health]`` of ``counterpoint.toml``, a workflow's
-        ``health:``): the defaults they give replace this registry's, their per-model and
-        per-tool options are added to ``per_target``. A breaker whose options change
-        starts again, closed. Adopting settings equal to the last adopted does nothing (every
-        model call reads its registry, which adopts its file's settings)."""
-        if not settings or settings == self._adopted:
+    def adopt(self, settings: HealthSettings | None, *,
+              layer: Literal["config", "workflow"] = "config") -> None:
+        """Put ``settings`` in force: ``[health]`` of ``counterpoint.toml`` (``layer=
+        "config"``) or a workflow's ``health:`` (``layer="workflow"``), which stands over the
+        configuration's whatever the order they come in. The defaults in force replace this
+        registry's, the per-model and per-tool options are added to ``per_target``. A
+        breaker whose options change starts again, closed. Adopting what is already in
+        force does nothing (every model call reads its registry, which adopts its file's
+        settings)."""
+        if not settings or self._layers.get(layer) == settings:
             return
         with self._lock:
-            self._adopted = settings
-            if settings.defaults:
-                self.options = settings.options()
-            self.per_target.update(settings.per_target())
+            self._layers[layer] = settings
+            config, workflow = self._layers.get("config"), self._layers.get("workflow")
+            effective = workflow.over(config) if workflow and config else workflow or config
+            if effective is None or effective == self._adopted:
+                return
+            self._adopted = effective
+            if effective.defaults:
+                self.options = effective.options()
+            self.per_target.update(effective.per_target())
             for target, breaker in list(self._breakers.items()):
                 if breaker.options != self.per_target.get(target, self.options):
                     del self._breakers[target]

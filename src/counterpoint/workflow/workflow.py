@@ -119,7 +119,8 @@ class _Loader:
         workflow = Workflow(name=plan.name, description=plan.description, source_path=path,
                             graph=graph, inputs=plan.inputs, input_lines=plan.input_lines,
                             health=spec.health)
-        health().adopt(spec.health)  # the breakers are the process's: shared by its runs
+        # the breakers are the process's, shared by its runs; over counterpoint.toml's
+        health().adopt(spec.health, layer="workflow")
         self.loaded[key] = workflow
         return workflow
 
