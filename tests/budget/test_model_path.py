@@ -7,6 +7,7 @@ most what is left, and resume counts what was spent before."""
 from __future__ import annotations
 
 import contextlib
+import pathlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -170,3 +171,17 @@ async def test_a_call_with_no_answer_keeps_its_bound_and_an_http_error_releases_
     assert error["type"] == "BudgetExceeded"
     spent, _ = spent_in_log(store.events(result.run_id))
     assert spent.usd == pytest.approx(EACH)
+
+
+def test_the_embedded_model_costs_nothing_unless_a_file_prices_it(tmp_path: pathlib.Path) -> None:
+    from counterpoint.models import load_registry
+    from counterpoint.models.config import builtin
+    from counterpoint.models.types import Usage as Spent
+
+    local = builtin("local:smollm2")  # runs in this process: a money budget may use it
+    assert local.priced and local.cost(Spent(input_tokens=900, output_tokens=100)).cost == 0
+    path = tmp_path / "counterpoint.toml"
+    path.write_text('[models.mine]\nprovider = "local"\nmodel = "smollm2"\n'
+                    "price_input = 1.0\nprice_output = 2.0\n")
+    mine = load_registry([path]).resolve("mine")
+    assert (mine.price_input, mine.price_output) == (1.0, 2.0)

@@ -236,8 +236,10 @@ def builtin(name: str, *, known: list[str] | None = None) -> ModelConfig:
 
 def _kind_defaults(provider: str) -> dict[str, Any]:
     # the embedded model decodes in this process, where nothing hangs: its calls are
-    # bounded by max_tokens, and on a busy machine a plan can take minutes to write
-    return {"timeout": LOCAL_TIMEOUT} if provider == "local" else {}
+    # bounded by max_tokens, and on a busy machine a plan can take minutes to write; and it
+    # costs no money (a config file's prices for it, if any, win)
+    return {"timeout": LOCAL_TIMEOUT, "price_input": 0.0, "price_output": 0.0} \
+        if provider == "local" else {}
 
 
 def config_files() -> list[Path]:
