@@ -284,7 +284,7 @@ def test_sqlite_thread_writer_commits_in_this_process(tmp_path: Path) -> None:
             await store.flush()
 
         asyncio.run(scenario())
-        assert store.writer_pid is None and set(writer_children()) == before
+        assert store.writer_pid is None and set(writer_children()) <= before  # none started
         with contextlib.closing(sqlite3.connect(tmp_path / "runs.db")) as conn:
             assert conn.execute("SELECT status FROM runs").fetchall() == [("succeeded",)]
         assert [e.seq for e in store.events(RUN)] == [1, 2, 3]
