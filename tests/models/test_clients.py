@@ -64,3 +64,31 @@ async def test_a_new_key_gets_a_new_client_and_the_same_config_reuses_one(
     assert keys == ["Bearer key-number-one"] * 2 + ["Bearer key-number-two"]
     first, second = model._bind("fast").provider, model._bind("fast").provider
     assert first is second
+
+
+def test_a_closed_loops_clients_and_queues_are_let_go(
+        servers: tuple[OpenAIServer, OpenAIServer], caplog: pytest.LogCaptureFixture) -> None:
+    """``asyncio.run`` once per request (or per script step) must not keep every loop it
+    ran, with its HTTP connections: a loop's providers and slot queues are dropped once it
+    is closed, and no client closes itself on another loop ("Event loop is closed")."""
+    import asyncio
+    import gc
+    import weakref
+
+    model = Model("fast", registry=_registry(servers[0].base_url, max_concurrency=2),
+                  cache=False)
+    loops: list[weakref.ref[asyncio.AbstractEventLoop]] = []
+
+    async def call() -> str:
+        loops.append(weakref.ref(asyncio.get_running_loop()))
+        text = (await model.generate("hi")).text
+        gc.collect()  # what an earlier loop left is collected while this loop runs
+        return text
+
+    for _ in range(6):
+        assert asyncio.run(call()) == "from one"
+    gc.collect()
+    alive = [ref for ref in loops if ref() is not None]
+    assert len(alive) <= 1, f"{len(alive)} of 6 closed loops are still alive"
+    assert not [r for r in caplog.records if "Event loop is closed" in r.getMessage()
+                or "never retrieved" in r.getMessage()]

@@ -62,9 +62,10 @@ class AnthropicProvider(Provider):
             register_secret(api_key)
         # A placeholder key keeps the SDK from searching the environment and disk for
         # credentials; a missing key then shows up as a 401 naming the key variable.
-        self._client = anthropic.AsyncAnthropic(
+        self._client = anthropic.AsyncAnthropic(  # a client that closes only when told to,
             api_key=api_key or "not-set", base_url=_root(base_url), max_retries=0, timeout=timeout,
-            default_headers=headers)
+            default_headers=headers,  # as in openai_compat
+            http_client=anthropic.DefaultAsyncHttpxClient(timeout=timeout))
 
     @property
     def base_url(self) -> str:

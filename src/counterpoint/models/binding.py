@@ -10,11 +10,10 @@ limits of its own.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-import weakref
 from collections.abc import Hashable
 
+from ..loop_local import LoopLocal
 from .config import ModelConfig
 from .limits import RateLimiter, limiter_for
 from .provider import Provider
@@ -30,10 +29,10 @@ class _Binding:
         self.limiter = limiter
 
 
-_PROVIDERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
-                                      dict[Hashable, Provider]] = weakref.WeakKeyDictionary()
+_PROVIDERS: LoopLocal[dict[Hashable, Provider]] = LoopLocal()
 """Providers per event loop (HTTP clients' connection pools belong to one loop), keyed
-by everything they were built from (see ``_provider_key``)."""
+by everything they were built from (see ``_provider_key``); a closed loop's are dropped
+(see :mod:`counterpoint.loop_local`)."""
 
 
 def _provider_key(config: ModelConfig) -> Hashable:
@@ -58,7 +57,7 @@ def bind_given(config: ModelConfig, provider: Provider) -> _Binding:
 def bind_config(config: ModelConfig) -> _Binding:
     """The provider built for ``config`` (once per event loop, see ``_provider_key``) and
     its limiter. Must be called with an event loop running."""
-    cached = _PROVIDERS.setdefault(asyncio.get_running_loop(), {})
+    cached = _PROVIDERS.get(dict)
     key = _provider_key(config)
     provider = cached.get(key)
     if provider is None:

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 from ..context import call_owner, record_wait
 from ..errors import RateLimited
+from ..loop_local import LoopLocal
 from .queueing import QueueOrder, SlotQueue
 
 SPACING_MARGIN = 1.25
@@ -82,8 +83,7 @@ class RateLimiter:
         self._paused_until = 0.0
         self._spacing = 0.0  # seconds between requests learned from 429s (0: none)
         self._epoch = 0  # times the spacing widened: tells a fresh 429 from a stale one
-        self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SlotQueue] = \
-            weakref.WeakKeyDictionary()
+        self._queues: LoopLocal[SlotQueue] = LoopLocal()
         self.waited = 0.0
         """Total seconds callers spent waiting for these limits (for metrics)."""
 
@@ -128,11 +128,8 @@ class RateLimiter:
     def _queue(self) -> SlotQueue | None:
         if self.max_concurrency is None:
             return None
-        loop = asyncio.get_running_loop()
-        queue = self._queues.get(loop)
-        if queue is None:
-            queue = self._queues[loop] = SlotQueue(self.max_concurrency, self.order)
-        return queue
+        size, order = self.max_concurrency, self.order
+        return self._queues.get(lambda: SlotQueue(size, order))
 
     def _paused(self) -> bool:
         with self._lock:

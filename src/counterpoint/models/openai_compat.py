@@ -52,9 +52,12 @@ class OpenAIProvider(Provider):
         self.timeout = timeout
         if api_key:
             register_secret(api_key)
+        # the SDK's default HTTP client closes itself when collected, on whatever loop runs
+        # then (its own may be closed: "Event loop is closed"); this one is closed by aclose
         self._client = openai.AsyncOpenAI(
             base_url=base_url, api_key=api_key or "not-needed", max_retries=0,
-            timeout=timeout, default_headers=headers)
+            timeout=timeout, default_headers=headers,
+            http_client=openai.DefaultAsyncHttpxClient(timeout=timeout))
 
     @property
     def base_url(self) -> str:
