@@ -185,6 +185,7 @@ def _root(version: Annotated[bool, typer.Option(
 # ------------------------------------------------------------------ run
 @app.command()
 def run(
+    ctx: typer.Context,
     target: Annotated[str, typer.Argument(
         metavar="TARGET", help="FILE.py[:GRAPH] or package.module[:GRAPH] (GRAPH names a Graph "
                                "or a function returning one), a workflow FILE.yaml, or a "
@@ -248,6 +249,10 @@ def run(
         from ..budget import Budget, parse_seconds
         from ..models import load_registry
         from . import preflight
+        goals.refuse_goal_options(
+            [name for name in ctx.params
+             if getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"],
+            kind, target)
         deadline = None if deadline_text is None else parse_seconds(deadline_text,
                                                                     where="--deadline")
         budget = None if budget_usd is None and budget_tokens is None else Budget(
