@@ -63,7 +63,7 @@ def test_a_bad_deadline_or_budget_is_one_error_line(tmp_path: Path) -> None:
     bad = _cli("run", "flow.py:graph", "--deadline", "soon", "--no-preflight", cwd=tmp_path)
     assert bad.returncode == 2 and "--deadline" in bad.stderr and "30s" in bad.stderr
     zero = _cli("run", "flow.py:graph", "--budget-usd", "0", "--no-preflight", cwd=tmp_path)
-    assert zero.returncode == 2 and "usd must be a number > 0" in zero.stderr
+    assert zero.returncode == 2 and "--budget-usd must be more than 0 US dollars" in zero.stderr
     assert "Traceback" not in bad.stderr + zero.stderr
 
 SUB_RUN_FLOW = '''

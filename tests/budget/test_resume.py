@@ -1,6 +1,7 @@
 """Resume under a budget: a real process is killed (SIGKILL) while one model call is in
 flight; the resumed run counts what was spent before the crash (read from the log) and
-the call in flight at its whole bound (it may have been paid for)."""
+the call in flight at its whole bound (it may have been paid for), and its budget line
+says so: spent, not reserved."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import counterpoint as cp
-from counterpoint.budget import spent_in_log
+from counterpoint.budget import account, spent_in_log
 from counterpoint.events import EventKind
 from counterpoint.ids import RunId
 from counterpoint.store import SQLiteStore
@@ -37,8 +38,10 @@ def _crash_during_b(db: Path, base_url: str, b_arrived: threading.Event) -> None
         proc.wait(30)
 
 
-async def test_spend_before_a_crash_and_a_call_in_flight_count_after_resume(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def _crash_then_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                            ) -> tuple[list[cp.Event], list[cp.Event], cp.RunResult, list[str]]:
+    """The log before the resume, after it, the resumed run's result and the prompts the
+    server saw."""
     b_arrived = threading.Event()
     seen: list[str] = []
 
@@ -66,6 +69,12 @@ async def test_spend_before_a_crash_and_a_call_in_flight_count_after_resume(
             after = store.events(result.run_id)
         finally:
             store.close()
+    return before, after, result, seen
+
+
+async def test_spend_before_a_crash_and_a_call_in_flight_count_after_resume(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, after, result, seen = await _crash_then_resume(tmp_path, monkeypatch)
     total, _ = spent_in_log(after)
     assert total.usd <= 0.35 + 1e-12  # never over, the crashed call counted in full
     states = {str(n): ns.status for n, ns in result.state.nodes.items()}
@@ -76,3 +85,19 @@ async def test_spend_before_a_crash_and_a_call_in_flight_count_after_resume(
     failed = [e.data or {} for e in after if e.kind is EventKind.NODE_FAILED and e.node == "c"]
     assert failed[-1]["type"] == "BudgetExceeded"
     assert "c" not in seen
+
+
+async def test_after_resume_the_dead_processs_reservation_shows_as_spent_not_reserved(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    before, after, _, _ = await _crash_then_resume(tmp_path, monkeypatch)
+    dead = account(before)  # not resumed yet: b's call may still be in flight for all we know
+    assert dead is not None and dead.reserved.usd == pytest.approx(0.1)
+    assert dead.crashed.usd == 0
+    resumed = account(after)
+    assert resumed is not None
+    assert resumed.reserved.usd == pytest.approx(0.0)  # no live process will settle it
+    assert resumed.crashed.usd == pytest.approx(0.1)  # b's first call, at its bound
+    assert resumed.spent.usd == pytest.approx(0.3)  # a, b lost to the crash, b again
+    assert resumed.line().startswith(
+        "$0.3000 of $0.35 spent (of which $0.1000 unsettled at the crash, counted at their "
+        "bound), $0.0000 reserved, $0.0500 left"), resumed.line()

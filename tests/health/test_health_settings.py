@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import counterpoint as cp
 from counterpoint.errors import ConfigError, ModelUnavailable
 from counterpoint.health import BreakerState, HealthRegistry, use_health
 from counterpoint.models import Model, load_registry
@@ -93,9 +94,13 @@ name: guarded
 health:
   failures: 5
   models:
-    sim: {open_for: 5}
+    fast: {open_for: 5}
   tools:
     lookup: {failures: 1}
+agents:
+  looker:
+    model: fast
+    tools: [helpers.py:lookup]
 steps:
   one:
     python: helpers.py:one
@@ -103,7 +108,8 @@ steps:
 
 
 def _flow(tmp_path: Path, text: str) -> Path:
-    (tmp_path / "helpers.py").write_text("def one() -> int:\n    return 1\n")
+    (tmp_path / "helpers.py").write_text("def one() -> int:\n    return 1\n\n\n"
+                                         "def lookup() -> str:\n    return 'x'\n")
     path = tmp_path / "flow.yaml"
     path.write_text(textwrap.dedent(text))
     return path
@@ -112,9 +118,10 @@ def _flow(tmp_path: Path, text: str) -> Path:
 def test_a_workflow_health_is_put_in_force_when_it_is_loaded(tmp_path: Path) -> None:
     health = HealthRegistry()
     with use_health(health):
-        workflow = load_workflow(_flow(tmp_path, FLOW))
+        workflow = load_workflow(_flow(tmp_path, FLOW),
+                                 models={"fast": cp.ScriptedModel([])})
     assert workflow.health.defaults == {"failures": 5}
-    sim = health.breaker("model:sim").options
+    sim = health.breaker("model:fast").options
     assert (sim.failures, sim.open_for) == (5, 5.0)
     assert health.breaker("tool:lookup").options.failures == 1
     assert health.breaker("model:other").options.failures == 5
@@ -136,13 +143,14 @@ def test_a_workflows_health_stands_over_the_configuration_files(tmp_path: Path) 
 @pytest.mark.parametrize(("old", "new", "line", "message"), [
     ("  failures: 5", "  failures: many", 3, "failures must be a whole number"),
     ("  failures: 5", "  retries: 5", 3, "unknown health setting 'retries'"),
-    ("    sim: {open_for: 5}", "    sim: {open: 5}", 5, "unknown health setting 'open'"),
+    ("    fast: {open_for: 5}", "    fast: {open: 5}", 5, "unknown health setting 'open'"),
     ("    lookup: {failures: 1}", "    lookup: 1", 7, "must be a table of settings"),
 ])
 def test_a_bad_workflow_health_names_its_line(tmp_path: Path, old: str, new: str,
                                               line: int, message: str) -> None:
     with use_health(HealthRegistry()), pytest.raises(WorkflowError) as info:
-        load_workflow(_flow(tmp_path, FLOW.replace(old, new, 1)))
+        load_workflow(_flow(tmp_path, FLOW.replace(old, new, 1)),
+                      models={"fast": cp.ScriptedModel([])})
     text = str(info.value)
     assert f"flow.yaml:{line}:" in text and message in text, text
 

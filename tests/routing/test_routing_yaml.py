@@ -140,7 +140,7 @@ def test_bad_routes_are_reported_with_file_and_line(tmp_path: Path,
         line = next(i for i, s in enumerate(lines, 1) if needle in s and i > after)
         return f"{path}:{line}: "
 
-    assert at("polcy") + "workflow: unknown key 'polcy'" in text
+    assert at("polcy") + "workflow: route: unknown key 'polcy'" in text
     assert "did you mean 'policy'?" in text
     assert at("policy: cheapest") + "step 'one': route.policy: input should be " \
         "'cheapest_that_passes', 'quality_first' or 'latency_first'" in text

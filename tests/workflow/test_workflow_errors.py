@@ -154,8 +154,8 @@ def test_unknown_keys_suggest_the_closest_allowed_key(tmp_path: Path) -> None:
     assert at(path, body, "tsk:") + "step 's': unknown key 'tsk'; did you mean 'task'?" in text
     assert at(path, body, "max_turn") + "agent 'w': unknown key 'max_turn'; did you mean " \
         "'max_turns'?" in text
-    assert at(path, body, "untill") + "step 's': unknown key 'untill'; did you mean " \
-        "'until'?" in text
+    assert at(path, body, "untill") + "step 's': loop: unknown key 'untill'; did you mean " \
+        "'until'? (allowed keys: max, until)" in text
     assert at(path, body, "outptu") + "workflow: unknown key 'outptu'; did you mean " \
         "'output'?" in text
 

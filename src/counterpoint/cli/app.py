@@ -185,6 +185,7 @@ def _root(version: Annotated[bool, typer.Option(
 # ------------------------------------------------------------------ run
 @app.command()
 def run(
+    ctx: typer.Context,
     target: Annotated[str, typer.Argument(
         metavar="TARGET", help="FILE.py[:GRAPH] or package.module[:GRAPH] (GRAPH names a Graph "
                                "or a function returning one), a workflow FILE.yaml, or a "
@@ -246,10 +247,18 @@ def run(
     kind = goals.target_kind(target)
     with reported():
         from ..budget import Budget, parse_seconds
+        from ..errors import UserError
         from ..models import load_registry
         from . import preflight
+        goals.refuse_goal_options(
+            [name for name in ctx.params
+             if getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"],
+            kind, target)
         deadline = None if deadline_text is None else parse_seconds(deadline_text,
                                                                     where="--deadline")
+        if budget_usd is not None and not budget_usd > 0:  # typer's min= cannot exclude 0
+            raise UserError(f"--budget-usd must be more than 0 US dollars, got {budget_usd:g}; "
+                            "leave it out for no money budget")
         budget = None if budget_usd is None and budget_tokens is None else Budget(
             usd=budget_usd, tokens=budget_tokens)
         options = RunOptions(max_concurrency=max_concurrency, limits=limits,

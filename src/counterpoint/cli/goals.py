@@ -65,6 +65,38 @@ RoleTokens = Annotated[list[str] | None, typer.Option(
          "synthesizer (repeatable; overrides [goal.tokens] in counterpoint.toml).")]
 
 
+GOAL_ONLY = {"rounds": "--rounds", "samples": "--samples", "topology": "--topology",
+             "max_subtasks": "--max-subtasks", "check": "--check",
+             "role_tokens": "--role-tokens", "planner_model": "--planner-model",
+             "worker_model": "--worker-model", "verifier_model": "--verifier-model",
+             "synthesizer_model": "--synthesizer-model"}
+"""``run``'s options that only a goal has a meaning for (parameter: flag)."""
+
+
+def refuse_goal_options(given: list[str], kind: str, target: str) -> None:
+    """A usage error if ``given`` (the parameters typed on the command line) holds an
+    option ``target`` has no use for: a goal-only option on a workflow file or a Python
+    graph, or ``--model`` on a Python graph. Ignoring it would let the user believe it
+    took effect."""
+    from ..errors import UserError
+    if kind == "goal":
+        return
+    flags = [GOAL_ONLY[name] for name in given if name in GOAL_ONLY]
+    what = "a workflow file" if kind == "workflow" else "a Python graph"
+    if flags:
+        instead = ("write `samples: N` on an agent or an agent step, `model:` on an agent "
+                   "of the file" if kind == "workflow" else
+                   "set them in the graph's code (Agent(..., samples=N), Model(...))")
+        raise UserError(f"{', '.join(flags)} {'applies' if len(flags) == 1 else 'apply'} "
+                        f"to goal runs only (counterpoint run \"GOAL\"), and {target} is "
+                        f"{what}; leave {'it' if len(flags) == 1 else 'them'} out, or "
+                        f"{instead}")
+    if kind == "graph" and "model" in given:
+        raise UserError(f"--model applies to goals and workflow files, and {target} is a "
+                        "Python graph, whose models are chosen in its code; leave it out, "
+                        "or name the model there (Model(\"NAME\"), Agent(model=...))")
+
+
 def role_tokens(values: list[str]) -> dict[str, int]:
     """The goal roles' token limits: ``[goal.tokens]`` of counterpoint.toml, then
     ``--role-tokens ROLE=N`` options over it; a bad one is a usage error."""

@@ -470,8 +470,10 @@ def dumps(data: Any) -> str:
 
 
 def budget_dict(account: Account) -> dict[str, Any]:
-    """The JSON form of a run's budget: its caps, spent, reserved, and why it ran out."""
+    """The JSON form of a run's budget: its caps, spent, reserved, what of
+    the spent a crash left unsettled (counted at its bound), and why it ran out."""
     return {"budget": (account.budget or Budget()).as_data(),
             "spent": {"usd": account.spent.usd, "tokens": account.spent.tokens},
             "reserved": {"usd": account.reserved.usd, "tokens": account.reserved.tokens},
+            "crashed": {"usd": account.crashed.usd, "tokens": account.crashed.tokens},
             "refused": len(account.refused), "exhausted": account.exhausted()}

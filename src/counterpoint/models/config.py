@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -264,6 +265,8 @@ def load_registry(files: list[Path] | None = None) -> ModelRegistry:
     cache = True
     goal_tokens: dict[str, int] = {}
     health = HealthSettings()
+    overridden: list[tuple[Path, str, str]] = []
+    """Each ``[health.models.NAME]``: its file, the file's text, NAME."""
     for path in files:
         text = path.read_text()
         try:
@@ -276,7 +279,9 @@ def load_registry(files: list[Path] | None = None) -> ModelRegistry:
             raise ConfigError(f"{path}:{_line_of(text, key)}: unknown section {key!r}; "
                               "expected [defaults], [models.NAME], [goal.tokens] and [health]")
         if "health" in data:
-            health = _health(path, text, data["health"]).over(health)
+            read = _health(path, text, data["health"])
+            overridden += [(path, text, name) for name in read.models]
+            health = read.over(health)
         defaults = data.get("defaults", {})
         if isinstance(defaults, dict) and "model" in defaults:
             file_default = str(defaults["model"])
@@ -290,6 +295,7 @@ def load_registry(files: list[Path] | None = None) -> ModelRegistry:
             models[name] = _model(path, text, name, table)
     registry = ModelRegistry(models, default or file_default or DEFAULT_MODEL, tuple(files),
                              cache=cache, goal_tokens=goal_tokens, health=health)
+    _check_overridden(overridden, models)
     for cfg in models.values():
         for fallback in cfg.fallbacks:
             registry.resolve(fallback)  # fail now, not in the middle of a run
@@ -327,6 +333,28 @@ def _health(path: Path, text: str, table: Any) -> HealthSettings:
         raise ConfigError("\n".join(f"{path}:{_health_line(text, at)}: {message}"
                                      for at, message in problems))
     return settings
+
+
+def _check_overridden(overridden: list[tuple[Path, str, str]],
+                      models: Mapping[str, ModelConfig]) -> None:
+    """``[health.models.NAME]`` must name a model of the files (all read: a later file's
+    model may be named in an earlier one) or a ``provider:model`` name; a typo would leave
+    its breaker settings silently unapplied. Tools are defined in code, so
+    ``[health.tools.NAME]`` cannot be checked here."""
+    problems = []
+    for path, text, name in overridden:
+        if name in models:
+            continue
+        try:
+            builtin(name)
+        except ConfigError:
+            problems.append(f"{path}:{_line_of(text, f'health.models.{name}')}: "
+                            f"[health.models.{name}] names no model; the configured models "
+                            f"are {', '.join(sorted(models)) or '(none)'}, or write a "
+                            "provider:model name (openai:gpt-4.1-mini); fix the name, or "
+                            f"add [models.{name}]")
+    if problems:
+        raise ConfigError("\n".join(problems))
 
 
 def _health_line(text: str, at: tuple[str, ...]) -> int:

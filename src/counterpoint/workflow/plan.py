@@ -26,6 +26,7 @@ from ..models import Model, ModelRegistry
 from .checks import _Checks, _closest, _Use
 from .conditions import Condition, parse_condition
 from .errors import Problem, WorkflowError
+from .health_names import check_health_names
 from .inputs import InputProblem, convert
 from .resolver import ModelChoice, SubLoader, SubWorkflow, copy_agent
 from .routes import check_models, merged, routed
@@ -119,6 +120,9 @@ class _Planner(_Checks):
             if planned is not None:
                 steps[step_id] = planned
         self._cycles()
+        check_health_names(spec, overrides=self.models, registry=self._registry_or_none(),
+                           tools=[t for a in self.agents.values() for t in a.tools],
+                           report=self.report)
         output = self._output()
         if self.problems:
             self.problems.sort(key=Problem.order)

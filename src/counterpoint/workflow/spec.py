@@ -42,8 +42,9 @@ def _duration(value: Any) -> Any:
 class BudgetSpec(_Strict):
     """``budget: {usd: 0.5, tokens: 20000}``: money and/or tokens model calls may spend."""
 
-    usd: float | None = pydantic.Field(default=None, gt=0)
-    tokens: int | None = pydantic.Field(default=None, ge=1)
+    usd: float | None = pydantic.Field(default=None, gt=0, strict=True)
+    """Strict: a quoted ``"0.5"`` is a mistake reported with its line, not a number."""
+    tokens: int | None = pydantic.Field(default=None, ge=1, strict=True)
 
     def budget(self) -> Budget:
         return Budget(usd=self.usd, tokens=self.tokens)
@@ -212,7 +213,7 @@ _HEALTH_HINT = ("health: takes failures, error_rate, window, min_calls, slow_cal
 KINDS = ("agent", "tool", "python", "workflow", "first_of")
 _MODELS: dict[str, type[pydantic.BaseModel]] = {
     "workflow": _Head, "input": InputSpec, "agent": AgentSpec, "step": StepSpec,
-    "loop": LoopSpec, "mcp server": MCPServerSpec, "route": RouteSpec}
+    "loop": LoopSpec, "mcp server": MCPServerSpec, "route": RouteSpec, "budget": BudgetSpec}
 
 
 @dataclass(kw_only=True, slots=True)
@@ -331,8 +332,12 @@ def _problem(doc: YamlDocument, error: Any, loc: KeyPath, known: KeyPath, at: Ke
         owner = _owner(loc[:-1], at, what)
         allowed = tuple(_MODELS[owner].model_fields)
         close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.5)
-        hint = f"did you mean {close[0]!r}?" if close else f"allowed keys: {', '.join(allowed)}"
-        return doc.problem(known, f"{label}: unknown key {key!r}", hint)
+        keys = f"allowed keys: {', '.join(allowed)}"
+        hint = f"did you mean {close[0]!r}? ({keys})" if close and owner != what else \
+            f"did you mean {close[0]!r}?" if close else keys
+        inside = ".".join(str(p) for p in loc[len(at):-1])
+        return doc.problem(known, f"{label}: {inside + ': ' if inside else ''}unknown key "
+                                  f"{key!r}", hint)
     if kind in ("model_type", "dict_type") and known == at:
         return doc.problem(known, f"{label} must be a mapping of keys, got "
                                   f"{type(error.get('input')).__name__}",
@@ -343,7 +348,10 @@ def _problem(doc: YamlDocument, error: Any, loc: KeyPath, known: KeyPath, at: Ke
     field_path = ".".join(str(p) for p in known[len(at):]) or "(value)"
     given = error.get("input")
     shown = repr(given) if not isinstance(given, dict | list) else type(given).__name__
-    return doc.problem(known, f"{label}: {field_path}: {error['msg'].lower()} (got {shown})",
+    message = error["msg"].removeprefix("Value error, ").lower()
+    if not message.endswith(f"got {shown.lower()}"):  # a validator's own message says it
+        message += f" (got {shown})"
+    return doc.problem(known, f"{label}: {field_path}: {message}",
                        _type_hint(field_path))
 
 
@@ -353,6 +361,8 @@ def _owner(loc: KeyPath, at: KeyPath, what: str) -> str:
         return "loop"
     if what in ("step", "workflow") and inner[:1] == ("route",):
         return "route"
+    if inner[:1] == ("budget",):  # a workflow's, a step's or an agent's
+        return "budget"
     return what
 
 
@@ -372,6 +382,8 @@ def _type_hint(field_path: str) -> str:
              "args": "write args: {name: value or template}",
              "inputs": "write inputs: {name: value or template}",
              "first_of": "write first_of: [step_id, step_id, ...]",
+             "budget": "write budget: {usd: 0.5, tokens: 20000} (unquoted numbers; "
+                       "either key may be left out)",
              "route": "write route: {policy: cheapest_that_passes | quality_first | "
                       "latency_first, tags: [...], models: [...]}"}
     return hints.get(field_path.split(".")[0], "")
