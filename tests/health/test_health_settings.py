@@ -131,12 +131,12 @@ def test_a_workflows_health_stands_over_the_configuration_files(tmp_path: Path) 
     registry = load_registry([_toml(tmp_path, TOML)])  # failures = 4 by default
     health = HealthRegistry()
     with use_health(health):
-        load_workflow(_flow(tmp_path, FLOW))  # failures: 5
+        load_workflow(_flow(tmp_path, FLOW), models={"fast": cp.ScriptedModel([])})
         _ = Model("fast", registry=registry).registry  # a model call reads its file's
         health.adopt(registry.health)  # and again: nothing changes
     assert health.breaker("model:other").options.failures == 5  # the workflow's, not 4
     fast = health.breaker("model:fast").options
-    assert (fast.failures, fast.open_for) == (2, 60.0)  # the file's own for it still apply
+    assert (fast.failures, fast.open_for) == (2, 5.0)  # the file's failures, the flow's 5
     assert health.breaker("tool:lookup").options.failures == 1
 
 
