@@ -82,6 +82,26 @@ def test_run_many_places_runs_on_shards_and_returns_them_in_order(
         store.close()
 
 
+def test_run_many_refuses_inputs_that_do_not_fit_before_placing_any_run(
+        ray_cluster: Any, tmp_path: Path) -> None:
+    g = cp.Graph("double")
+    g.add("d", _double, x=g.input("x"))
+    with pytest.raises(cp.errors.UserError, match=r"run_many inputs\[1\]: .*needs input"):
+        run_many(g, [{"x": 1}, {"y": 2}], workers=1, store_dir=tmp_path)
+    assert list(tmp_path.iterdir()) == []  # no shard started, no run logged
+
+
+def test_run_many_of_a_target_raises_the_shards_user_error_as_it_is(
+        ray_cluster: Any, tmp_path: Path) -> None:
+    # the shard's UserError came back wrapped in Ray's RayTaskError and an exception group
+    flow = tmp_path / "flow.py"
+    flow.write_text("import counterpoint as cp\n\n\nasync def double(x: int) -> int:\n"
+                    "    return 2 * x\n\ngraph = cp.Graph('double')\n"
+                    "graph.output(graph.add('d', double, x=graph.input('x')))\n")
+    with pytest.raises(cp.errors.UserError, match=r"has no input.*'y'"):
+        run_many(str(flow), [{"x": 1, "y": 2}], workers=1, store_dir=tmp_path / "shards")
+
+
 def test_a_shard_pool_streams_a_lazy_iterable_and_keeps_its_shards(
         ray_cluster: Any, tmp_path: Path) -> None:
     from counterpoint.ray import ShardPool
