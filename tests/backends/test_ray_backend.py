@@ -191,3 +191,27 @@ def test_a_shard_logs_from_its_own_thread_and_collects_rarely(
             reader.close()
     finally:
         shard.store.close()
+
+
+def _plus_one(x: int) -> int:
+    return x + 1
+
+
+@pytest.mark.parametrize(("tags", "asks"), [({"gpu": 1}, "GPU 1"), ({"cpu": 64}, "CPU 64")])
+def test_a_node_asking_for_resources_no_ray_node_has_fails_as_the_run_starts(
+        ray_backend: Any, tags: dict[str, int], asks: str) -> None:
+    # Ray queued its task as infeasible and the run waited for ever (the session's
+    # cluster has 2 CPUs and no GPU)
+    g = cp.Graph("greedy")
+    g.add("big", _plus_one, x=1, resources=tags)
+    with pytest.raises(cp.errors.UserError, match=rf"node 'big': its resources ask Ray "
+                                                  rf"for {asks} on one machine"):
+        cp.run_sync(g, store="memory", options=cp.RunOptions(backend=ray_backend))
+
+
+def test_resources_the_cluster_has_and_counterpoint_limits_run_on_ray(
+        ray_backend: Any) -> None:
+    g = cp.Graph("fits")
+    g.add("one", _plus_one, x=1, resources={"cpu": 1, "openai": 3})
+    result = cp.run_sync(g, store="memory", options=cp.RunOptions(backend=ray_backend))
+    assert result.status == "succeeded"

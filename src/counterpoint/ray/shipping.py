@@ -8,6 +8,8 @@
   ``gpu`` to ``num_gpus``, and any other name the cluster declares (``ray start
   --resources '{"embedder": 2}'``) to a custom resource. Names the cluster does not know
   stay counterpoint's own limits (``RunOptions.limits``) and are not sent to Ray.
+* :func:`check_resources` refuses, before the run starts, a node whose Ray resources no
+  node of the cluster has (Ray would queue its task forever, as infeasible).
 * :func:`ship_by_value` makes the functions of a file loaded by path (``counterpoint run
   flow.py``: :func:`counterpoint.loader.load_file` imports it under a made-up module name
   that Ray workers cannot import) travel by value, as ``__main__``'s do.
@@ -23,7 +25,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..errors import StepNotSerializable
+from ..errors import StepNotSerializable, UserError
 from ..graph import Graph, NodeSpec
 from ..nodes import InputRef, NodeKind, NodeRef
 
@@ -130,3 +132,35 @@ def check_graph(graph: Graph, checked: dict[Any, bool]) -> None:
         for name, value in spec.inputs.items():
             if not isinstance(value, NodeRef | InputRef) and rough_size(value) < 1 << 16:
                 check_picklable(value, f"literal input {name!r}", spec, graph)
+
+
+_RAY_NAMES = {"num_cpus": "CPU", "num_gpus": "GPU"}
+
+
+def check_resources(graph: Graph, nodes: Callable[[], list[Mapping[str, float]]],
+                    cluster: Mapping[str, float]) -> None:
+    """Raise :class:`UserError`, naming the node, if a node of ``graph`` (or of its
+    sub-graphs) asks for Ray resources that none of ``nodes()`` (each alive Ray node's
+    ``Resources``; asked for only if a node has resource tags) holds: Ray would wait for
+    such a node for ever."""
+    for spec in graph.nodes.values():
+        if isinstance(spec.fn, Graph):
+            check_resources(spec.fn, nodes, cluster)
+            continue
+        if spec.kind is NodeKind.JOIN or spec.context_param or not spec.policy.resources:
+            continue  # these run in the controller, which Ray does not schedule
+        wanted = {_RAY_NAMES[k]: float(v) for k, v in ray_options(
+            spec.policy.resources, cluster).items() if k in _RAY_NAMES}
+        wanted.update(ray_options(spec.policy.resources, cluster).get("resources", {}))
+        if not wanted or any(all(node.get(k, 0.0) >= v for k, v in wanted.items())
+                             for node in nodes()):
+            continue
+        asks = ", ".join(f"{k} {v:g}" for k, v in sorted(wanted.items()))
+        biggest = ", ".join(f"{k} {max((n.get(k, 0.0) for n in nodes()), default=0.0):g}"
+                            for k in sorted(wanted))
+        raise UserError(
+            f"{spec.where or graph.source.origin}: graph {graph.name!r}, node {spec.id!r}: "
+            f"its resources ask Ray for {asks} on one machine, and no node of the Ray cluster "
+            f"has that (the most any node has: {biggest}), so it would wait for ever. Lower "
+            "its resource tags, join a cluster that has such a node (ray start --resources), "
+            "or pass RayBackend(autoscaling=True) if the cluster adds nodes on demand")
