@@ -139,6 +139,16 @@ def test_misuse_is_one_clear_error_and_exit_2(work: Path, args: list[str],
     assert "Traceback" not in done.stderr
 
 
+def test_workers_with_a_database_url_is_refused_without_printing_its_password(
+        work: Path) -> None:
+    done = _cli(work, "run", "flow.py", "--workers", "2", "--inputs", "inputs.jsonl",
+                "--db", "postgresql://app:s3cret@127.0.0.1:5432/runs")
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "--workers needs --db to be a SQLite file" in done.stderr
+    assert "app:***@127.0.0.1" in done.stderr
+    assert "s3cret" not in done.stdout + done.stderr  # it was printed in the message
+
+
 @pytest.mark.parametrize("args", [["--backend", "ray"], ["--workers", "2", "--inputs",
                                                           "inputs.jsonl"]])
 def test_without_ray_installed_the_error_says_how_to_install_it(

@@ -119,8 +119,9 @@ def run_many_command(target: str, inputs: list[dict[str, Any]], lines: list[int]
     from ..store import default_location
     location = db or default_location()
     if location == "memory" or "://" in location:
+        from ..store.postgres_url import redact
         raise UserError(f"--workers needs --db to be a SQLite file (each shard writes "
-                        f"<folder of the file>/shards/shard-N.db), not {location!r}")
+                        f"<folder of the file>/shards/shard-N.db), not {redact(location)!r}")
     folder = Path(location).parent / "shards"
     view = _ProgressView(progress_out, quiet=quiet)
     began = time.perf_counter()
