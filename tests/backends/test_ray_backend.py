@@ -102,6 +102,15 @@ def test_run_many_of_a_target_raises_the_shards_user_error_as_it_is(
         run_many(str(flow), [{"x": 1, "y": 2}], workers=1, store_dir=tmp_path / "shards")
 
 
+def test_a_shard_pool_of_more_shards_than_cpus_fails_as_it_starts(
+        ray_cluster: Any, tmp_path: Path) -> None:
+    from counterpoint.ray import ShardPool
+    pool = ShardPool(3, store_dir=tmp_path / "shards")  # the session's cluster has 2 CPUs
+    with pytest.raises(cp.errors.UserError, match="3 shards need a CPU each"):
+        pool.start()
+    assert pool.shards == [] and not (tmp_path / "shards").exists()
+
+
 def test_a_shard_pool_streams_a_lazy_iterable_and_keeps_its_shards(
         ray_cluster: Any, tmp_path: Path) -> None:
     from counterpoint.ray import ShardPool

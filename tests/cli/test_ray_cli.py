@@ -139,6 +139,17 @@ def test_misuse_is_one_clear_error_and_exit_2(work: Path, args: list[str],
     assert "Traceback" not in done.stderr
 
 
+def test_more_workers_than_the_cluster_has_cpus_is_refused_before_any_shard_starts(
+        work: Path, ray_cluster: Any) -> None:
+    # the third shard's actor (1 CPU) was never placed on the 2-CPU cluster: a silent hang
+    done = _cli(work, "run", "flow.py", "--workers", "3", "--inputs", "inputs.jsonl",
+                "--ray-address", _address(ray_cluster), "--db", "runs.db")
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "3 shards need a CPU each, and the Ray cluster has 2" in done.stderr
+    assert "Use --workers 2" in done.stderr and "Traceback" not in done.stderr
+    assert not (work / "shards").exists()
+
+
 def test_workers_with_a_database_url_is_refused_without_printing_its_password(
         work: Path) -> None:
     done = _cli(work, "run", "flow.py", "--workers", "2", "--inputs", "inputs.jsonl",

@@ -166,13 +166,15 @@ class ShardPool:
     logs to ``<store_dir>/shard-<i>.db``.
 
     ``store_dir`` defaults to a ``shards`` folder next to the default store; ``address``
-    and ``num_cpus`` are those of :class:`~counterpoint.ray.RayBackend`. Use it as a
-    context manager, or call :meth:`start` and :meth:`close`. Not safe to use from several
-    threads at once.
+    and ``num_cpus`` are those of :class:`~counterpoint.ray.RayBackend`. Each shard holds
+    one Ray CPU: more shards than the cluster's CPUs fail at :meth:`start`, unless
+    ``autoscaling`` (the cluster adds nodes on demand). Use it as a context manager, or call
+    :meth:`start` and :meth:`close`. Not safe to use from several threads at once.
     """
 
     def __init__(self, workers: int = 2, *, store_dir: str | Path | None = None,
-                 address: str | None = None, num_cpus: int | None = None) -> None:
+                 address: str | None = None, num_cpus: int | None = None,
+                 autoscaling: bool = False) -> None:
         if workers < 1:
             raise UserError(f"a shard pool needs workers >= 1, got {workers}")
         from ..store import default_location
@@ -181,6 +183,7 @@ class ShardPool:
                        Path(default_location()).parent / "shards").resolve()  # shards run elsewhere
         self.address = address
         self.num_cpus = num_cpus
+        self.autoscaling = autoscaling
         self.shards: list[Any] = []
         self._ray: Any = None
         self._jobs = itertools.count(1)
@@ -191,6 +194,14 @@ class ShardPool:
         """Connect to Ray and start the shards; returns once every one is up. Idempotent."""
         if not self.shards:
             self._ray = connect(self.address, num_cpus=self.num_cpus)
+            cpus = self._ray.cluster_resources().get("CPU", 0.0)
+            if self.workers > cpus and not self.autoscaling:  # Ray would wait for ever
+                raise UserError(
+                    f"{self.workers} shards need a CPU each, and the Ray cluster has "
+                    f"{cpus:g}: the shards past {cpus:g} would never start. Use --workers "
+                    f"{max(1, int(cpus))} (workers={max(1, int(cpus))}) or fewer, a cluster "
+                    "with more CPUs, or ShardPool(autoscaling=True) if it adds nodes on "
+                    "demand")
             self.folder.mkdir(parents=True, exist_ok=True)
             self.shards = [self._make(i) for i in range(self.workers)]
             self._ray.get([s.rss.remote() for s in self.shards])
