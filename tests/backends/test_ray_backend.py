@@ -224,3 +224,35 @@ def test_resources_the_cluster_has_and_counterpoint_limits_run_on_ray(
     g.add("one", _plus_one, x=1, resources={"cpu": 1, "openai": 3})
     result = cp.run_sync(g, store="memory", options=cp.RunOptions(backend=ray_backend))
     assert result.status == "succeeded"
+
+
+class ApiError(Exception):
+    """An exception pickle cannot rebuild: its ``__init__`` takes other arguments than the
+    ``args`` it passes on (a common shape for an HTTP client's error)."""
+
+    def __init__(self, status: int, body: str) -> None:
+        super().__init__(f"HTTP {status}: {body}")
+        self.status = status
+        self.lock = threading.Lock()  # and an attribute that does not pickle at all
+
+
+def _call_api() -> int:
+    raise ApiError(503, "busy")
+
+
+async def _call_api_async() -> int:
+    raise ApiError(503, "busy")
+
+
+@pytest.mark.parametrize("step", [_call_api, _call_api_async])
+def test_a_step_exception_pickle_cannot_rebuild_keeps_its_class_across_ray(
+        ray_backend: Any, step: Any) -> None:
+    # Ray handed the controller an UnserializableException with a traceback dump as its
+    # message, so retry_on=(ApiError,) did not match and the node was not retried
+    g = cp.Graph("api")
+    g.add("call", step, policy=cp.Policy(retries=1, retry_on=(ApiError,)))
+    result = cp.run_sync(g, store="memory", options=cp.RunOptions(backend=ray_backend))
+    node = result.nodes["call"]
+    assert (result.status, node.attempts) == ("failed", 2)
+    assert node.error is not None
+    assert (node.error["type"], node.error["message"]) == ("ApiError", "HTTP 503: busy")

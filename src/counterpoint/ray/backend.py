@@ -34,7 +34,14 @@ from ..context import _CURRENT, NodeContext
 from ..errors import NodeFailed, WorkerLost
 from ..graph import Graph
 from .cluster import connect
-from .shipping import check_graph, check_resources, ray_options, rough_size, ship_by_value
+from .shipping import (
+    check_graph,
+    check_resources,
+    ray_options,
+    rough_size,
+    ship_by_value,
+    unwrap,
+)
 
 INLINE_BYTES = 1 << 20
 """Inputs estimated above this many bytes travel through Ray's object store."""
@@ -139,7 +146,7 @@ class RayBackend:
             ray.cancel(ref)
             raise
         except ray.exceptions.RayTaskError as exc:
-            cause = exc.cause
+            cause = unwrap(exc.cause)
             if isinstance(cause, Exception) and not isinstance(cause, ray.exceptions.RayError):
                 raise cause from None
             raise

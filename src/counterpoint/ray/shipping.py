@@ -13,6 +13,10 @@
 * :func:`ship_by_value` makes the functions of a file loaded by path (``counterpoint run
   flow.py``: :func:`counterpoint.loader.load_file` imports it under a made-up module name
   that Ray workers cannot import) travel by value, as ``__main__``'s do.
+* :func:`portable` and :func:`unwrap` carry a step's exception back from a worker when
+  pickle cannot rebuild it (an exception class whose ``__init__`` takes other arguments
+  than its ``args``, or that holds a lock): Ray would hand the controller an
+  ``UnserializableException``, so the node's ``retry_on`` no longer matched its class.
 * :func:`rough_size` estimates a value's size cheaply, without pickling it, to decide
   which inputs travel through Ray's object store.
 """
@@ -164,3 +168,47 @@ def check_resources(graph: Graph, nodes: Callable[[], list[Mapping[str, float]]]
             f"has that (the most any node has: {biggest}), so it would wait for ever. Lower "
             "its resource tags, join a cluster that has such a node (ray start --resources), "
             "or pass RayBackend(autoscaling=True) if the cluster adds nodes on demand")
+
+
+class CarriedError(Exception):
+    """A step's exception that pickle cannot rebuild, as it crosses from a Ray worker: its
+    class, ``args`` and attributes (those that pickle). Never seen outside this package:
+    :func:`unwrap` turns it back into an instance of the class."""
+
+    def __init__(self, cls: type[BaseException], args: tuple[Any, ...],
+                 state: dict[str, Any], text: str) -> None:
+        super().__init__(cls, args, state, text)
+        self.cls, self.exc_args, self.state, self.text = cls, args, state, text
+
+
+def _pickles(value: Any) -> bool:
+    from ray import cloudpickle
+    try:
+        cloudpickle.loads(cloudpickle.dumps(value))  # type: ignore[no-untyped-call]
+    except Exception:
+        return False
+    return True
+
+
+def portable(exc: Exception) -> Exception:
+    """``exc`` if it survives pickling, else a :class:`CarriedError` of it (in a worker)."""
+    if _pickles(exc):
+        return exc
+    args = exc.args if _pickles(exc.args) else (str(exc),)
+    state = {k: v for k, v in vars(exc).items() if _pickles(v)}
+    return CarriedError(type(exc), args, state, str(exc))
+
+
+def unwrap(exc: BaseException) -> BaseException:
+    """The step's own exception from a :class:`CarriedError` (in the controller): an
+    instance of its class made without calling ``__init__``, with its ``args`` and
+    attributes; ``exc`` itself if it is no such carrier."""
+    if not isinstance(exc, CarriedError):
+        return exc
+    try:
+        rebuilt = exc.cls.__new__(exc.cls)
+        rebuilt.args = exc.exc_args
+        rebuilt.__dict__.update(exc.state)
+    except Exception:
+        return RuntimeError(f"{exc.cls.__qualname__}: {exc.text}")
+    return rebuilt
