@@ -134,6 +134,19 @@ def test_a_shard_pool_streams_a_lazy_iterable_and_keeps_its_shards(
     assert again[0].output == {"d": 2}
 
 
+def test_a_bad_address_from_ray_address_says_it_came_from_there(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from support import free_port
+
+    from counterpoint.errors import ConfigError
+    from counterpoint.ray.cluster import connect
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{free_port()}")
+    # the message said "leave it out", of an address the user had not given
+    with pytest.raises(ConfigError, match=r"cannot reach the Ray cluster .*the address is "
+                                          r"\$RAY_ADDRESS's: unset it"):
+        connect(None)
+
+
 def test_a_cluster_address_is_checked_before_ray_is_asked() -> None:
     from support import free_port
 

@@ -39,9 +39,16 @@ def connect(address: str | None = None, *, num_cpus: int | None = None) -> Any:
     defined in a module this process can import is importable in the workers too.
     """
     ray = ray_module()
+    from_env = not address and bool(os.environ.get("RAY_ADDRESS"))
     address = address or os.environ.get("RAY_ADDRESS") or None
     if address is not None:
-        check_address(address)
+        try:
+            check_address(address)
+        except ConfigError as exc:
+            if not from_env:
+                raise
+            raise ConfigError(f"{exc} (the address is $RAY_ADDRESS's: unset it to start a "
+                              "local cluster)") from None
     with _LOCK:
         if ray.is_initialized():
             return ray
