@@ -269,3 +269,19 @@ def test_a_step_exception_pickle_cannot_rebuild_keeps_its_class_across_ray(
     assert (result.status, node.attempts) == ("failed", 2)
     assert node.error is not None
     assert (node.error["type"], node.error["message"]) == ("ApiError", "HTTP 503: busy")
+
+
+def test_the_raylet_messages_go_to_stderr_not_stdout(
+        ray_cluster: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    # Ray's driver printed "(raylet) A worker died ..." on stdout, inside the JSON of
+    # `counterpoint run --workers N --inputs F --json` when a shard was killed; this is the
+    # call Ray's error listener makes for such a message
+    import ray._private.worker as ray_worker
+
+    from counterpoint.ray.cluster import connect
+    connect(None)
+    ray_worker.print_to_stdstream({"lines": ["A worker died (test)"], "pid": "raylet",
+                                   "is_err": False}, ignore_prefix=False)
+    captured = capsys.readouterr()
+    assert "A worker died (test)" in captured.err
+    assert "A worker died" not in captured.out
