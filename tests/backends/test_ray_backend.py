@@ -82,6 +82,35 @@ def test_run_many_places_runs_on_shards_and_returns_them_in_order(
         store.close()
 
 
+def test_run_many_refuses_inputs_that_do_not_fit_before_placing_any_run(
+        ray_cluster: Any, tmp_path: Path) -> None:
+    g = cp.Graph("double")
+    g.add("d", _double, x=g.input("x"))
+    with pytest.raises(cp.errors.UserError, match=r"run_many inputs\[1\]: .*needs input"):
+        run_many(g, [{"x": 1}, {"y": 2}], workers=1, store_dir=tmp_path)
+    assert list(tmp_path.iterdir()) == []  # no shard started, no run logged
+
+
+def test_run_many_of_a_target_raises_the_shards_user_error_as_it_is(
+        ray_cluster: Any, tmp_path: Path) -> None:
+    # the shard's UserError came back wrapped in Ray's RayTaskError and an exception group
+    flow = tmp_path / "flow.py"
+    flow.write_text("import counterpoint as cp\n\n\nasync def double(x: int) -> int:\n"
+                    "    return 2 * x\n\ngraph = cp.Graph('double')\n"
+                    "graph.output(graph.add('d', double, x=graph.input('x')))\n")
+    with pytest.raises(cp.errors.UserError, match=r"has no input.*'y'"):
+        run_many(str(flow), [{"x": 1, "y": 2}], workers=1, store_dir=tmp_path / "shards")
+
+
+def test_a_shard_pool_of_more_shards_than_cpus_fails_as_it_starts(
+        ray_cluster: Any, tmp_path: Path) -> None:
+    from counterpoint.ray import ShardPool
+    pool = ShardPool(3, store_dir=tmp_path / "shards")  # the session's cluster has 2 CPUs
+    with pytest.raises(cp.errors.UserError, match="3 shards need a CPU each"):
+        pool.start()
+    assert pool.shards == [] and not (tmp_path / "shards").exists()
+
+
 def test_a_shard_pool_streams_a_lazy_iterable_and_keeps_its_shards(
         ray_cluster: Any, tmp_path: Path) -> None:
     from counterpoint.ray import ShardPool
@@ -103,6 +132,19 @@ def test_a_shard_pool_streams_a_lazy_iterable_and_keeps_its_shards(
     assert all(len(batch) <= 4 for batch in batches)
     assert {s.index: s.output for s in summaries} == {i: {"d": 2 * i} for i in range(25)}
     assert again[0].output == {"d": 2}
+
+
+def test_a_bad_address_from_ray_address_says_it_came_from_there(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from support import free_port
+
+    from counterpoint.errors import ConfigError
+    from counterpoint.ray.cluster import connect
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{free_port()}")
+    # the message said "leave it out", of an address the user had not given
+    with pytest.raises(ConfigError, match=r"cannot reach the Ray cluster .*the address is "
+                                          r"\$RAY_ADDRESS's: unset it"):
+        connect(None)
 
 
 def test_a_cluster_address_is_checked_before_ray_is_asked() -> None:
@@ -171,3 +213,75 @@ def test_a_shard_logs_from_its_own_thread_and_collects_rarely(
             reader.close()
     finally:
         shard.store.close()
+
+
+def _plus_one(x: int) -> int:
+    return x + 1
+
+
+@pytest.mark.parametrize(("tags", "asks"), [({"gpu": 1}, "GPU 1"), ({"cpu": 64}, "CPU 64")])
+def test_a_node_asking_for_resources_no_ray_node_has_fails_as_the_run_starts(
+        ray_backend: Any, tags: dict[str, int], asks: str) -> None:
+    # Ray queued its task as infeasible and the run waited for ever (the session's
+    # cluster has 2 CPUs and no GPU)
+    g = cp.Graph("greedy")
+    g.add("big", _plus_one, x=1, resources=tags)
+    with pytest.raises(cp.errors.UserError, match=rf"node 'big': its resources ask Ray "
+                                                  rf"for {asks} on one machine"):
+        cp.run_sync(g, store="memory", options=cp.RunOptions(backend=ray_backend))
+
+
+def test_resources_the_cluster_has_and_counterpoint_limits_run_on_ray(
+        ray_backend: Any) -> None:
+    g = cp.Graph("fits")
+    g.add("one", _plus_one, x=1, resources={"cpu": 1, "openai": 3})
+    result = cp.run_sync(g, store="memory", options=cp.RunOptions(backend=ray_backend))
+    assert result.status == "succeeded"
+
+
+class ApiError(Exception):
+    """An exception pickle cannot rebuild: its ``__init__`` takes other arguments than the
+    ``args`` it passes on (a common shape for an HTTP client's error)."""
+
+    def __init__(self, status: int, body: str) -> None:
+        super().__init__(f"HTTP {status}: {body}")
+        self.status = status
+        self.lock = threading.Lock()  # and an attribute that does not pickle at all
+
+
+def _call_api() -> int:
+    raise ApiError(503, "busy")
+
+
+async def _call_api_async() -> int:
+    raise ApiError(503, "busy")
+
+
+@pytest.mark.parametrize("step", [_call_api, _call_api_async])
+def test_a_step_exception_pickle_cannot_rebuild_keeps_its_class_across_ray(
+        ray_backend: Any, step: Any) -> None:
+    # Ray handed the controller an UnserializableException with a traceback dump as its
+    # message, so retry_on=(ApiError,) did not match and the node was not retried
+    g = cp.Graph("api")
+    g.add("call", step, policy=cp.Policy(retries=1, retry_on=(ApiError,)))
+    result = cp.run_sync(g, store="memory", options=cp.RunOptions(backend=ray_backend))
+    node = result.nodes["call"]
+    assert (result.status, node.attempts) == ("failed", 2)
+    assert node.error is not None
+    assert (node.error["type"], node.error["message"]) == ("ApiError", "HTTP 503: busy")
+
+
+def test_the_raylet_messages_go_to_stderr_not_stdout(
+        ray_cluster: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    # Ray's driver printed "(raylet) A worker died ..." on stdout, inside the JSON of
+    # `counterpoint run --workers N --inputs F --json` when a shard was killed; this is the
+    # call Ray's error listener makes for such a message
+    import ray._private.worker as ray_worker
+
+    from counterpoint.ray.cluster import connect
+    connect(None)
+    ray_worker.print_to_stdstream({"lines": ["A worker died (test)"], "pid": "raylet",
+                                   "is_err": False}, ignore_prefix=False)
+    captured = capsys.readouterr()
+    assert "A worker died (test)" in captured.err
+    assert "A worker died" not in captured.out

@@ -93,6 +93,15 @@ def test_workers_run_every_line_over_shards_with_aggregate_progress(
     assert sorted(statuses) == ["failed"] + ["succeeded"] * 6
 
 
+def test_a_failed_run_is_named_by_its_line_of_the_inputs_file(
+        work: Path, ray_cluster: Any) -> None:
+    (work / "gaps.jsonl").write_text('{"x": 1}\n\n{"x": 3}\n')  # blank lines are skipped
+    done = _cli(work, "run", "flow.py", "--workers", "1", "--inputs", "gaps.jsonl",
+                "--ray-address", _address(ray_cluster), "--db", "runs.db")
+    assert done.returncode == 1, done.stderr
+    assert "line 3: run " in done.stdout, done.stdout  # was "line 2", the run's position
+
+
 def test_workers_json_gives_each_run_in_input_order(work: Path, ray_cluster: Any) -> None:
     done = _cli(work, "run", "flow.py", "--workers", "1", "--inputs", "inputs.jsonl",
                 "--ray-address", _address(ray_cluster), "--db", "runs.db", "--json")
@@ -113,17 +122,42 @@ def test_workers_json_gives_each_run_in_input_order(work: Path, ray_cluster: Any
     (["--workers", "0", "--inputs", "inputs.jsonl"], "'--workers'"),
     (["--workers", "2", "--inputs", "bad.jsonl"], "bad.jsonl:2: not JSON"),
     (["--workers", "2", "--inputs", "list.jsonl"], "list.jsonl:1: a JSON list, not an object"),
+    # a line whose inputs do not fit the graph failed in the shards: a traceback, exit 1
+    (["--workers", "2", "--inputs", "unknown.jsonl"],
+     "unknown.jsonl:3: {work}/flow.py: graph 'doubling' has no input(s) ['y']"),
 ])
 def test_misuse_is_one_clear_error_and_exit_2(work: Path, args: list[str],
                                               message: str) -> None:
     (work / "bad.jsonl").write_text('{"x": 1}\n{x: 2}\n')
     (work / "list.jsonl").write_text("[1, 2]\n")
+    (work / "unknown.jsonl").write_text('{"x": 1}\n\n{"y": 2}\n')
     port = str(free_port())
     done = _cli(work, "run", "flow.py", *[a.format(port=port) for a in args], "--input",
                 "x=1", "--db", "runs.db")
     assert done.returncode == 2, (done.stdout, done.stderr)
-    assert message.format(port=port) in done.stderr
+    assert message.format(port=port, work=work) in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_more_workers_than_the_cluster_has_cpus_is_refused_before_any_shard_starts(
+        work: Path, ray_cluster: Any) -> None:
+    # the third shard's actor (1 CPU) was never placed on the 2-CPU cluster: a silent hang
+    done = _cli(work, "run", "flow.py", "--workers", "3", "--inputs", "inputs.jsonl",
+                "--ray-address", _address(ray_cluster), "--db", "runs.db")
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "3 shards need a CPU each, and the Ray cluster has 2" in done.stderr
+    assert "Use --workers 2" in done.stderr and "Traceback" not in done.stderr
+    assert not (work / "shards").exists()
+
+
+def test_workers_with_a_database_url_is_refused_without_printing_its_password(
+        work: Path) -> None:
+    done = _cli(work, "run", "flow.py", "--workers", "2", "--inputs", "inputs.jsonl",
+                "--db", "postgresql://app:s3cret@127.0.0.1:5432/runs")
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "--workers needs --db to be a SQLite file" in done.stderr
+    assert "app:***@127.0.0.1" in done.stderr
+    assert "s3cret" not in done.stdout + done.stderr  # it was printed in the message
 
 
 @pytest.mark.parametrize("args", [["--backend", "ray"], ["--workers", "2", "--inputs",

@@ -151,3 +151,43 @@ def test_a_run_that_fails_validation_leaves_no_store(tmp_path: Path) -> None:
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "cycle" in (done.stdout + done.stderr).lower()
     assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("location", ["postgressql://app:s3cret@127.0.0.1:5432/runs",
+                                      "mysql://app:s3cret@db/runs", "file:///tmp/runs.db"])
+def test_a_url_of_an_unknown_scheme_is_refused_without_its_password(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, location: str) -> None:
+    # it was opened as a SQLite path: the run wrote to ./postgressql:/app:s3cret@.../runs
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(cp.errors.StoreError, match="is not a store this counterpoint opens") \
+            as caught:
+        cp.run_sync(_hello_graph(), store=location)
+    assert "s3cret" not in str(caught.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_counterpoint_run_refuses_a_misspelt_database_url(tmp_path: Path) -> None:
+    flow = tmp_path / "flow.py"
+    flow.write_text(textwrap.dedent("""
+        import counterpoint as cp
+        graph = cp.Graph("flow")
+        graph.output(graph.add("hi", lambda: "hi"))
+    """))
+    done = subprocess.run([sys.executable, "-m", "counterpoint.cli", "run", str(flow), "--db",
+                           "postgressql://app:s3cret@127.0.0.1:5432/runs"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "COUNTERPOINT_DB": ""})
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "'postgressql://' is not a store" in done.stderr
+    assert "s3cret" not in done.stdout + done.stderr and "Traceback" not in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["flow.py"]
+
+
+def _hello_graph() -> cp.Graph:
+    graph = cp.Graph("hello")
+    graph.output(graph.add("hi", _hello))
+    return graph
+
+
+def _hello() -> str:
+    return "hi"

@@ -158,3 +158,22 @@ def test_the_cli_takes_a_postgres_url_and_exits_2_without_the_password(
     assert "refused the login" in refused.stderr + refused.stdout
     assert "not-this-one" not in refused.stderr + refused.stdout
     assert "Traceback" not in refused.stderr
+
+
+@pytest.mark.parametrize(("url", "redacted", "without"), [
+    ("postgresql://app:s3cret@db:5432/runs", "postgresql://app:***@db:5432/runs",
+     "postgresql://app@db:5432/runs"),
+    # libpq takes the password in the query too: it was printed as it is
+    ("postgresql://app@db/runs?password=s3cret&sslmode=require",
+     "postgresql://app@db/runs?password=***&sslmode=require",
+     "postgresql://app@db/runs?sslmode=require"),
+    ("postgres://app:one@db/runs?password=two", "postgres://app:***@db/runs?password=***",
+     "postgres://app@db/runs"),
+    ("postgresql://app@db/runs?sslmode=require", "postgresql://app@db/runs?sslmode=require",
+     "postgresql://app@db/runs?sslmode=require"),
+])
+def test_a_password_in_the_user_info_or_the_query_is_never_shown(
+        url: str, redacted: str, without: str) -> None:
+    from counterpoint.store.postgres_url import redact, without_password
+    assert redact(url) == redacted
+    assert without_password(url) == without

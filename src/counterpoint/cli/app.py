@@ -329,9 +329,9 @@ def _run_many(target: str, kind: str, options: RunOptions, shared: list[str],
     graph = load_target(target)  # a graph that does not load fails here, not in a shard
     if preflight_first:
         preflight.check_run(preflight.graph_uses(graph))
-    runs = cluster_cli.read_inputs(inputs_file, parse_inputs(shared))
+    runs, lines = cluster_cli.read_inputs(inputs_file, parse_inputs(shared), graph, options)
     return cluster_cli.run_many_command(
-        target, runs, workers=workers or 2, address=address, options=options, db=db,
+        target, runs, lines, workers=workers or 2, address=address, options=options, db=db,
         quiet=quiet, as_json=as_json, out=out,
         progress_out=make_console(stderr=True) if as_json else out)
 

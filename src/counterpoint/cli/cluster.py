@@ -21,6 +21,7 @@ from ..errors import UserError
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from ..graph import Graph
     from ..options import RunOptions
     from ..ray import Progress, RayBackend, RunSummary
 
@@ -63,14 +64,19 @@ def choose_backend(name: str | None, address: str | None) -> RayBackend | None:
     return backend
 
 
-def read_inputs(path: str, shared: dict[str, Any]) -> list[dict[str, Any]]:
+def read_inputs(path: str, shared: dict[str, Any], graph: Graph,
+                options: RunOptions) -> tuple[list[dict[str, Any]], list[int]]:
     """The runs' inputs: one JSON object per non-blank line of ``path``, over ``shared``
-    (the ``--input`` values every run gets)."""
+    (the ``--input`` values every run gets), each checked against ``graph`` here (a line
+    that does not fit fails as ``path:line``, before any shard starts); and the line of
+    each run."""
+    from ..scheduler.execution import check_inputs
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise UserError(f"--inputs {path}: cannot read it ({exc.strerror or exc})") from None
     runs: list[dict[str, Any]] = []
+    numbers: list[int] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -82,10 +88,16 @@ def read_inputs(path: str, shared: dict[str, Any]) -> list[dict[str, Any]]:
         if not isinstance(value, dict):
             raise UserError(f"{path}:{number}: a JSON {type(value).__name__}, not an object "
                             'of graph inputs such as {"x": 1}')
-        runs.append({**shared, **value})
+        run = {**shared, **value}
+        try:
+            check_inputs(graph, run, options)
+        except UserError as exc:
+            raise UserError(f"{path}:{number}: {exc}") from None
+        runs.append(run)
+        numbers.append(number)
     if not runs:
         raise UserError(f"--inputs {path}: no runs in it (one JSON object per line)")
-    return runs
+    return runs, numbers
 
 
 def shipped_target(target: str) -> str:
@@ -95,19 +107,21 @@ def shipped_target(target: str) -> str:
     return str(Path(file).resolve()) + sep + attr if Path(file).is_file() else target
 
 
-def run_many_command(target: str, inputs: list[dict[str, Any]], *, workers: int,
-                     address: str | None, options: RunOptions, db: str | None,
+def run_many_command(target: str, inputs: list[dict[str, Any]], lines: list[int], *,
+                     workers: int, address: str | None, options: RunOptions, db: str | None,
                      quiet: bool, as_json: bool, out: Console, progress_out: Console) -> int:
-    """Run ``target`` once per item of ``inputs`` over ``workers`` shards; print the
-    progress and a summary. Returns 0 if every run succeeded, else 1."""
+    """Run ``target`` once per item of ``inputs`` (read from ``lines`` of the inputs file)
+    over ``workers`` shards; print the progress and a summary. Returns 0 if every run
+    succeeded, else 1."""
     from ..ray.cluster import ray_module
     ray_module()
     from ..ray import run_many
     from ..store import default_location
     location = db or default_location()
     if location == "memory" or "://" in location:
+        from ..store.postgres_url import redact
         raise UserError(f"--workers needs --db to be a SQLite file (each shard writes "
-                        f"<folder of the file>/shards/shard-N.db), not {location!r}")
+                        f"<folder of the file>/shards/shard-N.db), not {redact(location)!r}")
     folder = Path(location).parent / "shards"
     view = _ProgressView(progress_out, quiet=quiet)
     began = time.perf_counter()
@@ -123,7 +137,7 @@ def run_many_command(target: str, inputs: list[dict[str, Any]], *, workers: int,
     if as_json:
         print(json.dumps(_as_json(summaries, seconds, folder), default=str))
     else:
-        _summary(out, summaries, failed, seconds, total, folder)
+        _summary(out, summaries, failed, seconds, total, folder, lines)
     return 1 if failed else 0
 
 
@@ -167,7 +181,7 @@ def progress_line(p: Progress) -> str:
 
 
 def _summary(out: Console, summaries: list[RunSummary], failed: list[RunSummary],
-             seconds: float, total: float, folder: Path) -> None:
+             seconds: float, total: float, folder: Path, lines: list[int]) -> None:
     from rich.text import Text
     rate = len(summaries) / seconds if seconds > 0 else 0.0
     style = "red" if failed else "green"
@@ -175,7 +189,7 @@ def _summary(out: Console, summaries: list[RunSummary], failed: list[RunSummary]
                    f"{len(failed)} failed in {seconds:.2f}s ({rate:,.0f} runs/s; "
                    f"{total:.1f}s with starting the shards)", style=style), soft_wrap=True)
     for summary in failed[:10]:
-        out.print(f"  line {summary.index + 1}: run {summary.run_id} {summary.status} "
+        out.print(f"  line {lines[summary.index]}: run {summary.run_id} {summary.status} "
                   f"(counterpoint show {summary.run_id} --db {summary.store})", soft_wrap=True)
     if len(failed) > 10:
         out.print(f"  ... and {len(failed) - 10} more", soft_wrap=True)

@@ -34,7 +34,14 @@ from ..context import _CURRENT, NodeContext
 from ..errors import NodeFailed, WorkerLost
 from ..graph import Graph
 from .cluster import connect
-from .shipping import check_graph, ray_options, rough_size, ship_by_value
+from .shipping import (
+    check_graph,
+    check_resources,
+    ray_options,
+    rough_size,
+    ship_by_value,
+    unwrap,
+)
 
 INLINE_BYTES = 1 << 20
 """Inputs estimated above this many bytes travel through Ray's object store."""
@@ -67,12 +74,14 @@ class RayBackend:
     ``address``: ``None`` starts a local Ray cluster (of ``num_cpus`` CPUs, default all),
     ``"auto"`` joins the cluster ``ray start`` runs on this machine, ``"ray://host:10001"``
     a remote one. ``actors``: async step actors per pool. Ray is started at the first run
-    (or :meth:`start`), not when the backend is made.
+    (or :meth:`start`), not when the backend is made. ``autoscaling``: the cluster adds
+    nodes on demand, so a node asking for resources no node has yet is sent anyway (by
+    default such a run fails as it starts, naming the node).
     """
 
     def __init__(self, address: str | None = None, *, num_cpus: int | None = None,
                  actors: int = 2, actor_concurrency: int = 1000,
-                 inline_bytes: int = INLINE_BYTES) -> None:
+                 inline_bytes: int = INLINE_BYTES, autoscaling: bool = False) -> None:
         if actors < 1:
             raise ValueError(f"RayBackend needs at least one actor, got {actors}")
         self.address = address
@@ -80,6 +89,7 @@ class RayBackend:
         self.actors = actors
         self.actor_concurrency = actor_concurrency
         self.inline_bytes = inline_bytes
+        self.autoscaling = autoscaling
         self._ray: Any = None
         self._lock = threading.Lock()
         self._local = InProcessBackend()
@@ -101,9 +111,13 @@ class RayBackend:
 
     def check_graph(self, graph: Graph) -> None:
         """Raise :class:`~counterpoint.errors.StepNotSerializable`, naming the node, if a
-        step of ``graph`` cannot be sent to a Ray worker. Called as a run starts."""
-        self.start()
+        step of ``graph`` cannot be sent to a Ray worker, or a ``UserError`` if a node asks
+        for Ray resources no node of the cluster has. Called as a run starts."""
+        ray = self.start()
         check_graph(graph, self._checked)
+        if not self.autoscaling:
+            check_resources(graph, lambda: [n.get("Resources", {}) for n in ray.nodes()
+                                            if n.get("Alive")], self._cluster)
 
     async def call(self, fn: Callable[..., Any], kwargs: dict[str, Any], *,
                    is_async: bool) -> Any:
@@ -132,7 +146,7 @@ class RayBackend:
             ray.cancel(ref)
             raise
         except ray.exceptions.RayTaskError as exc:
-            cause = exc.cause
+            cause = unwrap(exc.cause)
             if isinstance(cause, Exception) and not isinstance(cause, ray.exceptions.RayError):
                 raise cause from None
             raise

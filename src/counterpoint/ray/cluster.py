@@ -39,10 +39,18 @@ def connect(address: str | None = None, *, num_cpus: int | None = None) -> Any:
     defined in a module this process can import is importable in the workers too.
     """
     ray = ray_module()
+    from_env = not address and bool(os.environ.get("RAY_ADDRESS"))
     address = address or os.environ.get("RAY_ADDRESS") or None
     if address is not None:
-        check_address(address)
+        try:
+            check_address(address)
+        except ConfigError as exc:
+            if not from_env:
+                raise
+            raise ConfigError(f"{exc} (the address is $RAY_ADDRESS's: unset it to start a "
+                              "local cluster)") from None
     with _LOCK:
+        raylet_messages_to_stderr(ray)
         if ray.is_initialized():
             return ray
         options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
@@ -58,6 +66,25 @@ def connect(address: str | None = None, *, num_cpus: int | None = None) -> Any:
                               "one with `ray start --head`, or leave the address out to start "
                               "a local cluster") from exc
     return ray
+
+
+def raylet_messages_to_stderr(ray: Any) -> None:
+    """Have the driver print the raylet's messages (``(raylet) A worker died ...``) on stderr.
+    Ray prints them on stdout, where ``counterpoint run --json`` writes its JSON, which they
+    broke; counterpoint reports a dead worker itself (``WorkerLost``). Idempotent; a Ray
+    without the hook (``ray._private.worker.print_to_stdstream``) is left as it is."""
+    module = getattr(getattr(ray, "_private", None), "worker", None)
+    original = getattr(module, "print_to_stdstream", None)
+    if original is None or getattr(original, "counterpoint_stderr", False):
+        return
+
+    def print_to_stdstream(data: dict[str, Any], ignore_prefix: bool) -> None:
+        if data.get("pid") == "raylet":
+            data = {**data, "is_err": True}
+        original(data, ignore_prefix)
+
+    print_to_stdstream.counterpoint_stderr = True  # type: ignore[attr-defined]
+    module.print_to_stdstream = print_to_stdstream  # type: ignore[union-attr]
 
 
 def check_address(address: str) -> None:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import UserError, WorkerLost
+from ..errors import CounterpointError, UserError, WorkerLost
 from ..graph import Graph
 from ..options import RunOptions
 from .cluster import connect
@@ -166,13 +166,15 @@ class ShardPool:
     logs to ``<store_dir>/shard-<i>.db``.
 
     ``store_dir`` defaults to a ``shards`` folder next to the default store; ``address``
-    and ``num_cpus`` are those of :class:`~counterpoint.ray.RayBackend`. Use it as a
-    context manager, or call :meth:`start` and :meth:`close`. Not safe to use from several
-    threads at once.
+    and ``num_cpus`` are those of :class:`~counterpoint.ray.RayBackend`. Each shard holds
+    one Ray CPU: more shards than the cluster's CPUs fail at :meth:`start`, unless
+    ``autoscaling`` (the cluster adds nodes on demand). Use it as a context manager, or call
+    :meth:`start` and :meth:`close`. Not safe to use from several threads at once.
     """
 
     def __init__(self, workers: int = 2, *, store_dir: str | Path | None = None,
-                 address: str | None = None, num_cpus: int | None = None) -> None:
+                 address: str | None = None, num_cpus: int | None = None,
+                 autoscaling: bool = False) -> None:
         if workers < 1:
             raise UserError(f"a shard pool needs workers >= 1, got {workers}")
         from ..store import default_location
@@ -181,6 +183,7 @@ class ShardPool:
                        Path(default_location()).parent / "shards").resolve()  # shards run elsewhere
         self.address = address
         self.num_cpus = num_cpus
+        self.autoscaling = autoscaling
         self.shards: list[Any] = []
         self._ray: Any = None
         self._jobs = itertools.count(1)
@@ -191,6 +194,14 @@ class ShardPool:
         """Connect to Ray and start the shards; returns once every one is up. Idempotent."""
         if not self.shards:
             self._ray = connect(self.address, num_cpus=self.num_cpus)
+            cpus = self._ray.cluster_resources().get("CPU", 0.0)
+            if self.workers > cpus and not self.autoscaling:  # Ray would wait for ever
+                raise UserError(
+                    f"{self.workers} shards need a CPU each, and the Ray cluster has "
+                    f"{cpus:g}: the shards past {cpus:g} would never start. Use --workers "
+                    f"{max(1, int(cpus))} (workers={max(1, int(cpus))}) or fewer, a cluster "
+                    "with more CPUs, or ShardPool(autoscaling=True) if it adds nodes on "
+                    "demand")
             self.folder.mkdir(parents=True, exist_ok=True)
             self.shards = [self._make(i) for i in range(self.workers)]
             self._ray.get([s.rss.remote() for s in self.shards])
@@ -225,6 +236,9 @@ class ShardPool:
                  batch: int | None = None, restarts: int = 3,
                  progress: Callable[[Progress], None] | None = None) -> list[RunSummary]:
         """:func:`run_many` on this pool's shards."""
+        if isinstance(graph, Graph):  # every run's inputs, before the first is placed
+            for _ in _checked(graph, enumerate(inputs), options or RunOptions()):
+                pass
         if batch is None:
             batch = max(1, min(BATCH, -(-len(inputs) // (self.workers * IN_FLIGHT))))
         results: list[RunSummary | None] = [None] * len(inputs)
@@ -258,7 +272,9 @@ class ShardPool:
         shipped: bytes | str = graph if isinstance(graph, str) else \
             cloudpickle.dumps(graph)  # type: ignore[no-untyped-call]
         data = (options or RunOptions()).as_data()
-        numbered = enumerate(inputs)
+        numbered: Iterator[tuple[int, Mapping[str, Any]]] = enumerate(inputs)
+        if isinstance(graph, Graph):  # a run that cannot start fails here, not in a shard
+            numbered = _checked(graph, numbered, options or RunOptions())
         stores = [self._store(i) for i in range(self.workers)]
 
         def prepare(*shards: int) -> None:
@@ -287,6 +303,8 @@ class ShardPool:
             self.in_flight -= len(work)
             try:
                 ids, statuses, outputs = ray.get(ready[0])
+            except ray.exceptions.RayTaskError as exc:
+                raise _user_error(exc) from None
             except ray.exceptions.RayActorError as exc:
                 restarts -= 1
                 if restarts < 0:
@@ -311,6 +329,27 @@ class ShardPool:
                                                            strict=True)]
 
 
+def _checked(graph: Graph, numbered: Iterator[tuple[int, Mapping[str, Any]]],
+             options: RunOptions) -> Iterator[tuple[int, Mapping[str, Any]]]:
+    """``numbered`` as it is, once each item is checked as inputs of ``graph``."""
+    from ..scheduler.execution import check_inputs
+    for index, item in numbered:
+        try:
+            check_inputs(graph, item, options)
+        except UserError as exc:
+            raise UserError(f"run_many inputs[{index}]: {exc}") from None
+        yield index, item
+
+
+def _user_error(exc: Any) -> BaseException:
+    """The counterpoint error a shard's batch raised (a run of a graph given by target
+    that cannot start, unwrapped from the task group's and Ray's wrappers), else ``exc``."""
+    cause = exc.cause
+    while isinstance(cause, BaseExceptionGroup) and len(cause.exceptions) >= 1:
+        cause = cause.exceptions[0]
+    return cause if isinstance(cause, CounterpointError) else exc
+
+
 def run_many(graph: Graph | str, inputs: Sequence[Mapping[str, Any]], *, workers: int = 2,
              store_dir: str | Path | None = None, options: RunOptions | None = None,
              concurrency: int = 1000, batch: int | None = None, address: str | None = None,
@@ -331,6 +370,9 @@ def run_many(graph: Graph | str, inputs: Sequence[Mapping[str, Any]], *, workers
     if workers < 1 or (batch is not None and batch < 1) or concurrency < 1:
         raise UserError(f"run_many needs workers, batch and concurrency >= 1, got "
                         f"{workers}, {batch}, {concurrency}")
+    if isinstance(graph, Graph):  # before the shards start: they cost seconds
+        for _ in _checked(graph, enumerate(inputs), options or RunOptions()):
+            pass
     with ShardPool(workers, store_dir=store_dir, address=address, num_cpus=num_cpus) as pool:
         return pool.run_many(graph, inputs, options=options, concurrency=concurrency,
                              batch=batch, restarts=restarts, progress=progress)

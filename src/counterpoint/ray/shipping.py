@@ -8,9 +8,15 @@
   ``gpu`` to ``num_gpus``, and any other name the cluster declares (``ray start
   --resources '{"embedder": 2}'``) to a custom resource. Names the cluster does not know
   stay counterpoint's own limits (``RunOptions.limits``) and are not sent to Ray.
+* :func:`check_resources` refuses, before the run starts, a node whose Ray resources no
+  node of the cluster has (Ray would queue its task forever, as infeasible).
 * :func:`ship_by_value` makes the functions of a file loaded by path (``counterpoint run
   flow.py``: :func:`counterpoint.loader.load_file` imports it under a made-up module name
   that Ray workers cannot import) travel by value, as ``__main__``'s do.
+* :func:`portable` and :func:`unwrap` carry a step's exception back from a worker when
+  pickle cannot rebuild it (an exception class whose ``__init__`` takes other arguments
+  than its ``args``, or that holds a lock): Ray would hand the controller an
+  ``UnserializableException``, so the node's ``retry_on`` no longer matched its class.
 * :func:`rough_size` estimates a value's size cheaply, without pickling it, to decide
   which inputs travel through Ray's object store.
 """
@@ -23,7 +29,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..errors import StepNotSerializable
+from ..errors import StepNotSerializable, UserError
 from ..graph import Graph, NodeSpec
 from ..nodes import InputRef, NodeKind, NodeRef
 
@@ -130,3 +136,79 @@ def check_graph(graph: Graph, checked: dict[Any, bool]) -> None:
         for name, value in spec.inputs.items():
             if not isinstance(value, NodeRef | InputRef) and rough_size(value) < 1 << 16:
                 check_picklable(value, f"literal input {name!r}", spec, graph)
+
+
+_RAY_NAMES = {"num_cpus": "CPU", "num_gpus": "GPU"}
+
+
+def check_resources(graph: Graph, nodes: Callable[[], list[Mapping[str, float]]],
+                    cluster: Mapping[str, float]) -> None:
+    """Raise :class:`UserError`, naming the node, if a node of ``graph`` (or of its
+    sub-graphs) asks for Ray resources that none of ``nodes()`` (each alive Ray node's
+    ``Resources``; asked for only if a node has resource tags) holds: Ray would wait for
+    such a node for ever."""
+    for spec in graph.nodes.values():
+        if isinstance(spec.fn, Graph):
+            check_resources(spec.fn, nodes, cluster)
+            continue
+        if spec.kind is NodeKind.JOIN or spec.context_param or not spec.policy.resources:
+            continue  # these run in the controller, which Ray does not schedule
+        wanted = {_RAY_NAMES[k]: float(v) for k, v in ray_options(
+            spec.policy.resources, cluster).items() if k in _RAY_NAMES}
+        wanted.update(ray_options(spec.policy.resources, cluster).get("resources", {}))
+        if not wanted or any(all(node.get(k, 0.0) >= v for k, v in wanted.items())
+                             for node in nodes()):
+            continue
+        asks = ", ".join(f"{k} {v:g}" for k, v in sorted(wanted.items()))
+        biggest = ", ".join(f"{k} {max((n.get(k, 0.0) for n in nodes()), default=0.0):g}"
+                            for k in sorted(wanted))
+        raise UserError(
+            f"{spec.where or graph.source.origin}: graph {graph.name!r}, node {spec.id!r}: "
+            f"its resources ask Ray for {asks} on one machine, and no node of the Ray cluster "
+            f"has that (the most any node has: {biggest}), so it would wait for ever. Lower "
+            "its resource tags, join a cluster that has such a node (ray start --resources), "
+            "or pass RayBackend(autoscaling=True) if the cluster adds nodes on demand")
+
+
+class CarriedError(Exception):
+    """A step's exception that pickle cannot rebuild, as it crosses from a Ray worker: its
+    class, ``args`` and attributes (those that pickle). Never seen outside this package:
+    :func:`unwrap` turns it back into an instance of the class."""
+
+    def __init__(self, cls: type[BaseException], args: tuple[Any, ...],
+                 state: dict[str, Any], text: str) -> None:
+        super().__init__(cls, args, state, text)
+        self.cls, self.exc_args, self.state, self.text = cls, args, state, text
+
+
+def _pickles(value: Any) -> bool:
+    from ray import cloudpickle
+    try:
+        cloudpickle.loads(cloudpickle.dumps(value))  # type: ignore[no-untyped-call]
+    except Exception:
+        return False
+    return True
+
+
+def portable(exc: Exception) -> Exception:
+    """``exc`` if it survives pickling, else a :class:`CarriedError` of it (in a worker)."""
+    if _pickles(exc):
+        return exc
+    args = exc.args if _pickles(exc.args) else (str(exc),)
+    state = {k: v for k, v in vars(exc).items() if _pickles(v)}
+    return CarriedError(type(exc), args, state, str(exc))
+
+
+def unwrap(exc: BaseException) -> BaseException:
+    """The step's own exception from a :class:`CarriedError` (in the controller): an
+    instance of its class made without calling ``__init__``, with its ``args`` and
+    attributes; ``exc`` itself if it is no such carrier."""
+    if not isinstance(exc, CarriedError):
+        return exc
+    try:
+        rebuilt = exc.cls.__new__(exc.cls)
+        rebuilt.args = exc.exc_args
+        rebuilt.__dict__.update(exc.state)
+    except Exception:
+        return RuntimeError(f"{exc.cls.__qualname__}: {exc.text}")
+    return rebuilt

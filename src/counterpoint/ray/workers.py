@@ -16,6 +16,8 @@ from typing import Any
 
 import ray
 
+from .shipping import portable
+
 
 @ray.remote(max_retries=0)  # a crashed worker is counterpoint's attempt failure, not Ray's retry
 def call_sync(fn: Callable[..., Any], kwargs: dict[str, Any],
@@ -23,9 +25,12 @@ def call_sync(fn: Callable[..., Any], kwargs: dict[str, Any],
     """Run the sync step ``fn`` in this Ray worker process."""
     if refs:
         kwargs = {**kwargs, **dict(zip(refs, ray.get(list(refs.values())), strict=True))}
-    result = fn(**kwargs)
-    if inspect.isawaitable(result):  # a sync step that returned a coroutine
-        return asyncio.run(_awaited(result))
+    try:
+        result = fn(**kwargs)
+        if inspect.isawaitable(result):  # a sync step that returned a coroutine
+            return asyncio.run(_awaited(result))
+    except Exception as exc:
+        raise portable(exc) from None
     return result
 
 
@@ -42,9 +47,12 @@ class StepActor:
         if refs:
             values = await asyncio.gather(*refs.values())
             kwargs = {**kwargs, **dict(zip(refs, values, strict=True))}
-        result = fn(**kwargs)
-        if inspect.isawaitable(result):
-            return await result
+        try:
+            result = fn(**kwargs)
+            if inspect.isawaitable(result):
+                return await result
+        except Exception as exc:
+            raise portable(exc) from None
         return result
 
     async def pid(self) -> int:

@@ -63,7 +63,21 @@ def open_store(location: str | os.PathLike[str] | None = None) -> RunStore:
         return MemoryStore()
     if where.startswith(("postgresql://", "postgres://")):
         return _open_postgres(where)
+    if "://" in where:
+        _unknown_scheme(where)
     return open_shared(where)
+
+
+def _unknown_scheme(where: str) -> None:
+    """Refuse a URL of another scheme: taken as a path, ``postgresql:/`` typos made folders
+    named after the URL, its password included, and a SQLite file nobody asked for."""
+    from ..errors import StoreError
+    from .postgres_url import redact
+
+    scheme = where.split("://", 1)[0]
+    raise StoreError(f"store {redact(where)}: {scheme + '://'!r} is not a store this "
+                     "counterpoint opens; give a postgresql:// (or postgres://) URL, a file "
+                     "path or 'memory'")
 
 
 def _open_postgres(url: str) -> RunStore:

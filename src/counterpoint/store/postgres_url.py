@@ -29,31 +29,47 @@ def is_postgres_url(location: str) -> bool:
 
 
 def redact(url: str) -> str:
-    """``url`` with its password, if any, replaced by ``***``."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-        password = parts.password
-    except ValueError:
-        return url.split("@", 1)[-1] if "@" in url else url
-    if not password:
-        return url
-    user = parts.username or ""
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    """``url`` with its password, if any (``USER:SECRET@`` or ``?password=SECRET``),
+    replaced by ``***``."""
+    return _rewrite(url, "***")
 
 
 def without_password(url: str) -> str:
     """``url`` with its password, if any, left out: what a command line shown to the user
     names (libpq then reads the password from ``PGPASSWORD`` or ``~/.pgpass``)."""
+    return _rewrite(url, None)
+
+
+def _rewrite(url: str, mask: str | None) -> str:
+    """``url`` with each password in it (user info or the query's ``password``) replaced
+    by ``mask``, or left out when ``mask`` is ``None``."""
     try:
         parts = urllib.parse.urlsplit(url)
-        if not parts.password:
-            return url
+        password = parts.password
     except ValueError:
-        return redact(url)
-    host = parts.netloc.rsplit("@", 1)[1]
-    user = parts.username
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}@{host}" if user else host))
+        return url.split("@", 1)[-1] if "@" in url else url
+    if password:
+        user = parts.username or ""
+        host = parts.netloc.rsplit("@", 1)[1]
+        login = f"{user}:{mask}" if mask is not None else user
+        parts = parts._replace(netloc=f"{login}@{host}" if login else host)
+    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    if any(key == "password" for key, _ in query):
+        kept = [(key, mask if key == "password" else value) for key, value in query
+                if mask is not None or key != "password"]
+        parts = parts._replace(query=urllib.parse.urlencode(kept, safe="*/"))
+    return urllib.parse.urlunsplit(parts)
+
+
+def _passwords(url: str) -> list[str]:
+    """The passwords ``url`` holds, in its user info and its query."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        found = [parts.password] if parts.password else []
+    except ValueError:
+        return []
+    return found + [value for key, value in urllib.parse.parse_qsl(parts.query)
+                    if key == "password" and value]
 
 
 def check(url: str) -> str:
@@ -80,11 +96,9 @@ def check(url: str) -> str:
 
 
 def _hide(message: str, url: str) -> str:
-    try:
-        password = urllib.parse.urlsplit(url).password
-    except ValueError:
-        return message
-    return message.replace(password, "***") if password else message
+    for password in _passwords(url):
+        message = message.replace(password, "***")
+    return message
 
 
 def explain(url: str, exc: BaseException, *, lock_timeout: float) -> StoreError:
