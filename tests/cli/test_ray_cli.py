@@ -67,6 +67,7 @@ def test_backend_ray_runs_the_nodes_in_ray_workers(work: Path, ray_cluster: Any)
     done = _cli(work, "run", "flow.py", "--backend", "ray", "--ray-address",
                 _address(ray_cluster), "--input", "x=4", "--db", "runs.db", "--json")
     assert done.returncode == 0, done.stderr
+    assert " INFO " not in done.stderr and " WARNING " not in done.stderr, done.stderr
     result = json.loads(done.stdout)
     doubled, pid = result["outputs"]["double"]
     assert doubled == 8

@@ -6,6 +6,7 @@ this package, and ``counterpoint[ray]`` is an optional extra.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import sys
@@ -53,8 +54,10 @@ def connect(address: str | None = None, *, num_cpus: int | None = None) -> Any:
         raylet_messages_to_stderr(ray)
         if ray.is_initialized():
             return ray
+        # Ray's own start-up lines (INFO "Started a local Ray instance", the token
+        # authentication WARNING) would mix with the command's output; its errors still show
         options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
-                                   "ignore_reinit_error": True}
+                                   "ignore_reinit_error": True, "logging_level": logging.ERROR}
         if address is None:
             options["num_cpus"] = num_cpus
             paths = [p for p in sys.path if p and os.path.isdir(p)]
