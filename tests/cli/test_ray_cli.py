@@ -242,3 +242,16 @@ def test_a_killed_run_on_ray_resumes_on_ray_from_the_command_line(
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["outputs"]["c"] == 3
     assert (tmp_path / "side.txt").read_text().split() == ["a", "b", "b", "c"]  # a once
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--ray-address", "auto"], "--ray-address needs --backend ray or --workers N"),
+    (["--backend", "dask"], "--backend 'dask' is not one of inprocess, ray"),
+])
+def test_resume_refuses_backend_misuse_even_of_a_finished_run(work: Path, args: list[str],
+                                                              message: str) -> None:
+    done = _cli(work, "run", "flow.py", "--input", "x=1", "--db", "runs.db", "--quiet")
+    assert done.returncode == 0, done.stderr  # finished: nothing is left to resume
+    again = _cli(work, "resume", "last", *args, "--db", "runs.db")
+    assert again.returncode == 2, (again.stdout, again.stderr)
+    assert message in again.stderr and "Traceback" not in again.stderr

@@ -393,6 +393,7 @@ def resume(
     out = make_console()
     progress = make_console(stderr=True) if as_json else out
     with reported():
+        cluster_cli.check_backend_options(backend, ray_address)
         _importable_cwd()
         store = open_existing(db, run_id)
         try:

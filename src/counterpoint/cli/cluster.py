@@ -47,14 +47,20 @@ PROGRESS_EVERY = 1.0
 """Seconds between progress lines when the output is not a terminal."""
 
 
+def check_backend_options(name: str | None, address: str | None) -> None:
+    """Refuse a ``--backend`` / ``--ray-address`` pair that means nothing, without
+    connecting anywhere (``resume`` checks them even when nothing is left to run)."""
+    if name not in (None, *BACKENDS):
+        raise UserError(f"--backend {name!r} is not one of {', '.join(BACKENDS)}")
+    if name != "ray" and address is not None:
+        raise UserError("--ray-address needs --backend ray or --workers N")
+
+
 def choose_backend(name: str | None, address: str | None) -> RayBackend | None:
     """The backend ``--backend NAME`` asks for, connected already (so a bad address or a
     missing Ray fails before the run starts); ``None`` for the default in-process one."""
-    if name not in (None, *BACKENDS):
-        raise UserError(f"--backend {name!r} is not one of {', '.join(BACKENDS)}")
+    check_backend_options(name, address)
     if name != "ray":
-        if address is not None:
-            raise UserError("--ray-address needs --backend ray or --workers N")
         return None
     from ..ray.cluster import ray_module
     ray_module()  # the install hint, before the backend module imports Ray
