@@ -261,7 +261,7 @@ class RunState:
         """A fresh state holding ``specs`` (all PENDING), with ranks computed."""
         state = cls(run_id=run_id, graph=graph, nodes={}, estimates=estimates or {},
                     limits=limits or {})
-        add_specs(state, specs)
+        add_specs(state, specs, count=False)
         compute_ranks(state)
         return state
 
@@ -319,23 +319,28 @@ class RunState:
         return {k: v.spec for k, v in self.nodes.items()}
 
 
-def add_specs(state: RunState, specs: Iterable[NodeSpec]) -> list[NodeId]:
+def add_specs(state: RunState, specs: Iterable[NodeSpec], *, count: bool = True) -> list[NodeId]:
+    """Add ``specs`` to ``state`` as PENDING nodes, wired to their dependencies (which may
+    be added with them, in any order); ``count``: add their estimates to
+    :attr:`~RunState.remaining` (:func:`compute_ranks` recounts it anyway)."""
     added: list[NodeId] = []
     nodes = state.nodes
     for spec in specs:
-        nodes[spec.id] = NodeState(spec=spec, order=len(nodes))
+        nodes[spec.id] = NodeState(spec, len(nodes))
         added.append(spec.id)
     for node_id in added:
         ns = nodes[node_id]
         unmet = 0
         for dep in ns.spec.deps:
             dep_state = nodes[dep]
-            dep_state.dependents += (node_id,)
-            if dep_state.status not in TERMINAL:
+            dep_state.dependents += (node_id,)  # a new tuple: earlier runs share the old
+            status = dep_state.status
+            if status is PENDING or status not in TERMINAL:
                 unmet += 1
         ns.unmet = unmet
     state.open += len(added)
-    state.remaining += sum(estimate_of(nodes[n].spec, state.estimates) for n in added)
+    if count:
+        state.remaining += sum(estimate_of(nodes[n].spec, state.estimates) for n in added)
     return added
 
 
@@ -376,11 +381,19 @@ def compute_ranks(state: RunState) -> None:
         seen.add(ns.spec.id)
     else:
         order = listed
-    ranks = _ranks([(ns.spec, ns.dependents) for ns in order], state.estimates)
-    for ns, rank in zip(order, ranks, strict=True):
-        ns.rank = rank
-    state.remaining = sum(estimate_of(ns.spec, state.estimates) for ns in listed
-                          if ns.status not in TERMINAL)
+    estimates = state.estimates
+    remaining = 0.0
+    for ns in reversed(order):  # every dependent comes later: its rank is already new
+        best = 0.0
+        for nxt in ns.dependents:
+            rank = nodes[nxt].rank
+            if rank > best:
+                best = rank
+        own = estimate_of(ns.spec, estimates)
+        ns.rank = own + best
+        if ns.status not in TERMINAL:
+            remaining += own
+    state.remaining = remaining
     state.ready = [(-ns.rank, ns.order, ns.spec.id) for ns in nodes.values()
                    if ns.status is READY]
     heapq.heapify(state.ready)
