@@ -285,11 +285,6 @@ class RunState:
             wiring = cache["wiring"] = [(ns.spec, ns.unmet, ns.dependents)
                                         for ns in model.nodes.values()]
             cache["ranks"] = (used, [ns.rank for ns in model.nodes.values()], model.remaining)
-        ranked = cache["ranks"]
-        if ranked[0] != used:  # the estimates moved: new ranks over the same wiring
-            ranked = cache["ranks"] = (used, _ranks([(spec, dependents) for spec, _, dependents
-                                                     in wiring], estimates),
-                                       sum(estimate_of(row[0], estimates) for row in wiring))
         placed = cache.get("placed")
         if placed is None:  # wiring rows in the order the nodes were added, with that index
             position = {node: i for i, node in enumerate(specs)}
@@ -299,11 +294,18 @@ class RunState:
         if model is not None and cache["as_added"]:  # the first run: its nodes are built
             return cls(run_id=run_id, graph=graph, nodes=model.nodes, estimates=estimates,
                        limits=limits, open=len(model.nodes), remaining=model.remaining)
+        ranked = cache["ranks"]
+        moved = ranked[0] != used  # the estimates moved: new ranks over the same wiring
         ranks = ranked[1]
         nodes = {}
         for i, w in placed:  # ties in rank go in the order the nodes were added
             spec, unmet, dependents = wiring[w]
-            nodes[spec.id] = NodeState(spec, i, PENDING, unmet, ranks[w], dependents=dependents)
+            nodes[spec.id] = NodeState(spec, i, PENDING, unmet, 0.0 if moved else ranks[w],
+                                       dependents=dependents)
+        if moved:
+            in_order = [nodes[row[0].id] for row in wiring]
+            remaining = _rank(nodes, in_order, estimates)
+            ranked = cache["ranks"] = (used, [ns.rank for ns in in_order], remaining)
         return cls(run_id=run_id, graph=graph, nodes=nodes, estimates=estimates,
                    limits=limits, open=len(nodes), remaining=ranked[2])
 
@@ -351,21 +353,23 @@ def estimate_of(spec: NodeSpec, estimates: Mapping[str, float]) -> float:
     return own if own is not None else estimates.get(spec.step_key, DEFAULT_ESTIMATE)
 
 
-def _ranks(rows: list[tuple[NodeSpec, tuple[NodeId, ...]]],
-           estimates: Mapping[str, float]) -> list[float]:
-    """Upward ranks (HEFT) of nodes given as (spec, dependents) in topological order: a
-    node's estimated duration plus the highest rank among its dependents."""
-    index = {row[0].id: i for i, row in enumerate(rows)}
-    ranks = [0.0] * len(rows)
-    for i in range(len(rows) - 1, -1, -1):  # every dependent comes later in the list
-        spec, dependents = rows[i]
+def _rank(nodes: Mapping[NodeId, NodeState], order: list[NodeState],
+          estimates: Mapping[str, float]) -> float:
+    """Set the upward rank (HEFT) of every node of ``order``, a topological order of
+    ``nodes``: its estimated duration plus the highest rank among its dependents. Returns
+    the estimated work of those not terminal (:attr:`RunState.remaining`)."""
+    remaining = 0.0
+    for ns in reversed(order):  # every dependent comes later: its rank is already new
         best = 0.0
-        for nxt in dependents:
-            rank = ranks[index[nxt]]
+        for nxt in ns.dependents:
+            rank = nodes[nxt].rank
             if rank > best:
                 best = rank
-        ranks[i] = estimate_of(spec, estimates) + best
-    return ranks
+        own = estimate_of(ns.spec, estimates)
+        ns.rank = own + best
+        if ns.status not in TERMINAL:
+            remaining += own
+    return remaining
 
 
 def compute_ranks(state: RunState) -> None:
@@ -381,19 +385,7 @@ def compute_ranks(state: RunState) -> None:
         seen.add(ns.spec.id)
     else:
         order = listed
-    estimates = state.estimates
-    remaining = 0.0
-    for ns in reversed(order):  # every dependent comes later: its rank is already new
-        best = 0.0
-        for nxt in ns.dependents:
-            rank = nodes[nxt].rank
-            if rank > best:
-                best = rank
-        own = estimate_of(ns.spec, estimates)
-        ns.rank = own + best
-        if ns.status not in TERMINAL:
-            remaining += own
-    state.remaining = remaining
+    state.remaining = _rank(nodes, order, state.estimates)
     state.ready = [(-ns.rank, ns.order, ns.spec.id) for ns in nodes.values()
                    if ns.status is READY]
     heapq.heapify(state.ready)
