@@ -3,7 +3,7 @@ the refusals (the ledger is a projection of the log)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,28 +106,14 @@ class Account:
         cap = self.budget or Budget()
         parts = []
         if cap.usd is not None or self.spent.usd:
-            used = self.spent.usd
-            text = f"${used:.4f}" + (f" of ${cap.usd:g}" if cap.usd is not None else "")
-            text += " spent"
-            if self.crashed.usd:
-                text += (f" (of which ${self.crashed.usd:.4f} unsettled at the crash, "
-                         "counted at their bound)")
-            text += f", ${self.reserved.usd:.4f} reserved"
-            if cap.usd is not None:
-                text += f", ${max(0.0, cap.usd - used - self.reserved.usd):.4f} left"
-            parts.append(text)
+            parts.append(_unit_line(self.spent.usd, cap.usd, self.crashed.usd,
+                                    self.reserved.usd, lambda v: f"${v:.4f}",
+                                    f"${cap.usd:g}" if cap.usd is not None else "", ""))
         if cap.tokens is not None or self.spent.tokens:
-            text = f"{self.spent.tokens:,}" + (
-                f" of {cap.tokens:,}" if cap.tokens is not None else "")
-            text += " tokens spent"
-            if self.crashed.tokens:
-                text += (f" (of which {self.crashed.tokens:,} unsettled at the crash, "
-                         "counted at their bound)")
-            text += f", {self.reserved.tokens:,} reserved"
-            if cap.tokens is not None:
-                text += f", {max(0, cap.tokens - self.spent.tokens - self.reserved.tokens):,}" \
-                        " left"
-            parts.append(text)
+            parts.append(_unit_line(self.spent.tokens, cap.tokens, self.crashed.tokens,
+                                    self.reserved.tokens, lambda v: f"{v:,}",
+                                    f"{cap.tokens:,}" if cap.tokens is not None else "",
+                                    " tokens"))
         line = "; ".join(parts) or "nothing spent"
         if self.refused:
             line += f"; {len(self.refused)} call(s) refused"
@@ -162,3 +148,16 @@ def account(events: Iterable[Event],
         return None
     return Account(budget=tally.budget, spent=settled, reserved=unsettled, crashed=crashed,
                    refused=tuple(refused))
+
+
+def _unit_line(spent: float, cap: float | None, crashed: float, reserved: float,
+               amount: Callable[[float], str], limit: str, noun: str) -> str:
+    """One unit's part of :meth:`Account.line`: ``$0.4800 of $0.50 spent, ...`` (money)
+    or ``220 of 1,000 tokens spent, ...``; ``amount`` writes a quantity, ``limit`` the cap."""
+    text = amount(spent) + (f" of {limit}" if cap is not None else "") + f"{noun} spent"
+    if crashed:
+        text += f" (of which {amount(crashed)} unsettled at the crash, counted at their bound)"
+    text += f", {amount(reserved)} reserved"
+    if cap is not None:
+        text += f", {amount(max(cap - spent - reserved, 0))} left"
+    return text
