@@ -47,7 +47,3 @@ class LoopLocal(Generic[T]):
                         del self._values[closed]
                     value = self._values[loop] = make()
         return value
-
-    def __len__(self) -> int:
-        """Loops with a value now (closed ones included until the next new loop)."""
-        return len(self._values)

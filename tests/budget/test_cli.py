@@ -33,13 +33,18 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, env=environment, timeout=240)
 
 
+def _priced_sim(folder: Path, server: OpenAIServer) -> None:
+    """A counterpoint.toml whose model ``sim`` is ``server``, at $0.001 per answer token."""
+    (folder / "counterpoint.toml").write_text(
+        f'[models.sim]\nprovider = "openai"\nmodel = "sim"\nbase_url = '
+        f'"{server.base_url}"\nprice_input = 0.0\nprice_output = 1000.0\nretries = 0\n')
+
+
 def test_a_budget_from_the_command_line_ends_the_run_with_its_partial_results(
         tmp_path: Path) -> None:
     reply = Reply.text("ok", usage=Usage(prompt_tokens=10, completion_tokens=100))
     with OpenAIServer(default=reply) as server:
-        (tmp_path / "counterpoint.toml").write_text(
-            f'[models.sim]\nprovider = "openai"\nmodel = "sim"\nbase_url = '
-            f'"{server.base_url}"\nprice_input = 0.0\nprice_output = 1000.0\nretries = 0\n')
+        _priced_sim(tmp_path, server)
         (tmp_path / "flow.py").write_text(FLOW)
         proc = _cli("run", "flow.py:graph", "--db", "r.db", "--budget-usd", "0.25",
                     "--deadline", "2m", "--no-preflight", "--json", cwd=tmp_path)
@@ -66,6 +71,7 @@ def test_a_bad_deadline_or_budget_is_one_error_line(tmp_path: Path) -> None:
     assert zero.returncode == 2 and "--budget-usd must be more than 0 US dollars" in zero.stderr
     assert "Traceback" not in bad.stderr + zero.stderr
 
+
 SUB_RUN_FLOW = '''
 import counterpoint as cp
 
@@ -83,9 +89,7 @@ graph.add("sub", inner)
 def test_a_sub_runs_spending_and_refusals_are_in_the_runs_budget(tmp_path: Path) -> None:
     reply = Reply.text("ok", usage=Usage(prompt_tokens=10, completion_tokens=100))
     with OpenAIServer(default=reply) as server:
-        (tmp_path / "counterpoint.toml").write_text(
-            f'[models.sim]\nprovider = "openai"\nmodel = "sim"\nbase_url = '
-            f'"{server.base_url}"\nprice_input = 0.0\nprice_output = 1000.0\nretries = 0\n')
+        _priced_sim(tmp_path, server)
         (tmp_path / "flow.py").write_text(SUB_RUN_FLOW)
         proc = _cli("run", "flow.py:graph", "--db", "r.db", "--budget-usd", "0.25",
                     "--no-preflight", "--json", cwd=tmp_path)
