@@ -235,6 +235,16 @@ def builtin(name: str, *, known: list[str] | None = None) -> ModelConfig:
     return ModelConfig(name=name, provider=provider, model=ident, **_kind_defaults(provider))
 
 
+def is_builtin(name: str) -> bool:
+    """Whether ``name`` is a ``provider:id`` name of a known provider (:func:`builtin`
+    would configure it)."""
+    try:
+        builtin(name)
+    except ConfigError:
+        return False
+    return True
+
+
 def _kind_defaults(provider: str) -> dict[str, Any]:
     # the embedded model decodes in this process, where nothing hangs: its calls are
     # bounded by max_tokens, and on a busy machine a plan can take minutes to write; and it
@@ -343,11 +353,7 @@ def _check_overridden(overridden: list[tuple[Path, str, str]],
     ``[health.tools.NAME]`` cannot be checked here."""
     problems = []
     for path, text, name in overridden:
-        if name in models:
-            continue
-        try:
-            builtin(name)
-        except ConfigError:
+        if name not in models and not is_builtin(name):
             problems.append(f"{path}:{_line_of(text, f'health.models.{name}')}: "
                             f"[health.models.{name}] names no model; the configured models "
                             f"are {', '.join(sorted(models)) or '(none)'}, or write a "

@@ -15,9 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from ..agents import Tool
-from ..errors import ConfigError
 from ..models import ModelRegistry
-from ..models.config import builtin
+from ..models.config import is_builtin
 from .spec import WorkflowSpec
 from .yamlsource import KeyPath
 
@@ -38,7 +37,7 @@ def check_health_names(spec: WorkflowSpec, *, overrides: Iterable[str],
         configured = set(registry.models) if registry is not None else set()
         known = sorted((written | configured) - {"auto"})
         for name in spec.health.models:
-            if name not in written and name not in configured and not _builtin(name):
+            if name not in written and name not in configured and not is_builtin(name):
                 report(("health", "models", name),
                        f"health: models: {name!r} is not a model this workflow can call; "
                        f"the known models are {', '.join(known) or '(none)'} and any "
@@ -52,14 +51,6 @@ def check_health_names(spec: WorkflowSpec, *, overrides: Iterable[str],
                        f"health: tools: {name!r} is not a tool of this workflow's agents; "
                        f"the tools are {', '.join(names) or '(none)'}",
                        "fix the name: its breaker settings would not apply to any tool")
-
-
-def _builtin(name: str) -> bool:
-    try:
-        builtin(name)
-    except ConfigError:
-        return False
-    return True
 
 
 def _names(tools: Iterable[Tool]) -> set[str]:
