@@ -60,13 +60,13 @@ def react(state: RunState, event: Event, now: float) -> list[Event]:
     if kind is NODE_SUCCEEDED:
         ns = state.nodes[event.node]  # type: ignore[index]
         if ns.chosen is None:
-            _settle(state, ns.dependents, now, out)
+            settle(state, ns.dependents, now, out)
         else:
             for dep in ns.dependents:
                 if dep not in ns.chosen and state.nodes[dep].status in UNSTARTED:
                     out.append(Event(NODE_SKIPPED, now, dep,
                                      data={"reason": f"not chosen by {ns.spec.id!r}"}))
-            _settle(state, [d for d in ns.dependents if d in ns.chosen], now, out)
+            settle(state, [d for d in ns.dependents if d in ns.chosen], now, out)
     elif kind is NODE_FAILED:
         if event.data and event.data.get("final"):
             _propagate(state, event.node, now, out)  # type: ignore[arg-type]
@@ -74,7 +74,7 @@ def react(state: RunState, event: Event, now: float) -> list[Event]:
         _propagate(state, event.node, now, out)  # type: ignore[arg-type]
     elif kind is MAP_EXPANDED:
         ns = state.nodes[event.node]  # type: ignore[index]
-        _settle(state, [*ns.spec.after, ns.spec.id], now, out)
+        settle(state, [*ns.spec.after, ns.spec.id], now, out)
     elif kind is PATCH_APPLIED:
         patch: Patch = event.output
         for node in patch.cancel:
@@ -82,9 +82,9 @@ def react(state: RunState, event: Event, now: float) -> list[Event]:
                                             RETRYING, WAITING):
                 out.append(Event(NODE_CANCELLED, now, node,
                                  data={"reason": patch.reason or "cancelled by an edit"}))
-        _settle(state, patch.touched, now, out)
+        settle(state, patch.touched, now, out)
     elif kind is RUN_CREATED:
-        _settle(state, list(state.nodes), now, out)
+        settle(state, list(state.nodes), now, out)
     elif kind is RUN_RESUMED:
         # an edit's cancels whose node_cancelled did not reach the log (the node was
         # running, and the process died before its task stopped) end now: never re-run
@@ -92,7 +92,7 @@ def react(state: RunState, event: Event, now: float) -> list[Event]:
         for node in doomed:
             out.append(Event(NODE_CANCELLED, now, node,
                              data={"reason": state.cancel_requested[node]}))
-        _settle(state, [n for n in state.nodes if n not in doomed], now, out)
+        settle(state, [n for n in state.nodes if n not in doomed], now, out)
     if state.open == 0 and state.status is _RUN_RUNNING and not out \
             and kind is not RUN_FINISHED:
         out.append(Event(RUN_FINISHED, now, data={"status": final_status(state)}))
@@ -132,10 +132,10 @@ def _propagate(state: RunState, node: NodeId, now: float, out: list[Event]) -> N
             out.append(Event(NODE_SKIPPED, now, dep_id,
                              data={"reason": f"input {node!r} was skipped"}))
         elif dep.unmet == 0 and dep.status is PENDING:
-            _settle(state, [dep_id], now, out)
+            settle(state, [dep_id], now, out)
 
 
-def _settle(state: RunState, candidates: Iterable[NodeId], now: float,
+def settle(state: RunState, candidates: Iterable[NodeId], now: float,
             out: list[Event]) -> None:
     """Decide, for pending nodes whose dependencies are all terminal, what happens next."""
     nodes = state.nodes

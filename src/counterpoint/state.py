@@ -105,6 +105,9 @@ class NodeState:
     """Dependencies not yet in a terminal status."""
     rank: float = 0.0
     """Upward rank: estimated duration of the longest path from this node to a sink."""
+    dependents: tuple[NodeId, ...] = ()
+    """Nodes that depend on this one. A tuple, replaced (never mutated) on change, so
+    every run of a graph shares the wiring computed for its first run."""
     attempt: int = 0
     """Attempts started so far (including attempts interrupted by a crash)."""
     failures: int = 0
@@ -125,9 +128,6 @@ class NodeState:
     value: str | None = None
     error: dict[str, Any] | None = None
     chosen: frozenset[str] | None = None
-    dependents: tuple[NodeId, ...] = ()
-    """Nodes that depend on this one. A tuple, replaced (never mutated) on change, so
-    every run of a graph shares the wiring computed for its first run."""
     fell_back: bool = False
     """Whether the node's fallback was called (that attempt is not a retry)."""
     reused: bool = False
@@ -268,44 +268,39 @@ class RunState:
     @classmethod
     def fresh(cls, run_id: RunId, graph: str, topology: Topology, specs: Mapping[NodeId, NodeSpec],
               *, estimates: Mapping[str, float], limits: Mapping[str, int]) -> RunState:
-        """Like :meth:`new` for a validated graph, reusing the ranks and wiring computed
-        for an earlier run of the same graph while the estimates its ranks used are unchanged
-        (nodes with an explicit ``estimate`` use none)."""
+        """Like :meth:`new` for a validated graph. What does not change from run to run
+        (the wiring, the order the nodes were added in, and the ranks while the estimates
+        they used stay the same) is worked out for the graph's first run and kept in its
+        topology's cache; nodes with an explicit ``estimate`` use no learned estimate."""
         cache = topology.cache
-        keys = cache.get("estimated_steps")
-        if keys is None:  # the steps whose learned estimates the ranks depend on
-            keys = cache["estimated_steps"] = tuple(sorted(
-                {specs[n].step_key for n in topology.order if specs[n].estimate is None}))
-        used = tuple([estimates.get(k) for k in keys]) if keys else ()
-        wiring = cache.get("wiring")
-        model: RunState | None = None
+        wiring: list[tuple[NodeSpec, int, tuple[NodeId, ...]]] | None = cache.get("wiring")
         if wiring is None:  # (spec, unmet, dependents) in topological order: never changes
-            model = cls.new(run_id, graph, [specs[n] for n in topology.order],
-                            estimates=estimates, limits=limits)
-            wiring = cache["wiring"] = [(ns.spec, ns.unmet, ns.dependents)
-                                        for ns in model.nodes.values()]
-            cache["ranks"] = (used, [ns.rank for ns in model.nodes.values()], model.remaining)
-        placed = cache.get("placed")
-        if placed is None:  # wiring rows in the order the nodes were added, with that index
-            position = {node: i for i, node in enumerate(specs)}
-            placed = cache["placed"] = sorted(
-                ((position[row[0].id], w) for w, row in enumerate(wiring)))
-            cache["as_added"] = all(i == w for i, w in placed)
-        if model is not None and cache["as_added"]:  # the first run: its nodes are built
-            return cls(run_id=run_id, graph=graph, nodes=model.nodes, estimates=estimates,
-                       limits=limits, open=len(model.nodes), remaining=model.remaining)
-        ranked = cache["ranks"]
-        moved = ranked[0] != used  # the estimates moved: new ranks over the same wiring
+            successors = topology.dependents
+            wiring = cache["wiring"] = [(spec, len(spec.deps), successors[spec.id])
+                                        for spec in topology.specs]
+            cache["estimated_steps"] = tuple(sorted(
+                {spec.step_key for spec in topology.specs if spec.estimate is None}))
+            if tuple(specs) == topology.order:  # added in topological order: as they are
+                cache["placed"] = None
+            else:  # wiring rows in the order the nodes were added, with that index
+                position = {node: i for i, node in enumerate(specs)}
+                cache["placed"] = sorted(
+                    (position[row[0].id], w) for w, row in enumerate(wiring))
+        keys = cache["estimated_steps"]
+        used = tuple([estimates.get(k) for k in keys]) if keys else ()
+        ranked = cache.get("ranks")
+        if ranked is None or ranked[0] != used:  # new estimates: new ranks, same wiring
+            ranked = cache["ranks"] = (used, *_wiring_ranks(wiring, estimates))
         ranks = ranked[1]
         nodes = {}
-        for i, w in placed:  # ties in rank go in the order the nodes were added
-            spec, unmet, dependents = wiring[w]
-            nodes[spec.id] = NodeState(spec, i, PENDING, unmet, 0.0 if moved else ranks[w],
-                                       dependents=dependents)
-        if moved:
-            in_order = [nodes[row[0].id] for row in wiring]
-            remaining = _rank(nodes, in_order, estimates)
-            ranked = cache["ranks"] = (used, [ns.rank for ns in in_order], remaining)
+        placed: list[tuple[int, int]] | None = cache["placed"]
+        if placed is None:
+            for w, (spec, unmet, dependents) in enumerate(wiring):
+                nodes[spec.id] = NodeState(spec, w, PENDING, unmet, ranks[w], dependents)
+        else:
+            for i, w in placed:  # ties in rank go in the order the nodes were added
+                spec, unmet, dependents = wiring[w]
+                nodes[spec.id] = NodeState(spec, i, PENDING, unmet, ranks[w], dependents)
         return cls(run_id=run_id, graph=graph, nodes=nodes, estimates=estimates,
                    limits=limits, open=len(nodes), remaining=ranked[2])
 
@@ -370,6 +365,30 @@ def _rank(nodes: Mapping[NodeId, NodeState], order: list[NodeState],
         if ns.status not in TERMINAL:
             remaining += own
     return remaining
+
+
+def _wiring_ranks(wiring: list[tuple[NodeSpec, int, tuple[NodeId, ...]]],
+                  estimates: Mapping[str, float]) -> tuple[list[float], float]:
+    """The upward ranks of a graph's nodes, its wiring rows being in topological order
+    (see :meth:`RunState.fresh`), and the estimated work of them all: what
+    :func:`_rank` works out on node states, for a graph none of whose nodes ran."""
+    rank: dict[NodeId, float] = {}
+    learned: dict[str, float] = {}  # step key -> its estimate
+    total = 0.0
+    for spec, _, dependents in reversed(wiring):  # every dependent comes later
+        own = spec.estimate
+        if own is None:
+            own = learned.get(spec.step_key)
+            if own is None:
+                own = learned[spec.step_key] = estimates.get(spec.step_key, DEFAULT_ESTIMATE)
+        best = 0.0
+        for nxt in dependents:
+            r = rank[nxt]
+            if r > best:
+                best = r
+        rank[spec.id] = own + best
+        total += own
+    return [rank[row[0].id] for row in wiring], total
 
 
 def compute_ranks(state: RunState) -> None:

@@ -66,10 +66,14 @@ class Attempts(Control):
         ``ADOPT_LIMIT`` nodes in a row a task ends and the next node gets a task of its
         own, so a long chain of steps that never wait still lets other tasks run.
         """
+        ledger = None
+        run_ledger = self.ledgers.run
         for _ in range(ADOPT_LIMIT):
             node_id = spec.id
             _CURRENT.set((self, node_id, attempt))  # this task's own context: no reset needed
-            use_ledger(self.ledgers.for_node(spec))
+            if spec.policy.budget is not None or ledger is not run_ledger:  # else set already
+                ledger = self.ledgers.for_node(spec)
+                use_ledger(ledger)
             heir: NodeId | tuple[NodeSpec, int] | None = None
             try:
                 if spec.kind is JOIN:
@@ -100,13 +104,14 @@ class Attempts(Control):
                 if isinstance(output, Choose):
                     self._succeed(spec, output)
                 else:  # the common case, inline: this attempt is the node's current one
+                    value = str(output) if type(output) is int else codec.encode(output)
                     self._heir = node_id
                     try:
-                        self.emit(Event(NODE_SUCCEEDED, time.time(), node_id, attempt,
-                                        self._outcome_data(node_id, None)
-                                        if self._waits else None,
-                                        str(output) if type(output) is int
-                                        else codec.encode(output), output))
+                        if self._waits:
+                            self.emit(Event(NODE_SUCCEEDED, time.time(), node_id, attempt,
+                                            self._outcome_data(node_id, None), value, output))
+                        else:
+                            self.succeeded(self.state.nodes[node_id], attempt, value, output)
                     finally:
                         heir, self._heir = self._heir, None
             except asyncio.CancelledError:
@@ -119,8 +124,9 @@ class Attempts(Control):
                                 data={"reason": reason}))
             except Exception as exc:
                 self._failed(spec, attempt, exc)
-            finally:
-                self._forget_task(node_id, attempt)
+            finally:  # _forget_task, inline
+                if self.state.nodes[node_id].attempt == attempt:
+                    self._tasks.pop(node_id, None)
             if type(heir) is not tuple:
                 return
             spec, attempt = heir

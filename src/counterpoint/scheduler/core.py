@@ -103,8 +103,10 @@ class ExecutionCore:
         """Large dispatches whose ``node_started`` events are applied and numbered but not
         yet logged, as (time, first number, nodes): see :meth:`Pipeline._dispatch`. The
         events are made when logged, so a fan-out keeps no event objects alive meanwhile."""
-        self._held: dict[NodeId, Event] = {}
-        """``node_ready`` events applied but not yet logged: see :meth:`Pipeline._log_held`."""
+        self._held: dict[NodeId, Event | float] = {}
+        """``node_ready`` events applied but not yet logged (see :meth:`Pipeline._log_held`):
+        the event, or only its time where :meth:`Pipeline.succeeded` made the node ready
+        without one (it is made if it is logged)."""
         self._emitting = False
         self._heir: NodeId | tuple[NodeSpec, int] | None = None
         """While a node task emits its success: that node's id, offering its task to a node

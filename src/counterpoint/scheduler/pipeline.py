@@ -15,14 +15,22 @@ import asyncio
 import threading
 import time
 import weakref
+from heapq import heappush
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
-from ..events import INFORMATIONAL, NODE_READY, NODE_STARTED, RUN_FINISHED, Event
+from ..events import (
+    INFORMATIONAL,
+    NODE_READY,
+    NODE_STARTED,
+    NODE_SUCCEEDED,
+    RUN_FINISHED,
+    Event,
+)
 from ..graph import NodeSpec
 from ..ids import NodeId
-from ..rules import pick, react
-from ..state import READY, SUCCEEDED
+from ..rules import final_status, pick, react, settle
+from ..state import DEFAULT_ESTIMATE, PENDING, READY, RUNNING, SUCCEEDED, NodeState
 from ..transitions import evolve, start_node
 from .core import LOG_LATER, RUN_RUNNING, TASK, ExecutionCore
 
@@ -60,6 +68,96 @@ class Pipeline(ExecutionCore):
         finally:
             self._emitting = False
         if self.state.asking:  # nodes wait for people: the run may have nothing else to do
+            self.approvals.idle_check()
+
+    def succeeded(self, ns: NodeState, attempt: int, value: str | None, output: Any) -> None:
+        """Emit ``node_succeeded`` for ``ns``'s running ``attempt``: what
+        ``emit(Event(NODE_SUCCEEDED, ...))`` does, fused for the common case.
+
+        The common case is a run alone on its capacity, running, and a node whose
+        dependents either wait for more inputs or become ready because every input of
+        theirs succeeded without a choice. The event is then applied here in one pass
+        (what :func:`~counterpoint.transitions.evolve` and
+        :func:`~counterpoint.rules.react` do with it, step for step), its dependents made
+        ready without ``node_ready`` events unless they do not start at once, and the
+        dispatch follows. Anything else (a dependent to skip or block, a map to expand, a
+        stop under way, resources, a shared capacity) goes through :meth:`emit`.
+        """
+        state = self.state
+        if (self._emitting or ns.status is not RUNNING or ns.attempt != attempt
+                or state.stop_reason is not None or state.status is not RUN_RUNNING
+                or ns.spec.policy.resources or len(self._capacity.members) > 1):
+            self.emit(Event(NODE_SUCCEEDED, time.time(), ns.spec.id, attempt, None, value,
+                            output))
+            return
+        self._emitting = True
+        try:
+            if self._unlogged:
+                self._log_unlogged()
+            at = time.time()
+            node_id = ns.spec.id
+            self._seq = seq = self._seq + 1
+            ev = Event(NODE_SUCCEEDED, at, node_id, attempt, None, value, output, seq)
+            self._outbox.append(ev)
+            for queue in self._subscribers:
+                queue.put_nowait(ev)
+            state.running -= 1  # evolve: the attempt stops, the node succeeds
+            started = ns.started_at
+            if started is not None:
+                ns.run_time += at - started
+                ns.stopped_at = at
+            ns.output = output
+            ns.value = value
+            ns.error = None
+            ns.status = SUCCEEDED
+            ns.finished_at = at
+            state.open -= 1
+            spec = ns.spec
+            own = spec.estimate  # estimate_of, inline
+            remaining = state.remaining - (own if own is not None else
+                                           state.estimates.get(spec.step_key, DEFAULT_ESTIMATE))
+            state.remaining = remaining if remaining > 0.0 else 0.0  # a hair below: zero
+            nodes = state.nodes
+            dependents = ns.dependents
+            for dep in dependents:
+                nodes[dep].unmet -= 1
+            held = self._held
+            for dep in dependents:  # react: the dependents whose inputs have all ended
+                d = nodes[dep]
+                if d.unmet or d.status is not PENDING:
+                    continue
+                spec = d.spec
+                if spec.kind is TASK:
+                    for source in spec.deps:
+                        s = nodes[source]
+                        if s.status is not SUCCEEDED or s.chosen is not None:
+                            break
+                    else:  # ready: its node_ready is logged only if it does not start now
+                        d.status = READY
+                        d.ready_at = at
+                        if d.first_ready_at is None:
+                            d.first_ready_at = at
+                        heappush(state.ready, (-d.rank, d.order, dep))
+                        held[dep] = at
+                        continue
+                out: list[Event] = []
+                settle(state, (dep,), at, out)
+                self._pending.extend(out)
+            if state.open == 0 and not self._pending:
+                self._pending.append(Event(RUN_FINISHED, at,
+                                           data={"status": final_status(state)}))
+            if self._pending:
+                self._drain()
+            self._dispatch()
+            if self._held:
+                self._log_held()
+            if self._outbox and not self._sending:
+                self._send_later()
+        except StoreError as exc:
+            self._abort(exc)
+        finally:
+            self._emitting = False
+        if state.asking:
             self.approvals.idle_check()
 
     def _log_and_send(self) -> None:
@@ -159,9 +257,10 @@ class Pipeline(ExecutionCore):
         """
         held = self._held
         nodes = self.state.nodes
-        for node_id, ev in held.items():  # nodes started in the burst are gone already
+        for node_id, ready in held.items():  # nodes started in the burst are gone already
             if nodes[node_id].status is READY:
-                self._persist(ev)
+                self._persist(ready if type(ready) is Event
+                              else Event(NODE_READY, ready, node_id))  # type: ignore[arg-type]
         held.clear()
 
     def _log_unlogged(self) -> None:
@@ -225,16 +324,23 @@ class Pipeline(ExecutionCore):
         state = self.state
         if not state.ready or state.status is not RUN_RUNNING or state.stop_reason is not None:
             return
+        nodes = state.nodes
         capacity = self._capacity
         free = (capacity.slots - state.running if len(capacity.members) < 2
                 else capacity.free())
         if free <= 0:
             return
-        chosen = pick(state, free)
-        if not chosen:
-            return
+        heap = state.ready
+        if len(heap) == 1 and not state.limits:  # one ready node (pick, for one entry)
+            only = heap.pop()[2]
+            if nodes[only].status is not READY:
+                return
+            chosen = [only]
+        else:
+            chosen = pick(state, free)
+            if not chosen:
+                return
         now = time.time()
-        nodes = state.nodes
         held = self._held
         # a large fan-out: the nodes start first, their node_started are logged after the
         # loop has run their first steps (numbered now, so the log keeps its order)
@@ -251,16 +357,21 @@ class Pipeline(ExecutionCore):
         create_task = group.create_task
         for node_id in chosen:  # applied here (nothing follows from a start), then launched
             ns = nodes[node_id]
-            if defer:  # the event is made when it is logged (_log_unlogged)
-                start_node(state, ns, now, ns.attempt + 1)
-            else:
-                ev = Event(NODE_STARTED, now, node_id, ns.attempt + 1)
-                evolve(state, ev)
-                self._persist(ev)
+            attempt = ns.attempt + 1
+            start_node(state, ns, now, attempt)  # what evolve does with its node_started
+            if not defer:  # (else the event is made when it is logged: _log_unlogged)
+                if self._unlogged:  # the log keeps the order of the numbers
+                    self._log_unlogged()
+                self._seq = seq = self._seq + 1
+                ev = Event(NODE_STARTED, now, node_id, attempt, None, None, None, seq)
+                self._outbox.append(ev)
+                for queue in self._subscribers:
+                    queue.put_nowait(ev)
             if held:  # started in its burst: its node_ready is implied by its node_started,
                 ready = held.pop(node_id, None)  # so ready when it started, as the log says
                 if ready is not None:
-                    if ns.first_ready_at == ready.at:
+                    if ns.first_ready_at == (ready if type(ready) is float
+                                             else ready.at):  # type: ignore[union-attr]
                         ns.first_ready_at = now
                     ns.ready_at = now
             if heir is not None:  # the finishing node's task runs the first one itself
