@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import counterpoint as cp
 from counterpoint.api import replay
 from counterpoint.events import EventKind
-from counterpoint.state import RunState
+from counterpoint.state import NodeState, RunState
 
 
 @dataclass
@@ -131,8 +131,11 @@ def run_and_check(graph: cp.Graph, limit: int | None) -> None:
     rebuilt = RunState.new(result.run_id, graph.name, [graph.nodes[n] for n in topo.order])
     replay(rebuilt, events, graph)
     assert rebuilt.status is result.status
-    assert {k: (v.status, v.attempt, v.output) for k, v in rebuilt.nodes.items()} == \
-        {k: (v.status, v.attempt, v.output) for k, v in result.state.nodes.items()}
+    def seen(nodes: dict[cp.NodeId, NodeState]) -> dict[cp.NodeId, tuple[object, ...]]:
+        return {k: (v.status, v.attempt, v.output, v.ready_at, v.first_ready_at, v.started_at,
+                    v.finished_at, v.run_time) for k, v in nodes.items()}
+
+    assert seen(rebuilt.nodes) == seen(result.state.nodes)  # times included
     assert rebuilt.version == result.state.version
 
 
