@@ -13,10 +13,10 @@ from ..rules import check_patch
 from ..state import RUNNING, TERMINAL
 from .core import JOIN
 from .limits import over_limit
-from .pipeline import Pipeline
+from .success import Success
 
 
-class Control(Pipeline):
+class Control(Success):
     """Edits, cancels and stops (see the module docstring)."""
 
     __slots__ = ()

@@ -15,22 +15,14 @@ import asyncio
 import threading
 import time
 import weakref
-from heapq import heappush
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
-from ..events import (
-    INFORMATIONAL,
-    NODE_READY,
-    NODE_STARTED,
-    NODE_SUCCEEDED,
-    RUN_FINISHED,
-    Event,
-)
+from ..events import INFORMATIONAL, NODE_READY, NODE_STARTED, RUN_FINISHED, Event
 from ..graph import NodeSpec
 from ..ids import NodeId
-from ..rules import final_status, pick, react, settle
-from ..state import DEFAULT_ESTIMATE, PENDING, READY, RUNNING, SUCCEEDED, NodeState
+from ..rules import pick, react
+from ..state import READY, SUCCEEDED
 from ..transitions import evolve, start_node
 from .core import LOG_LATER, RUN_RUNNING, TASK, ExecutionCore
 
@@ -68,96 +60,6 @@ class Pipeline(ExecutionCore):
         finally:
             self._emitting = False
         if self.state.asking:  # nodes wait for people: the run may have nothing else to do
-            self.approvals.idle_check()
-
-    def succeeded(self, ns: NodeState, attempt: int, value: str | None, output: Any) -> None:
-        """Emit ``node_succeeded`` for ``ns``'s running ``attempt``: what
-        ``emit(Event(NODE_SUCCEEDED, ...))`` does, fused for the common case.
-
-        The common case is a run alone on its capacity, running, and a node whose
-        dependents either wait for more inputs or become ready because every input of
-        theirs succeeded without a choice. The event is then applied here in one pass
-        (what :func:`~counterpoint.transitions.evolve` and
-        :func:`~counterpoint.rules.react` do with it, step for step), its dependents made
-        ready without ``node_ready`` events unless they do not start at once, and the
-        dispatch follows. Anything else (a dependent to skip or block, a map to expand, a
-        stop under way, resources, a shared capacity) goes through :meth:`emit`.
-        """
-        state = self.state
-        if (self._emitting or ns.status is not RUNNING or ns.attempt != attempt
-                or state.stop_reason is not None or state.status is not RUN_RUNNING
-                or ns.spec.policy.resources or len(self._capacity.members) > 1):
-            self.emit(Event(NODE_SUCCEEDED, time.time(), ns.spec.id, attempt, None, value,
-                            output))
-            return
-        self._emitting = True
-        try:
-            if self._unlogged:
-                self._log_unlogged()
-            at = time.time()
-            node_id = ns.spec.id
-            self._seq = seq = self._seq + 1
-            ev = Event(NODE_SUCCEEDED, at, node_id, attempt, None, value, output, seq)
-            self._outbox.append(ev)
-            for queue in self._subscribers:
-                queue.put_nowait(ev)
-            state.running -= 1  # evolve: the attempt stops, the node succeeds
-            started = ns.started_at
-            if started is not None:
-                ns.run_time += at - started
-                ns.stopped_at = at
-            ns.output = output
-            ns.value = value
-            ns.error = None
-            ns.status = SUCCEEDED
-            ns.finished_at = at
-            state.open -= 1
-            spec = ns.spec
-            own = spec.estimate  # estimate_of, inline
-            remaining = state.remaining - (own if own is not None else
-                                           state.estimates.get(spec.step_key, DEFAULT_ESTIMATE))
-            state.remaining = remaining if remaining > 0.0 else 0.0  # a hair below: zero
-            nodes = state.nodes
-            dependents = ns.dependents
-            for dep in dependents:
-                nodes[dep].unmet -= 1
-            held = self._held
-            for dep in dependents:  # react: the dependents whose inputs have all ended
-                d = nodes[dep]
-                if d.unmet or d.status is not PENDING:
-                    continue
-                spec = d.spec
-                if spec.kind is TASK:
-                    for source in spec.deps:
-                        s = nodes[source]
-                        if s.status is not SUCCEEDED or s.chosen is not None:
-                            break
-                    else:  # ready: its node_ready is logged only if it does not start now
-                        d.status = READY
-                        d.ready_at = at
-                        if d.first_ready_at is None:
-                            d.first_ready_at = at
-                        heappush(state.ready, (-d.rank, d.order, dep))
-                        held[dep] = at
-                        continue
-                out: list[Event] = []
-                settle(state, (dep,), at, out)
-                self._pending.extend(out)
-            if state.open == 0 and not self._pending:
-                self._pending.append(Event(RUN_FINISHED, at,
-                                           data={"status": final_status(state)}))
-            if self._pending:
-                self._drain()
-            self._dispatch()
-            if self._held:
-                self._log_held()
-            if self._outbox and not self._sending:
-                self._send_later()
-        except StoreError as exc:
-            self._abort(exc)
-        finally:
-            self._emitting = False
-        if state.asking:
             self.approvals.idle_check()
 
     def _log_and_send(self) -> None:
