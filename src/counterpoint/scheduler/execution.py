@@ -219,7 +219,7 @@ def prepare_run(graph: Graph, inputs: Mapping[str, Any], options: RunOptions,
     cache = topology.cache
     deps = cache.get("deps")
     if deps is None:  # recorded so the log alone shows the graph's shape (counterpoint show)
-        deps = cache["deps"] = {n: list(graph.nodes[n].deps) for n in topology.order}
+        deps = cache["deps"] = {spec.id: spec.deps for spec in topology.specs}
     cached = cache.get(("source", source_attr))
     if cached is None or cached[0] is not graph.source:  # the same for every run of it
         cached = cache["source", source_attr] = (graph.source,
