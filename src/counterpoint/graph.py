@@ -40,6 +40,7 @@ from .nodes import NodeSpec as NodeSpec
 from .nodes import _Derived as _Derived
 from .nodes import _new_ref as _new_ref
 from .nodes import _new_spec as _new_spec
+from .nodes import _shared
 from .nodes import ref as ref
 from .policy import DEFAULT_POLICY, Backoff, Policy
 from .topology import Topology as Topology
@@ -387,7 +388,7 @@ class Graph(_GraphChecks):
             deps[map_over.node] = None
         for dep in after_ids:
             deps[dep] = None
-        derived = (tuple(refs), tuple(deps))
+        derived = (_shared(refs), tuple(deps))
         if subgraph:
             return self._subgraph_spec(NodeId(id), fn, wires, after_ids, derived,  # type: ignore[arg-type]
                                        policy, options, where, map_over, map_param, estimate)
@@ -418,9 +419,8 @@ class Graph(_GraphChecks):
 
     def _subgraph_spec(self, id: NodeId, sub: Graph, inputs: dict[str, Any],
                        after: tuple[NodeId, ...], derived: _Derived, policy: Policy | None,
-                       options: NodeOptions,
-                       where: str, map_over: NodeRef | None, map_param: str | None,
-                       estimate: float | None) -> NodeSpec:
+                       options: NodeOptions, where: str, map_over: NodeRef | None,
+                       map_param: str | None, estimate: float | None) -> NodeSpec:
         label = self._label(where, id)
         if sub is self:
             raise GraphError(f"{label}: a graph cannot contain itself")
