@@ -14,9 +14,10 @@ a ``str``; :attr:`NodeSpec.inputs` rebuilds the references on access. The reason
 cyclic garbage collector: a ``NodeRef`` is an object it tracks, and so is a dict holding
 one, while a dict of strings and numbers is not tracked at all (nor is a ``str``
 subclass a way out: on CPython 3.11 its instances are tracked). Stored this way, a node
-whose inputs are literals and plain references leaves one tracked object, its spec,
-where it left three (the spec, its inputs dict and the reference ``Graph.add`` returned),
-so each collection while a large graph is being built or run walks a third as many.
+whose inputs are literals and plain references leaves one tracked object, its spec, where
+its inputs dict and the references in it were tracked too (three objects a node of the
+100,000-node L1 benchmark graph, whose nodes each read two others): the full collections
+that Python's default thresholds start while such a graph is built walk a third as many.
 """
 
 from __future__ import annotations
@@ -107,7 +108,12 @@ class Choose:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class NodeSpec:
-    """One node of a graph: what to run, with which inputs, after what, under which policy."""
+    """One node of a graph: what to run, with which inputs, after what, under which policy.
+
+    Its inputs are stored as :attr:`wires` and :attr:`inputs` is made from them on access
+    (see the module docstring); construct, compare, copy, pickle and
+    :func:`dataclasses.replace` a spec with ``inputs`` as if it were a plain field.
+    """
 
     id: NodeId
     fn: Callable[..., Any] | Graph
@@ -135,7 +141,8 @@ class NodeSpec:
     refs: tuple[str, ...] = field(init=False, repr=False, compare=False)
     """The parameters whose inputs are references (not literals), in order (derived): names
     only, since a tuple of strings is one object the garbage collector stops tracking, where
-    (parameter, reference) pairs were three it walked on every full collection."""
+    (parameter, reference) pairs were three it walked on every full collection; specs with
+    the same names share one tuple (see :func:`_shared`)."""
     wires: Mapping[str, Any] = field(init=False, repr=False, compare=False)
     """The inputs as stored (derived; what the runtime reads): :attr:`inputs` with each
     plain reference (a :class:`NodeRef` with no path, not optional) replaced by its source
@@ -205,10 +212,13 @@ _SHARED_LIMIT = 4096
 
 
 def _shared(refs: list[str]) -> tuple[str, ...]:
-    """``tuple(refs)``: one tuple for all the specs with the same reference names (the
-    first 4096 sets of names met), as a spec's ``refs`` never changes. A node then adds
-    one object fewer to the collector's count, which starts a full collection every
-    70,000 objects that survive: 5 full collections while the L1 graph is built became 3."""
+    """``tuple(refs)``, the same tuple for every spec with these reference names (among the
+    first 4096 sets of names met; a spec's ``refs`` never changes).
+
+    The collector counts the objects of collectable types allocated and not yet freed,
+    tracked or not, and under Python's default thresholds starts a full collection at most
+    every 70,000 of them: a spec, its wires and its deps are three a node, and a tuple of
+    its own would be a fourth (building the L1 graph: 3 full collections instead of 5)."""
     names = tuple(refs)
     shared = _SHARED.get(names)
     if shared is not None:
