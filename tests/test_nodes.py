@@ -52,6 +52,8 @@ def test_a_spec_of_plain_references_and_atoms_leaves_only_itself_tracked() -> No
     assert not gc.is_tracked(g.nodes[NodeId("a")].wires)
     made = cp.NodeSpec(id=NodeId("m"), fn=mix, inputs={"left": a, "right": b})
     assert not gc.is_tracked(made.wires) and made.wires == spec.wires
+    shipped = pickle.loads(pickle.dumps(spec))
+    assert not gc.is_tracked(shipped.wires) and shipped.wires == spec.wires
 
 
 def test_inputs_gives_back_every_kind_of_input() -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from .ids import NodeId
@@ -155,6 +155,14 @@ class NodeSpec:
         object.__setattr__(self, "deps", _deps(self.wires, self.refs, self.map_over,
                                                self.after))
 
+    def __getstate__(self) -> list[Any]:
+        """For pickle and copy: the fields, with the inputs as stored (not the view)."""
+        return [getattr(self, name) for name in _STATE]
+
+    def __setstate__(self, state: list[Any]) -> None:
+        for name, value in zip(_STATE, state, strict=True):
+            object.__setattr__(self, name, value)
+
     def data_deps(self) -> set[NodeId]:
         """Dependencies whose output this node consumes and that skip it when skipped."""
         deps: set[NodeId] = set()
@@ -182,10 +190,12 @@ def _store_inputs(spec: NodeSpec, inputs: Mapping[str, Any]) -> None:
 
 
 # ``inputs`` is a property over ``wires``, put in place of the slot the dataclass made for
-# the field (which stays empty): the generated __init__, dataclasses.replace, __eq__,
-# __repr__ and pickling all read or write the field by name, so they go through it.
+# the field (which stays empty): the generated __init__, dataclasses.replace, __eq__ and
+# __repr__ read or write the field by name, so they go through it.
 NodeSpec.inputs = property(  # type: ignore[assignment, misc]
     _inputs_view, _store_inputs, doc="Parameter name -> literal, NodeRef or InputRef.")
+_STATE = tuple(f.name for f in fields(NodeSpec) if f.name != "inputs")
+"""The slots a spec's pickled state holds: ``wires`` and ``refs`` stand for ``inputs``."""
 
 _Derived = tuple[tuple[str, ...], tuple[NodeId, ...]]
 """A spec's ``refs`` and ``deps``."""
