@@ -40,6 +40,7 @@ from .nodes import NodeSpec as NodeSpec
 from .nodes import _Derived as _Derived
 from .nodes import _new_ref as _new_ref
 from .nodes import _new_spec as _new_spec
+from .nodes import _shared
 from .nodes import ref as ref
 from .policy import DEFAULT_POLICY, Backoff, Policy
 from .topology import Topology as Topology
@@ -322,11 +323,9 @@ class Graph(_GraphChecks):
         """Check a node to be added and return its spec (it is not added).
 
         The hot path of building a large graph. One pass over the inputs checks their
-        references, works out the spec's ``refs`` and ``deps``, and tells whether the
-        signature and the annotated types certainly match; when they might not, the exact
-        checks (:meth:`_check_signature`, :meth:`_check_types`) decide, and raise. ``inputs``
-        becomes the spec's (every caller passes a dict of its own).
-        """
+        references, works out the spec's ``wires``, ``refs`` and ``deps``, and tells whether
+        the signature and the annotated types certainly match; when they might not, the
+        exact checks (:meth:`_check_signature`, :meth:`_check_types`) decide, and raise."""
         if not isinstance(id, str) or not id or "[" in id or "]" in id or "/" in id:
             raise GraphError(f"{self._label(where, id)}: node ids must be non-empty strings "
                              f"without {_RESERVED_ID_CHARS!r}")
@@ -350,6 +349,7 @@ class Graph(_GraphChecks):
         own = self._identity
         deps: dict[NodeId, None] = {}
         refs: list[str] = []
+        wires: dict[str, Any] = {}  # the inputs as the spec stores them: see NodeSpec.wires
         unexpected = False  # a name the signature may not take
         present = 0  # required parameters among the inputs
         mismatch = False  # an input whose annotated type may not match
@@ -364,6 +364,7 @@ class Graph(_GraphChecks):
                 source = value.node
                 deps[source] = None
                 refs.append(name)
+                wires[name] = value if value.path or value.optional else source
                 expected = hints.get(name)
                 if expected is not None and not value.path and not mismatch:
                     produced = outputs[source] if output_of.get(source, _MISSING) \
@@ -372,22 +373,24 @@ class Graph(_GraphChecks):
                         produced = produced | None
                     mismatch = produced is not expected and not is_assignable(produced,
                                                                               expected)
-            elif isinstance(value, InputRef):
-                if value.name not in self.inputs:
-                    raise GraphError(f"{self._label(where, id)}: input {name!r} refers to "
-                                     f"graph input {value.name!r}, which is not declared; "
-                                     f"call g.input({value.name!r}) first")
-                refs.append(name)
-            elif type(value) in _CONTAINERS and _holds_ref(value):
-                raise nested_refs_error(self._label(where, id), name, value)
+            else:
+                wires[name] = value
+                if isinstance(value, InputRef):
+                    if value.name not in self.inputs:
+                        raise GraphError(f"{self._label(where, id)}: input {name!r} refers "
+                                         f"to graph input {value.name!r}, which is not "
+                                         f"declared; call g.input({value.name!r}) first")
+                    refs.append(name)
+                elif type(value) in _CONTAINERS and _holds_ref(value):
+                    raise nested_refs_error(self._label(where, id), name, value)
         if map_over is not None:
             self._check_ref_owner(map_over, id, "map(over=...)")
             deps[map_over.node] = None
         for dep in after_ids:
             deps[dep] = None
-        derived = (tuple(refs), tuple(deps))
+        derived = (_shared(refs), tuple(deps))
         if subgraph:
-            return self._subgraph_spec(NodeId(id), fn, inputs, after_ids, derived,  # type: ignore[arg-type]
+            return self._subgraph_spec(NodeId(id), fn, wires, after_ids, derived,  # type: ignore[arg-type]
                                        policy, options, where, map_over, map_param, estimate)
         if facts.params is not None and (unexpected or present < len(required)
                                          or facts.positional_only is not None):
@@ -403,7 +406,7 @@ class Graph(_GraphChecks):
             estimate = _check_estimate(estimate, where, self.name, id)
         kind = _MAP if map_over is not None else _TASK
         spec = _new_spec(  # positional: matching 14 keywords cost 3% of the build
-            id, fn, inputs, after_ids, merged, kind, map_over, map_param, ctx,
+            id, fn, wires, after_ids, merged, kind, map_over, map_param, ctx,
             facts.is_async, facts.key, where, estimate, derived)
         produced = facts.returns
         if produced is Choose:
@@ -416,9 +419,8 @@ class Graph(_GraphChecks):
 
     def _subgraph_spec(self, id: NodeId, sub: Graph, inputs: dict[str, Any],
                        after: tuple[NodeId, ...], derived: _Derived, policy: Policy | None,
-                       options: NodeOptions,
-                       where: str, map_over: NodeRef | None, map_param: str | None,
-                       estimate: float | None) -> NodeSpec:
+                       options: NodeOptions, where: str, map_over: NodeRef | None,
+                       map_param: str | None, estimate: float | None) -> NodeSpec:
         label = self._label(where, id)
         if sub is self:
             raise GraphError(f"{label}: a graph cannot contain itself")

@@ -7,13 +7,24 @@ returns :class:`Choose` to pick which successors run. :class:`NodeOptions` holds
 per-node policy overrides. The fast constructors :func:`_new_spec` and :func:`_new_ref`
 are what the builder in :mod:`counterpoint.graph` uses; everything here is re-exported
 from there, where most code imports it.
+
+A spec stores its inputs as :attr:`NodeSpec.wires`, where a plain reference (a
+:class:`NodeRef` with no index path, not :meth:`~NodeRef.or_none`) is its source node's id,
+a ``str``; :attr:`NodeSpec.inputs` rebuilds the references on access. The reason is the
+cyclic garbage collector: a ``NodeRef`` is an object it tracks, and so is a dict holding
+one, while a dict of strings and numbers is not tracked at all (nor is a ``str``
+subclass a way out: on CPython 3.11 its instances are tracked). Stored this way, a node
+whose inputs are literals and plain references leaves one tracked object, its spec, where
+its inputs dict and the references in it were tracked too (three objects a node of the
+100,000-node L1 benchmark graph, whose nodes each read two others): the full collections
+that Python's default thresholds start while such a graph is built walk a third as many.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from .ids import NodeId
@@ -97,12 +108,18 @@ class Choose:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class NodeSpec:
-    """One node of a graph: what to run, with which inputs, after what, under which policy."""
+    """One node of a graph: what to run, with which inputs, after what, under which policy.
+
+    Its inputs are stored as :attr:`wires` and :attr:`inputs` is made from them on access
+    (see the module docstring); construct, compare, copy, pickle and
+    :func:`dataclasses.replace` a spec with ``inputs`` as if it were a plain field.
+    """
 
     id: NodeId
     fn: Callable[..., Any] | Graph
     inputs: Mapping[str, Any]
-    """Parameter name -> literal value, :class:`NodeRef` or :class:`InputRef`."""
+    """Parameter name -> literal value, :class:`NodeRef` or :class:`InputRef`: a dict made
+    from :attr:`wires` on each access (the references' ``owner`` is not kept)."""
     after: tuple[NodeId, ...] = ()
     """Ordering-only dependencies (no data flows)."""
     policy: Policy = DEFAULT_POLICY
@@ -121,45 +138,131 @@ class NodeSpec:
     """For an item spawned by a map at run time: the map's id (branch choices name it)."""
     deps: tuple[NodeId, ...] = ()
     """All dependencies, data and ordering, in a stable order (derived)."""
-    refs: tuple[str, ...] = field(default=(), init=False, repr=False, compare=False)
+    refs: tuple[str, ...] = field(init=False, repr=False, compare=False)
     """The parameters whose inputs are references (not literals), in order (derived): names
     only, since a tuple of strings is one object the garbage collector stops tracking, where
-    (parameter, reference) pairs were three it walked on every full collection."""
+    (parameter, reference) pairs were three it walked on every full collection; specs with
+    the same names share one tuple (see :func:`_shared`)."""
+    wires: Mapping[str, Any] = field(init=False, repr=False, compare=False)
+    """The inputs as stored (derived; what the runtime reads): :attr:`inputs` with each
+    plain reference (a :class:`NodeRef` with no path, not optional) replaced by its source
+    node's id, a ``str``, and every other value as given. Among the :attr:`refs`, a ``str``
+    is such a source; elsewhere a ``str`` is a literal. Unlike a ``NodeRef``, a string is
+    not tracked by the garbage collector, nor is a dict holding only strings and numbers:
+    see the module docstring."""
 
     def __post_init__(self) -> None:
-        refs, deps = _derived(self.inputs, self.map_over, self.after)
-        object.__setattr__(self, "refs", refs)
-        object.__setattr__(self, "deps", deps)
+        object.__setattr__(self, "deps", _deps(self.wires, self.refs, self.map_over,
+                                               self.after))
+
+    def __getstate__(self) -> list[Any]:
+        """For pickle and copy: the fields, with the inputs as stored (not the view)."""
+        return [getattr(self, name) for name in _STATE]
+
+    def __setstate__(self, state: list[Any]) -> None:
+        for name, value in zip(_STATE, state, strict=True):
+            object.__setattr__(self, name, value)
 
     def data_deps(self) -> set[NodeId]:
         """Dependencies whose output this node consumes and that skip it when skipped."""
-        deps = {v.node for v in self.inputs.values() if isinstance(v, NodeRef) and not v.optional}
+        deps: set[NodeId] = set()
+        wires = self.wires
+        for name in self.refs:
+            value = wires[name]
+            if isinstance(value, NodeRef):
+                if not value.optional:
+                    deps.add(value.node)
+            elif not isinstance(value, InputRef):
+                deps.add(value)
         if self.map_over is not None:
             deps.add(self.map_over.node)
         return deps
 
 
+def _inputs_view(spec: NodeSpec) -> dict[str, Any]:
+    return _view(spec.wires, spec.refs)
+
+
+def _store_inputs(spec: NodeSpec, inputs: Mapping[str, Any]) -> None:
+    wires, refs = _stored(inputs)
+    object.__setattr__(spec, "wires", wires)
+    object.__setattr__(spec, "refs", refs)
+
+
+# ``inputs`` is a property over ``wires``, put in place of the slot the dataclass made for
+# the field (which stays empty): the generated __init__, dataclasses.replace, __eq__ and
+# __repr__ read or write the field by name, so they go through it.
+NodeSpec.inputs = property(  # type: ignore[assignment, misc]
+    _inputs_view, _store_inputs, doc="Parameter name -> literal, NodeRef or InputRef.")
+_STATE = tuple(f.name for f in fields(NodeSpec) if f.name != "inputs")
+"""The slots a spec's pickled state holds: ``wires`` and ``refs`` stand for ``inputs``."""
+
 _Derived = tuple[tuple[str, ...], tuple[NodeId, ...]]
 """A spec's ``refs`` and ``deps``."""
 
 
-def _derived(inputs: Mapping[str, Any], map_over: NodeRef | None,
-             after: tuple[NodeId, ...]) -> _Derived:
-    """A spec's ``refs`` and ``deps`` (see :class:`NodeSpec`); ``Graph._build_spec`` works
-    them out the same way while it checks the inputs."""
-    seen: dict[NodeId, None] = {}
+def _stored(inputs: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """A spec's ``wires`` and ``refs`` for these inputs (see :class:`NodeSpec`);
+    ``Graph._build_spec`` works them out the same way while it checks the inputs."""
+    wires: dict[str, Any] = {}
     refs: list[str] = []
     for name, value in inputs.items():
         if isinstance(value, NodeRef):
+            wires[name] = value if value.path or value.optional else value.node
+            refs.append(name)
+        else:
+            wires[name] = value
+            if isinstance(value, InputRef):
+                refs.append(name)
+    return wires, _shared(refs)
+
+
+_SHARED: dict[tuple[str, ...], tuple[str, ...]] = {}
+_SHARED_LIMIT = 4096
+
+
+def _shared(refs: list[str]) -> tuple[str, ...]:
+    """``tuple(refs)``, the same tuple for every spec with these reference names (among the
+    first 4096 sets of names met; a spec's ``refs`` never changes).
+
+    The collector counts the objects of collectable types allocated and not yet freed,
+    tracked or not, and under Python's default thresholds starts a full collection at most
+    every 70,000 of them: a spec, its wires and its deps are three a node, and a tuple of
+    its own would be a fourth (building the L1 graph: 3 full collections instead of 5)."""
+    names = tuple(refs)
+    shared = _SHARED.get(names)
+    if shared is not None:
+        return shared
+    if len(_SHARED) < _SHARED_LIMIT:
+        _SHARED[names] = names
+    return names
+
+
+def _view(wires: Mapping[str, Any], refs: tuple[str, ...]) -> dict[str, Any]:
+    """The inputs ``wires`` stores: each plain reference's source id made a NodeRef again."""
+    inputs = dict(wires)
+    for name in refs:
+        value = wires[name]
+        if not isinstance(value, NodeRef | InputRef):
+            inputs[name] = NodeRef(value)
+    return inputs
+
+
+def _deps(wires: Mapping[str, Any], refs: tuple[str, ...], map_over: NodeRef | None,
+          after: tuple[NodeId, ...]) -> tuple[NodeId, ...]:
+    """A spec's ``deps`` (see :class:`NodeSpec`)."""
+    seen: dict[NodeId, None] = {}
+    for name in refs:
+        value = wires[name]
+        if isinstance(value, NodeRef):
             seen[value.node] = None
-            refs.append(name)
-        elif isinstance(value, InputRef):
-            refs.append(name)
+        elif not isinstance(value, InputRef):
+            seen[value] = None
     if map_over is not None:
         seen[map_over.node] = None
     for dep in after:
         seen[dep] = None
-    return tuple(refs), tuple(seen)
+    return tuple(seen)
 
 
 # A frozen dataclass's __init__ sets each field through object.__setattr__, which costs
@@ -167,7 +270,8 @@ def _derived(inputs: Mapping[str, Any], map_over: NodeRef | None,
 # fields were most of the cost of Graph.add. The builder fills in these classes instead,
 # which have the same slots and no frozen __setattr__, then gives the object its real
 # class (the identical layout allows the __class__ assignment). The result is the object
-# the dataclass constructor would make: tests/test_graph.py compares the two.
+# the dataclass constructor would make: tests/test_graph.py compares the two. (The slot
+# named ``inputs`` stays empty in both: see the property set on NodeSpec above.)
 class _SpecDraft:
     __slots__ = NodeSpec.__slots__
 
@@ -182,11 +286,12 @@ def _new_spec(id: str, fn: Callable[..., Any] | Graph, inputs: Mapping[str, Any]
               is_async: bool, step_key: str, where: str, estimate: float | None,
               derived: _Derived) -> NodeSpec:
     """``NodeSpec(...)`` with these fields (``spawned_by`` None), made about four times
-    faster; ``derived`` is what :func:`_derived` gives for these inputs."""
+    faster. ``inputs`` is the stored form (:attr:`NodeSpec.wires`), and ``derived`` the
+    spec's ``refs`` and ``deps`` for it."""
     spec: Any = _SpecDraft()
     spec.id = id
     spec.fn = fn
-    spec.inputs = inputs
+    spec.wires = inputs
     spec.after = after
     spec.policy = policy
     spec.kind = kind

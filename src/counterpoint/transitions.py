@@ -278,11 +278,12 @@ def _expand_map(state: RunState, event: Event) -> None:
     subgraph = isinstance(spec.fn, Graph)  # each item runs the sub-graph as a nested run
     kind = NodeKind.GRAPH if subgraph else NodeKind.TASK
     children: list[NodeSpec] = []
+    inputs = spec.inputs  # a dict made on each access
     for i in range(count):
         item = NodeRef(spec.map_over.node, (*spec.map_over.path, i))
         children.append(NodeSpec(
             id=NodeId(f"{map_id}[{i}]"), fn=spec.fn,
-            inputs={**spec.inputs, spec.map_param: item}, after=spec.after,
+            inputs={**inputs, spec.map_param: item}, after=spec.after,
             policy=spec.policy, kind=kind, context_param=spec.context_param,
             is_async=subgraph or spec.is_async, step_key=spec.step_key, where=spec.where,
             estimate=spec.estimate, spawned_by=map_id))

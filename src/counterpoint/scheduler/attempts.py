@@ -27,7 +27,7 @@ from ..errors import (
     RunNotFound,
 )
 from ..events import NODE_CANCELLED, NODE_FAILED, NODE_READY, NODE_STARTED, NODE_SUCCEEDED, Event
-from ..graph import Choose, Graph, InputRef, NodeSpec
+from ..graph import Choose, Graph, InputRef, NodeRef, NodeSpec
 from ..ids import NodeId, RunId
 from ..isolation import call_in_process
 from ..state import BLOCKED, FAILED, RETRYING, RUNNING, SUCCEEDED
@@ -154,19 +154,22 @@ class Attempts(Control):
             raise
 
     def _arguments(self, spec: NodeSpec) -> dict[str, Any]:
-        kwargs = dict(spec.inputs)  # the literals as they are; references replaced in place
+        wires = spec.wires  # the stored inputs: a plain reference is its source's id
+        kwargs = dict(wires)  # the literals as they are; references replaced in place
         nodes = self.state.nodes
-        inputs = spec.inputs
         for name in spec.refs:
-            value = inputs[name]
-            if isinstance(value, InputRef):
-                kwargs[name] = self.inputs[value.name]
-                continue
-            source = nodes[value.node]
-            if source.status is not SUCCEEDED:
-                kwargs[name] = None  # an optional input whose source was skipped
-            else:
-                kwargs[name] = value.resolve(source.output) if value.path else source.output
+            value = wires[name]
+            if type(value) is not str:
+                if isinstance(value, InputRef):
+                    kwargs[name] = self.inputs[value.name]
+                    continue
+                if isinstance(value, NodeRef):  # with an index path, or optional
+                    source = nodes[value.node]
+                    kwargs[name] = None if source.status is not SUCCEEDED \
+                        else value.resolve(source.output)  # None: the source was skipped
+                    continue
+            source = nodes[value]  # a plain reference: the source's whole output
+            kwargs[name] = source.output if source.status is SUCCEEDED else None
         return kwargs
 
     def _succeed(self, spec: NodeSpec, output: Any, data: dict[str, Any] | None = None) -> None:
