@@ -51,6 +51,7 @@ from .transitions import FINISHING
 
 _RUN_RUNNING = RunStatus.RUNNING
 _MAP = NodeKind.MAP
+_TASK = NodeKind.TASK
 
 
 def react(state: RunState, event: Event, now: float) -> list[Event]:
@@ -150,6 +151,30 @@ def settle(state: RunState, candidates: Iterable[NodeId], now: float,
             out.append(_expansion(state, ns, now))
         else:
             out.append(Event(NODE_READY, now, node_id))
+
+
+def ready_after(state: RunState, ns: NodeState, now: float, out: list[Event]
+                ) -> list[NodeState]:
+    """What :func:`react` does with ``ns``'s success (applied, with no choice), without
+    the ``node_ready`` events: returns the dependents now ready (tasks whose inputs all
+    succeeded without a choice), which the caller makes READY; the events for any other
+    dependent whose inputs have all ended go to ``out``, as :func:`settle` gives them."""
+    nodes = state.nodes
+    ready: list[NodeState] = []
+    for dep in ns.dependents:
+        d = nodes[dep]
+        if d.unmet or d.status is not PENDING:
+            continue
+        if d.spec.kind is _TASK:
+            for source in d.spec.deps:
+                s = nodes[source]
+                if s.status is not SUCCEEDED or s.chosen is not None:
+                    break
+            else:
+                ready.append(d)
+                continue
+        settle(state, (dep,), now, out)
+    return ready
 
 
 def _verdict(state: RunState, ns: NodeState, now: float) -> Event | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 from .board.projection import apply_to
 from .events import (
@@ -75,11 +76,6 @@ def evolve(state: RunState, event: Event) -> None:
         heapq.heappush(state.ready, (-ns.rank, ns.order, ns.spec.id))
     elif kind is NODE_SUCCEEDED:
         ns = state.nodes[event.node]  # type: ignore[index]
-        if ns.status is RUNNING:
-            _stop_running(state, ns, event.at)
-        ns.output = event.output
-        ns.value = event.value
-        ns.error = None  # earlier attempts' failures stay in the log
         data = event.data
         if data:
             if "chosen" in data:
@@ -88,7 +84,7 @@ def evolve(state: RunState, event: Event) -> None:
                 _add_waits(ns, data["waited"])
             if "reused" in data:
                 ns.reused = True
-        _finish(state, ns, SUCCEEDED, event.at)
+        succeed(state, ns, event.at, event.output, event.value)
     elif kind is NODE_FAILED:
         ns = state.nodes[event.node]  # type: ignore[index]
         if ns.status is RUNNING:
@@ -139,6 +135,19 @@ def evolve(state: RunState, event: Event) -> None:
             tally.add(event.data)
     elif kind in BOARD_EVENTS:
         apply_to(state, event)
+
+
+def succeed(state: RunState, ns: NodeState, at: float, output: Any, value: str | None
+            ) -> None:
+    """Apply a ``node_succeeded`` event of ``ns`` (at ``at``) without the event, apart from
+    its ``data``: what :func:`evolve` does with one, for the scheduler's fused success path
+    (:mod:`counterpoint.scheduler.success`)."""
+    if ns.status is RUNNING:
+        _stop_running(state, ns, at)
+    ns.output = output
+    ns.value = value
+    ns.error = None  # earlier attempts' failures stay in the log
+    _finish(state, ns, SUCCEEDED, at)
 
 
 def _wait(state: RunState, event: Event) -> None:

@@ -18,10 +18,10 @@ from typing import Any
 
 from ..errors import StoreError
 from ..events import NODE_STARTED, NODE_SUCCEEDED, RUN_FINISHED, Event
-from ..rules import final_status, settle
-from ..state import DEFAULT_ESTIMATE, PENDING, READY, RUNNING, SUCCEEDED, NodeState
-from ..transitions import start_node
-from .core import LOG_LATER, RUN_RUNNING, TASK
+from ..rules import final_status, ready_after
+from ..state import READY, RUNNING, NodeState
+from ..transitions import start_node, succeed
+from .core import LOG_LATER, RUN_RUNNING
 from .pipeline import Pipeline
 
 
@@ -88,48 +88,17 @@ class Success(Pipeline):
 
     def _apply_success(self, ns: NodeState, output: Any, value: str | None,
                        at: float) -> list[NodeState]:
-        """Apply the success to the state, as :func:`~counterpoint.transitions.evolve`
-        does, and react to it as :func:`~counterpoint.rules.react` does: returns the
-        dependents now ready; the events of any other dependent, and the run's end, are
-        left in the pending queue."""
+        """Apply the success to the state and react to it (the pure core's
+        :func:`~counterpoint.transitions.succeed` and :func:`~counterpoint.rules.ready_after`):
+        returns the dependents now ready; the events of any other dependent, and the run's
+        end, are left in the pending queue."""
         state = self.state
-        state.running -= 1  # the attempt stops
-        started = ns.started_at
-        if started is not None:
-            ns.run_time += at - started
-            ns.stopped_at = at
-        ns.output = output
-        ns.value = value
-        ns.error = None
-        ns.status = SUCCEEDED
-        ns.finished_at = at
-        state.open -= 1
-        spec = ns.spec
-        own = spec.estimate  # estimate_of, inline
-        remaining = state.remaining - (own if own is not None else
-                                       state.estimates.get(spec.step_key, DEFAULT_ESTIMATE))
-        state.remaining = remaining if remaining > 0.0 else 0.0  # a hair below: zero
-        nodes = state.nodes
-        dependents = ns.dependents
-        for dep in dependents:
-            nodes[dep].unmet -= 1
-        ready: list[NodeState] = []
-        for dep in dependents:  # the dependents whose inputs have all ended
-            d = nodes[dep]
-            if d.unmet or d.status is not PENDING:
-                continue
-            if d.spec.kind is TASK:
-                for source in d.spec.deps:
-                    s = nodes[source]
-                    if s.status is not SUCCEEDED or s.chosen is not None:
-                        break
-                else:
-                    ready.append(d)
-                    continue
-            out: list[Event] = []
-            settle(state, (dep,), at, out)
+        succeed(state, ns, at, output, value)
+        out: list[Event] = []
+        ready = ready_after(state, ns, at, out)
+        if out:
             self._pending.extend(out)
-        if state.open == 0 and not self._pending:
+        elif state.open == 0 and not self._pending:
             self._pending.append(Event(RUN_FINISHED, at, data={"status": final_status(state)}))
         return ready
 
@@ -157,18 +126,7 @@ class Success(Pipeline):
         for d in ready:
             attempt = d.attempt + 1
             spec = d.spec
-            if d.stopped_at is not None or spec.policy.resources:  # an earlier attempt
-                start_node(state, d, at, attempt)  # to keep, resources to take
-            else:  # start_node, inline: ready as it started
-                d.ready_at = at
-                if d.first_ready_at is None:
-                    d.first_ready_at = at
-                d.status = RUNNING
-                d.attempt = attempt
-                d.started_at = at
-                if d.first_started_at is None:
-                    d.first_started_at = at
-                state.running += 1
+            start_node(state, d, at, attempt)  # not READY: ready as it started
             node_id = spec.id
             self._log(Event(NODE_STARTED, at, node_id, attempt))
             if heir is not None:  # the finishing node's task runs the first one itself
