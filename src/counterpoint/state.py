@@ -395,19 +395,24 @@ def compute_ranks(state: RunState) -> None:
     """Upward rank of every node over estimated durations (HEFT), then rebuild the ready
     heap and recount the estimated work :attr:`~RunState.remaining`."""
     nodes = state.nodes
-    listed = list(nodes.values())
-    seen: set[NodeId] = set()
-    for ns in listed:  # a new run lists its nodes in topological order: one pass tells
-        if not seen.issuperset(ns.spec.deps):
-            order = [nodes[node_id] for node_id in _topological(state)]
-            break
-        seen.add(ns.spec.id)
-    else:
-        order = listed
-    state.remaining = _rank(nodes, order, state.estimates)
+    state.remaining = _rank(nodes, in_topological_order(state), state.estimates)
     state.ready = [(-ns.rank, ns.order, ns.spec.id) for ns in nodes.values()
                    if ns.status is READY]
     heapq.heapify(state.ready)
+
+
+def in_topological_order(state: RunState) -> list[NodeState]:
+    """The state's nodes, each after the nodes it depends on: in the order they are listed
+    when that is one (as for a graph built with ``Graph.add``: one pass tells), else
+    sorted."""
+    nodes = state.nodes
+    listed = list(nodes.values())
+    seen: set[NodeId] = set()
+    for ns in listed:
+        if not seen.issuperset(ns.spec.deps):
+            return [nodes[node_id] for node_id in _topological(state)]
+        seen.add(ns.spec.id)
+    return listed
 
 
 def _topological(state: RunState) -> list[NodeId]:

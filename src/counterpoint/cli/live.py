@@ -118,7 +118,9 @@ class LineDisplay(Display):
             tries = f" after {ns.attempt} attempts" if ns.attempt > 1 else ""
             why = cause(ns) if ns.status is not NodeStatus.SUCCEEDED else ""
             line = f"{count} {node} {ns.status.value}{took}{tries}" + (f": {why}" if why else "")
-        self.console.print(line, soft_wrap=True, markup=False)
+        # plain text, written as it is: rich's print took ~60 µs a line (a 100,000-node
+        # run printed for 6 s longer than it ran), and there is nothing to style here
+        self.console.file.write(line + "\n")
 
 
 class LiveView(Display):
