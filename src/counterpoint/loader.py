@@ -183,19 +183,34 @@ def find_graph(module: ModuleType, attr: str | None, *, name: str | None = None,
             target = target()
         if not isinstance(target, Graph):
             raise SourceError(f"{where}:{attr} is {type(target).__name__}, not a Graph")
-        return target
+        return _found_in(target, module)
     graphs = {k: v for k, v in vars(module).items() if isinstance(v, Graph)}
     if name is not None:
         named = [g for g in graphs.values() if g.name == name]
         if len(named) == 1:
-            return named[0]
+            return _found_in(named[0], module)
     if len(graphs) == 1:
-        return next(iter(graphs.values()))
+        return _found_in(next(iter(graphs.values())), module)
     if not graphs:
         raise SourceError(f"{where}: defines no Graph at module level; define one, or name "
                           "a function returning one as FILE.py:FUNCTION")
     raise SourceError(f"{where}: defines several graphs ({', '.join(graphs)}); choose one "
                       "as FILE.py:NAME")
+
+
+def _found_in(graph: Graph, module: ModuleType) -> Graph:
+    """``graph``, found in ``module``: where its runs record that it is to be found again.
+
+    A graph records the module that called ``Graph(...)``. Built by a function of another
+    module (a library's builder, called at the top of the user's file), that module holds
+    no such graph, and a resume could not find it there: the graph is re-pointed at the
+    module it was found in, unless something else rebuilds it (:func:`built_by`, a
+    registered kind)."""
+    source = graph.source
+    if type(source) is GraphSource and source.module != module.__name__:
+        graph.source = GraphSource(module=module.__name__,
+                                   file=getattr(module, "__file__", None), name=graph.name)
+    return graph
 
 
 def _graph_names(module: ModuleType) -> str:
@@ -269,8 +284,14 @@ def load_recorded(source: Mapping[str, Any], run: str) -> Graph:
     if module is None:
         raise SourceError(f"{where}: the log does not say where its graph was defined; resume "
                           "from Python with resume(run_id, graph=...)")
-    graph = find_graph(module, source.get("attr"), name=source.get("graph"),
-                       where=str(file or module_name))
+    try:
+        graph = find_graph(module, source.get("attr"), name=source.get("graph"),
+                           where=str(file or module_name))
+    except SourceError as exc:
+        raise SourceError(f"{where}: its graph {source.get('graph')!r} cannot be found again: "
+                          f"{exc}. If a function builds it, record that before the run with "
+                          "cp.built_by(graph, function, **arguments); or resume from Python "
+                          "with resume(run_id, graph=...)") from exc
     return _checked(graph, source, where, f"in {file or module_name}")
 
 
