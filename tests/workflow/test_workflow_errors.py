@@ -7,7 +7,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from counterpoint.cli.app import app
 from counterpoint.workflow import WorkflowError, load_workflow
 
 HELPERS = '''
@@ -374,3 +376,55 @@ def test_all_problems_are_listed_not_just_the_first(tmp_path: Path) -> None:
         load_workflow(path)
     assert [p.where for p in caught.value.problems] == [f"{path}:{n}" for n in (3, 4, 5, 6)]
     assert all(p.hint for p in caught.value.problems)
+
+
+def test_a_loop_without_max_names_the_loop_block(tmp_path: Path) -> None:
+    # it said "step 'draft': missing required key 'max'", as if the step needed a max
+    path, body = write(tmp_path, """
+        name: looped
+        steps:
+          draft:
+            python: helpers.py:echo
+            args: {value: 1}
+            loop:
+              until: "true"
+          empty:
+            python: helpers.py:echo
+            args: {value: 1}
+            loop: {}
+          scalar:
+            python: helpers.py:echo
+            args: {value: 1}
+            loop: 3
+        """)
+    text = problems(path)
+    write_loop = "write loop: {max: N, until: CONDITION}"
+    assert at(path, body, "loop:") + "step 'draft': loop: missing required key 'max'; " \
+        f"{write_loop}" in text
+    assert at(path, body, "loop: {}") + "step 'empty': loop: missing required key 'max'; " \
+        f"{write_loop}" in text
+    assert at(path, body, "loop: 3") + "step 'scalar': loop must be a mapping of keys, " \
+        f"got int; {write_loop}" in text
+
+
+def test_a_workflow_without_name_says_what_to_add(tmp_path: Path) -> None:
+    path, _ = write(tmp_path, """
+        steps:
+          a: {python: helpers.py:echo, args: {value: 1}}
+        """)
+    assert problems(path) == f"{path}:1: workflow: missing required key 'name'; add name: ..."
+
+
+def test_the_cli_prints_a_loop_without_max_and_exits_2(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path, _ = write(tmp_path, """
+        name: looped
+        steps:
+          draft: {python: helpers.py:echo, args: {value: 1}, loop: {until: "true"}}
+        """)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["run", path.name, "--db", str(tmp_path / "runs.db")])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(f"error: {path.name}:3: step 'draft': loop: missing "
+                                    "required key 'max'")
+    assert "Traceback" not in result.output

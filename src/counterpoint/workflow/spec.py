@@ -338,14 +338,20 @@ def _problem(doc: YamlDocument, error: Any, loc: KeyPath, known: KeyPath, at: Ke
         inside = ".".join(str(p) for p in loc[len(at):-1])
         return doc.problem(known, f"{label}: {inside + ': ' if inside else ''}unknown key "
                                   f"{key!r}", hint)
-    if kind in ("model_type", "dict_type") and known == at:
-        return doc.problem(known, f"{label} must be a mapping of keys, got "
-                                  f"{type(error.get('input')).__name__}",
-                           "indent its keys under it")
-    if kind == "missing":
-        return doc.problem(known, f"{label}: missing required key {key!r}",
-                           f"add {key}: ...")
     field_path = ".".join(str(p) for p in known[len(at):]) or "(value)"
+    if kind in ("model_type", "dict_type"):
+        got = type(error.get("input")).__name__
+        if known == at:
+            return doc.problem(known, f"{label} must be a mapping of keys, got {got}",
+                               "indent its keys under it")
+        return doc.problem(known, f"{label}: {field_path} must be a mapping of keys, got "
+                                  f"{got}", _type_hint(field_path) or "indent its keys under it")
+    if kind == "missing":  # a key of a block inside the part (loop:) names the block
+        inside = ".".join(str(p) for p in loc[len(at):-1])
+        return doc.problem(known, f"{label}: {inside + ': ' if inside else ''}missing "
+                                  f"required key {key!r}",
+                           _type_hint(inside) if inside and _type_hint(inside) else
+                           f"add {key}: ...")
     given = error.get("input")
     shown = repr(given) if not isinstance(given, dict | list) else type(given).__name__
     message = error["msg"].removeprefix("Value error, ").lower()
