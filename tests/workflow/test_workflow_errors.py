@@ -428,3 +428,38 @@ def test_the_cli_prints_a_loop_without_max_and_exits_2(
     assert result.output.startswith(f"error: {path.name}:3: step 'draft': loop: missing "
                                     "required key 'max'")
     assert "Traceback" not in result.output
+
+
+def test_a_failed_top_level_does_not_hide_the_problems_of_its_parts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # with the top level invalid (no name, a bad deadline) only its problems were reported;
+    # the step's, the agent's and the input's came one fix later
+    path, body = write(tmp_path, """
+        deadline: soon
+        inputs:
+          topic: {type: strng}
+        agents:
+          w: {instructions: Write., max_turn: 2}
+        steps:
+          a: {python: helpers.py:echo, tsk: x}
+          b: {agent: w, task: x, loop: {until: "true"}}
+        health: {failurs: 3}
+        """)
+    text = problems(path)
+    expected = [
+        at(path, body, "deadline") + "workflow: missing required key 'name'",
+        at(path, body, "deadline") + "workflow: deadline: a deadline must be seconds",
+        at(path, body, "strng") + "input 'topic': type:",
+        at(path, body, "max_turn") + "agent 'w': unknown key 'max_turn'",
+        at(path, body, "tsk") + "step 'a': unknown key 'tsk'",
+        at(path, body, "loop:") + "step 'b': loop: missing required key 'max'",
+        at(path, body, "failurs") + "unknown health setting 'failurs'",
+    ]
+    for line in expected:
+        assert line in text, line
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["run", path.name, "--db", str(tmp_path / "runs.db")])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    for line in expected:
+        assert line.replace(str(path), path.name) in result.output, result.output
