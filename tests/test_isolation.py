@@ -67,6 +67,30 @@ def test_a_step_that_cannot_be_pickled_is_a_clear_error() -> None:
     assert error["retryable"] is False
 
 
+def test_an_output_that_cannot_come_back_names_the_node_and_is_not_retried() -> None:
+    # it said "the step's output cannot be sent back from its process: ..." naming no run
+    # or node, and said nothing of what to do
+    g = cp.Graph("isolated-lock")
+    g.add("out", isolated_steps.returns_a_lock,
+          policy=cp.Policy(isolation="process", retries=2, retry_on=(Exception,)))
+    g.add("exc", isolated_steps.raises_locked,
+          policy=cp.Policy(isolation="process", retries=2, retry_on=(Exception,)))
+    result = cp.run_sync(g, store="memory")
+    out, exc = result.nodes["out"], result.nodes["exc"]
+    assert (out.attempts, exc.attempts) == (1, 1)
+    assert out.error is not None and exc.error is not None
+    assert out.error["type"] == "OutputNotSerializable"
+    assert out.error["message"].startswith(
+        f"run {result.run_id}, node 'out': the step's output (lock) cannot be sent back "
+        "from its process (TypeError: cannot pickle '_thread.lock' object); return JSON-compatible")
+    assert exc.error["type"] == "NodeFailed"
+    assert exc.error["message"].startswith(
+        f"run {result.run_id}, node 'exc': the step raised LockedError('locked out'), "
+        "which cannot be sent back from its process (TypeError: cannot pickle "
+        "'_thread.lock' object)")
+    assert (out.error["retryable"], exc.error["retryable"]) == (False, False)
+
+
 def test_isolation_must_be_thread_or_process() -> None:
     with pytest.raises(cp.UserError, match="isolation must be 'thread' or 'process'"):
         cp.Policy(isolation="fiber")

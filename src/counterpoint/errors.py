@@ -58,6 +58,15 @@
     └── ControlSignal                 steers the loop; never counted as a failure
         └── Retry                     raise inside a node to ask for another attempt
 
+``BudgetExceeded`` and ``UnpricedModel`` refuse a model call before it is sent; they are
+not ``ModelError`` on purpose: a ``ModelError`` is the model's or its provider's failure,
+which the model layer answers by rerouting to a fallback model, counting it in that
+model's circuit breaker and, for ``model: auto``, escalating to another model. A refusal
+by the run's own budget is none of those: the model is healthy and was not called, and
+choosing a cheaper model for what is left of a budget is the router's work (``model:
+auto`` weighs it before each call). Catch ``(ModelError, BudgetExceeded,
+UnpricedModel)`` for every way a model call can end without an answer.
+
 Failures carry ``retryable`` (and ``retry_after`` where the cause says how long to
 wait), after Temporal's ``ApplicationError``. Application failures (the node's
 code failed: the node ends FAILED) are kept apart from system failures (the

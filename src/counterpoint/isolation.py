@@ -10,7 +10,9 @@ The step and its inputs travel by pickle: the step must be importable (a module-
 function) and its inputs picklable; the output travels back the same way, then is stored
 as JSON like any output. A step isolated in a process cannot take a ``NodeContext`` (the
 run lives in this process). A process that dies without an answer (killed from outside,
-out of memory) is a retryable attempt failure.
+out of memory) is a retryable attempt failure. An output pickle cannot carry back fails
+the node with ``OutputNotSerializable``, an exception it cannot carry with ``NodeFailed``,
+both naming the run and node and never retried.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
-from .errors import NodeFailed
+from .errors import NodeFailed, OutputNotSerializable
 
 
 @functools.cache
@@ -45,17 +47,36 @@ def _child(payload: bytes, conn: Connection) -> None:
         message = (False, exc)
     try:
         data = pickle.dumps(message)
-    except Exception as exc:  # an output or exception that pickle cannot carry
-        kind = "output" if message[0] else "exception"
-        data = pickle.dumps((False, NodeFailed(
-            f"the step's {kind} cannot be sent back from its process: {exc}",
-            retryable=False)))
+    except Exception as exc:  # an output or exception that pickle cannot carry: described
+        ok, value = message
+        what = type(value).__name__ if ok else _shown(value)
+        data = pickle.dumps((None, (ok, what, f"{type(exc).__name__}: {exc}")))
     conn.send_bytes(data)
     conn.close()
 
 
 async def _awaited(awaitable: Any) -> Any:
     return await awaitable
+
+
+def _shown(exc: BaseException) -> str:
+    try:
+        return repr(exc)[:300]
+    except Exception:
+        return type(exc).__name__
+
+
+def _unsent(where: str, ok: bool, what: str, why: str) -> Exception:
+    """The node's failure when the child could not pickle the step's output (``ok``) or
+    exception (``what`` describes it) to send it back: never retried, it would again."""
+    if ok:
+        return OutputNotSerializable(
+            f"{where}: the step's output ({what}) cannot be sent back from its process "
+            f"({why}); return JSON-compatible data (a dict, a list, a dataclass or a "
+            "pydantic model): a node's output is stored as JSON")
+    return NodeFailed(f"{where}: the step raised {what}, which cannot be sent back from its "
+                      f"process ({why}); raise an exception whose arguments and attributes "
+                      "pickle, or use isolation='thread'", retryable=False)
 
 
 async def call_in_process(fn: Callable[..., Any], kwargs: dict[str, Any], *,
@@ -112,4 +133,6 @@ async def call_in_process(fn: Callable[..., Any], kwargs: dict[str, Any], *,
     ok, value = pickle.loads(data)
     if ok:
         return value
+    if ok is None:
+        raise _unsent(where, *value)
     raise value

@@ -285,3 +285,46 @@ def test_the_raylet_messages_go_to_stderr_not_stdout(
     captured = capsys.readouterr()
     assert "A worker died (test)" in captured.err
     assert "A worker died" not in captured.out
+
+
+def _returns_a_lock() -> Any:
+    return threading.Lock()
+
+
+async def _returns_a_lock_async() -> Any:
+    return threading.Lock()
+
+
+def _raises_a_pickling_type_error() -> int:
+    raise TypeError("cannot pickle '_thread.lock' object")
+
+
+@pytest.mark.parametrize("step", [_returns_a_lock, _returns_a_lock_async])
+def test_an_output_ray_cannot_send_back_fails_the_node_once_naming_it(
+        ray_backend: Any, step: Any) -> None:
+    # Ray's own TypeError ("cannot pickle '_thread.lock' object") reached the user bare,
+    # and retry_on=(Exception,) retried it: the same output would fail the same way
+    g = cp.Graph("unsendable")
+    g.add("make", step, policy=cp.Policy(retries=2, retry_on=(Exception,)))
+    result = cp.run_sync(g, store="memory", options=cp.RunOptions(backend=ray_backend))
+    node = result.nodes["make"]
+    assert (result.status, node.attempts) == ("failed", 1)
+    assert node.error is not None
+    assert node.error["type"] == "OutputNotSerializable"
+    assert node.error["retryable"] is False
+    message = node.error["message"]
+    assert f"run {result.run_id}, node 'make'" in message
+    assert "cannot be sent back from the Ray worker" in message
+    assert "_thread.lock" in message
+    assert "Return JSON-compatible data" in message
+
+
+def test_a_step_raising_a_pickling_error_itself_keeps_its_error(ray_backend: Any) -> None:
+    # the step's own TypeError is its failure, not an output Ray failed to send back
+    g = cp.Graph("own")
+    g.add("raise", _raises_a_pickling_type_error)
+    result = cp.run_sync(g, store="memory", options=cp.RunOptions(backend=ray_backend))
+    node = result.nodes["raise"]
+    assert node.error is not None
+    assert (node.error["type"], node.error["message"]) == (
+        "TypeError", "cannot pickle '_thread.lock' object")

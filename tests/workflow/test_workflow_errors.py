@@ -7,7 +7,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from counterpoint.cli.app import app
 from counterpoint.workflow import WorkflowError, load_workflow
 
 HELPERS = '''
@@ -374,3 +376,90 @@ def test_all_problems_are_listed_not_just_the_first(tmp_path: Path) -> None:
         load_workflow(path)
     assert [p.where for p in caught.value.problems] == [f"{path}:{n}" for n in (3, 4, 5, 6)]
     assert all(p.hint for p in caught.value.problems)
+
+
+def test_a_loop_without_max_names_the_loop_block(tmp_path: Path) -> None:
+    # it said "step 'draft': missing required key 'max'", as if the step needed a max
+    path, body = write(tmp_path, """
+        name: looped
+        steps:
+          draft:
+            python: helpers.py:echo
+            args: {value: 1}
+            loop:
+              until: "true"
+          empty:
+            python: helpers.py:echo
+            args: {value: 1}
+            loop: {}
+          scalar:
+            python: helpers.py:echo
+            args: {value: 1}
+            loop: 3
+        """)
+    text = problems(path)
+    write_loop = "write loop: {max: N, until: CONDITION}"
+    assert at(path, body, "loop:") + "step 'draft': loop: missing required key 'max'; " \
+        f"{write_loop}" in text
+    assert at(path, body, "loop: {}") + "step 'empty': loop: missing required key 'max'; " \
+        f"{write_loop}" in text
+    assert at(path, body, "loop: 3") + "step 'scalar': loop must be a mapping of keys, " \
+        f"got int; {write_loop}" in text
+
+
+def test_a_workflow_without_name_says_what_to_add(tmp_path: Path) -> None:
+    path, _ = write(tmp_path, """
+        steps:
+          a: {python: helpers.py:echo, args: {value: 1}}
+        """)
+    assert problems(path) == f"{path}:1: workflow: missing required key 'name'; add name: ..."
+
+
+def test_the_cli_prints_a_loop_without_max_and_exits_2(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path, _ = write(tmp_path, """
+        name: looped
+        steps:
+          draft: {python: helpers.py:echo, args: {value: 1}, loop: {until: "true"}}
+        """)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["run", path.name, "--db", str(tmp_path / "runs.db")])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(f"error: {path.name}:3: step 'draft': loop: missing "
+                                    "required key 'max'")
+    assert "Traceback" not in result.output
+
+
+def test_a_failed_top_level_does_not_hide_the_problems_of_its_parts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # with the top level invalid (no name, a bad deadline) only its problems were reported;
+    # the step's, the agent's and the input's came one fix later
+    path, body = write(tmp_path, """
+        deadline: soon
+        inputs:
+          topic: {type: strng}
+        agents:
+          w: {instructions: Write., max_turn: 2}
+        steps:
+          a: {python: helpers.py:echo, tsk: x}
+          b: {agent: w, task: x, loop: {until: "true"}}
+        health: {failurs: 3}
+        """)
+    text = problems(path)
+    expected = [
+        at(path, body, "deadline") + "workflow: missing required key 'name'",
+        at(path, body, "deadline") + "workflow: deadline: a deadline must be seconds",
+        at(path, body, "strng") + "input 'topic': type:",
+        at(path, body, "max_turn") + "agent 'w': unknown key 'max_turn'",
+        at(path, body, "tsk") + "step 'a': unknown key 'tsk'",
+        at(path, body, "loop:") + "step 'b': loop: missing required key 'max'",
+        at(path, body, "failurs") + "unknown health setting 'failurs'",
+    ]
+    for line in expected:
+        assert line in text, line
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["run", path.name, "--db", str(tmp_path / "runs.db")])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    for line in expected:
+        assert line.replace(str(path), path.name) in result.output, result.output

@@ -10,6 +10,10 @@ scheduler and the log.
 * A step is put in Ray's object store once; an input larger than ``inline_bytes`` is put
   there too (once per object, so a fan-out of one big output sends it once) and fetched
   by the worker; large results come back through the object store as Ray returns them.
+* A result Ray cannot pickle to send back (a lock, a file open for writing, a
+  generator) fails the node with :class:`~counterpoint.errors.OutputNotSerializable`
+  naming the node, never retried (the in-process backend fails such an output the same
+  way when it stores it as JSON).
 * Cancellation and timeouts (the scheduler cancels the awaiting task) reach the worker
   through ``ray.cancel``. A worker or actor that dies mid-attempt raises
   :class:`~counterpoint.errors.WorkerLost`, an attempt failure the node's retry policy
@@ -31,10 +35,11 @@ from typing import Any
 
 from ..backend import InProcessBackend
 from ..context import _CURRENT, NodeContext
-from ..errors import NodeFailed, WorkerLost
+from ..errors import NodeFailed, OutputNotSerializable, WorkerLost
 from ..graph import Graph
 from .cluster import connect
 from .shipping import (
+    StepRaised,
     check_graph,
     check_resources,
     ray_options,
@@ -146,9 +151,11 @@ class RayBackend:
             ray.cancel(ref)
             raise
         except ray.exceptions.RayTaskError as exc:
-            cause = unwrap(exc.cause)
-            if isinstance(cause, Exception) and not isinstance(cause, ray.exceptions.RayError):
-                raise cause from None
+            if isinstance(exc.cause, StepRaised):
+                raise unwrap(exc.cause) from None
+            if isinstance(exc.cause, Exception) and \
+                    not isinstance(exc.cause, ray.exceptions.RayError):
+                raise _unsendable(where, exc.cause) from None
             raise
         except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError,
                 ray.exceptions.NodeDiedError, ray.exceptions.ObjectLostError,
@@ -216,3 +223,14 @@ def _node() -> tuple[str, Mapping[str, int]]:
     spec = execution.state.nodes[node].spec
     resources = spec.policy.resources if spec is not None else {}
     return f"run {execution.run_id}, node {node!r}, attempt {attempt}", resources
+
+
+def _unsendable(where: str, exc: Exception) -> OutputNotSerializable:
+    """The node's failure when Ray could not pickle the step's result (``exc``, raised by
+    Ray after the step returned): not retryable, the same output would fail again."""
+    return OutputNotSerializable(
+        f"{where}: the node's output cannot be sent back from the Ray worker "
+        f"({type(exc).__name__}: {exc}). Return JSON-compatible data (a dict, a list, a "
+        "dataclass or a pydantic model): a node's output is stored as JSON, so run "
+        "in-process it would fail as well; keep a lock, a client or a file inside the "
+        "step that uses it")

@@ -17,6 +17,8 @@
   pickle cannot rebuild it (an exception class whose ``__init__`` takes other arguments
   than its ``args``, or that holds a lock): Ray would hand the controller an
   ``UnserializableException``, so the node's ``retry_on`` no longer matched its class.
+  :func:`portable` wraps it in a :class:`StepRaised`, so the controller tells the step's
+  own exceptions from Ray's failure to pickle the step's result after it returned.
 * :func:`rough_size` estimates a value's size cheaply, without pickling it, to decide
   which inputs travel through Ray's object store.
 """
@@ -190,19 +192,32 @@ def _pickles(value: Any) -> bool:
     return True
 
 
-def portable(exc: Exception) -> Exception:
-    """``exc`` if it survives pickling, else a :class:`CarriedError` of it (in a worker)."""
+class StepRaised(Exception):
+    """What a worker raises when the step raised ``raised`` (the step's exception, or a
+    :class:`CarriedError` of it). Any other exception a worker's task ends with was not
+    the step's: Ray raised it pickling the step's result. Never seen outside this package."""
+
+    def __init__(self, raised: Exception) -> None:
+        super().__init__(raised)
+        self.raised = raised
+
+
+def portable(exc: Exception) -> StepRaised:
+    """``exc`` (in a worker), marked as the step's, as a :class:`CarriedError` if it does
+    not survive pickling."""
     if _pickles(exc):
-        return exc
+        return StepRaised(exc)
     args = exc.args if _pickles(exc.args) else (str(exc),)
     state = {k: v for k, v in vars(exc).items() if _pickles(v)}
-    return CarriedError(type(exc), args, state, str(exc))
+    return StepRaised(CarriedError(type(exc), args, state, str(exc)))
 
 
 def unwrap(exc: BaseException) -> BaseException:
-    """The step's own exception from a :class:`CarriedError` (in the controller): an
-    instance of its class made without calling ``__init__``, with its ``args`` and
-    attributes; ``exc`` itself if it is no such carrier."""
+    """The step's own exception from a :class:`StepRaised` or a :class:`CarriedError` (in
+    the controller): for a carrier, an instance of its class made without calling
+    ``__init__``, with its ``args`` and attributes; ``exc`` itself if it is neither."""
+    if isinstance(exc, StepRaised):
+        exc = exc.raised
     if not isinstance(exc, CarriedError):
         return exc
     try:

@@ -241,10 +241,16 @@ class WorkflowSpec:
 
 
 def parse_spec(doc: YamlDocument) -> tuple[WorkflowSpec | None, list[Problem]]:
-    """Validate ``doc`` against the models; ``None`` if the top level is unusable."""
+    """Validate ``doc`` against the models; ``None`` if the top level is unusable (then
+    the problems still include those of its inputs, agents, MCP servers and steps)."""
     problems: list[Problem] = []
     head = _validate(doc, _Head, doc.data, (), "workflow", problems)
-    if head is None:
+    if head is None:  # a bad name or deadline must not hide a bad step: check the parts
+        raw = doc.data if isinstance(doc.data, dict) else {}
+        parts = {key: value for key in ("health", "mcp", "inputs", "agents", "steps")
+                 if isinstance(value := raw.get(key), dict)}
+        _parse_parts(doc, WorkflowSpec(name="", description="", model=None, output=None),
+                     parts, problems)
         return None, problems
     spec = WorkflowSpec(name=head.name, description=head.description, model=head.model,
                         output=head.output, route=head.route, step_ids=list(head.steps),
@@ -252,31 +258,42 @@ def parse_spec(doc: YamlDocument) -> tuple[WorkflowSpec | None, list[Problem]]:
                         deadline=head.deadline,
                         agent_names=list(head.agents), input_names=list(head.inputs),
                         mcp_names=list(head.mcp))
+    parts = {"mcp": head.mcp, "inputs": head.inputs, "agents": head.agents,
+             "steps": head.steps}
     if head.health is not None:
-        spec.health, found = parse_health(head.health, source=doc.where(("health",)))
+        parts["health"] = head.health
+    _parse_parts(doc, spec, parts, problems)
+    return spec, problems
+
+
+def _parse_parts(doc: YamlDocument, spec: WorkflowSpec, parts: dict[str, dict[str, Any]],
+                 problems: list[Problem]) -> None:
+    """Validate the health settings and each MCP server, input, agent and step of
+    ``parts`` into ``spec``."""
+    if "health" in parts:
+        spec.health, found = parse_health(parts["health"], source=doc.where(("health",)))
         problems.extend(doc.problem(("health", *at), message, _HEALTH_HINT
                                     if message.startswith("unknown") else "")
                         for at, message in found)
-    for name, raw in head.mcp.items():
+    for name, raw in parts.get("mcp", {}).items():
         server = _validate(doc, MCPServerSpec, raw or {}, ("mcp", name), "mcp server",
                            problems)
         if server is not None:
             spec.mcp[name] = server
-    for name, raw in head.inputs.items():
+    for name, raw in parts.get("inputs", {}).items():
         if isinstance(raw, str) or raw is None:  # shorthand ``topic: string``
             raw = {"type": raw} if raw else {}
         bound = _validate(doc, InputSpec, raw, ("inputs", name), "input", problems)
         if bound is not None:
             spec.inputs[name] = bound
-    for name, raw in head.agents.items():
+    for name, raw in parts.get("agents", {}).items():
         agent = _validate(doc, AgentSpec, raw or {}, ("agents", name), "agent", problems)
         if agent is not None:
             spec.agents[name] = agent
-    for step_id, raw in head.steps.items():
+    for step_id, raw in parts.get("steps", {}).items():
         step = _validate(doc, StepSpec, raw or {}, ("steps", step_id), "step", problems)
         if step is not None:
             spec.steps[step_id] = step
-    return spec, problems
 
 
 def _validate(doc: YamlDocument, model: type[M], raw: Any, at: KeyPath, what: str,
@@ -338,14 +355,20 @@ def _problem(doc: YamlDocument, error: Any, loc: KeyPath, known: KeyPath, at: Ke
         inside = ".".join(str(p) for p in loc[len(at):-1])
         return doc.problem(known, f"{label}: {inside + ': ' if inside else ''}unknown key "
                                   f"{key!r}", hint)
-    if kind in ("model_type", "dict_type") and known == at:
-        return doc.problem(known, f"{label} must be a mapping of keys, got "
-                                  f"{type(error.get('input')).__name__}",
-                           "indent its keys under it")
-    if kind == "missing":
-        return doc.problem(known, f"{label}: missing required key {key!r}",
-                           f"add {key}: ...")
     field_path = ".".join(str(p) for p in known[len(at):]) or "(value)"
+    if kind in ("model_type", "dict_type"):
+        got = type(error.get("input")).__name__
+        if known == at:
+            return doc.problem(known, f"{label} must be a mapping of keys, got {got}",
+                               "indent its keys under it")
+        return doc.problem(known, f"{label}: {field_path} must be a mapping of keys, got "
+                                  f"{got}", _type_hint(field_path) or "indent its keys under it")
+    if kind == "missing":  # a key of a block inside the part (loop:) names the block
+        inside = ".".join(str(p) for p in loc[len(at):-1])
+        return doc.problem(known, f"{label}: {inside + ': ' if inside else ''}missing "
+                                  f"required key {key!r}",
+                           _type_hint(inside) if inside and _type_hint(inside) else
+                           f"add {key}: ...")
     given = error.get("input")
     shown = repr(given) if not isinstance(given, dict | list) else type(given).__name__
     message = error["msg"].removeprefix("Value error, ").lower()

@@ -104,7 +104,7 @@ class _Loader:
         doc = load_yaml(path)
         spec, problems = parse_spec(doc)
         if spec is None:
-            raise WorkflowError(problems, file=str(path))
+            raise WorkflowError(sorted(problems, key=Problem.order), file=str(path))
         try:
             plan = plan_workflow(doc, spec, models=self.models, load_sub=self.sub,
                                  stack=stack)
