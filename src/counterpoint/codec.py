@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import traceback
+from collections.abc import AsyncIterator, Iterator
 from functools import lru_cache
 from typing import Any
 
@@ -14,14 +15,27 @@ from .errors import BudgetExceeded, OutputNotSerializable, RunFailure
 from .failures import failure_location
 from .secrets import redact
 
+_PLAIN = frozenset({str, dict, list, float, bool, tuple})
+"""Types of outputs that are certainly not iterators (checked first: the check is cheap)."""
+
 
 def encode(value: Any) -> str:
-    """Encode an output as JSON text; raises :class:`OutputNotSerializable`."""
+    """Encode an output as JSON text; raises :class:`OutputNotSerializable`.
+
+    An iterator (a generator, an open file, ``map(...)``) is refused rather than stored:
+    encoding it would consume it, so the log would hold a list while the node's
+    dependents got the exhausted iterator.
+    """
     kind = type(value)
     if kind is int:
         return str(value)  # exact JSON for any int, and the most common output
     if value is None:
         return "null"
+    if kind not in _PLAIN and isinstance(value, Iterator | AsyncIterator):
+        raise OutputNotSerializable(
+            f"output of type {kind.__name__} is an iterator: storing it would consume it, "
+            "and the node's dependents would get it empty; return a list (e.g. "
+            "list(...)) or other JSON-compatible data")
     try:
         return pydantic_core.to_json(value).decode()
     except (pydantic_core.PydanticSerializationError, TypeError, ValueError) as exc:

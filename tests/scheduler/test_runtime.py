@@ -227,6 +227,28 @@ def test_unserializable_output_fails_the_node_without_losing_the_log(tmp_path: P
 
 
 
+def test_an_iterator_output_fails_the_node_instead_of_being_consumed(tmp_path: Path) -> None:
+    """Regression: a generator (or an open file) was stored as the list it yields, which
+    used it up, so the dependents got it empty while the log said otherwise."""
+
+    async def rows() -> object:
+        return (i for i in range(3))
+
+    async def total(items: object) -> int:
+        return sum(items)  # type: ignore[call-overload]
+
+    g = cp.Graph("iterator")
+    g.add("total", total, items=g.add("rows", rows))
+    store = cp.SQLiteStore(tmp_path / "runs.db")
+    result = cp.run_sync(g, store=store)
+    error = result.nodes["rows"].error or {}
+    assert error["type"] == "OutputNotSerializable" and "is an iterator" in error["message"]
+    assert result.nodes["rows"].attempts == 1  # not retried: it would fail again
+    assert result.nodes["total"].status is cp.NodeStatus.BLOCKED
+    assert not [e for e in store.events(result.run_id) if e.kind is EventKind.NODE_SUCCEEDED]
+    store.close()
+
+
 def test_live_edit_from_outside_cancels_in_flight_and_replaces_pending() -> None:
     async def scenario() -> cp.RunResult:
         opened = asyncio.Event()
