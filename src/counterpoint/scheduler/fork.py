@@ -154,8 +154,8 @@ def prepare_fork(parent: RunId, store: RunStore, *, at: int | str | None = None,
         seeds.add(node)
     changed = {k for k in new_inputs if codec.encode(new_inputs[k]) !=
                codec.encode(old_inputs.get(k))}
-    seeds.update(n for n, ns in nodes.items() if any(
-        isinstance(v, InputRef) and v.name in changed for v in ns.spec.inputs.values()))
+    seeds.update(n for n, ns in nodes.items() if changed and any(  # (wires: InputRefs as given)
+        isinstance(v, InputRef) and v.name in changed for v in ns.spec.wires.values()))
     invalid = seen.downstream(seeds)
     rid = RunId(run_id) if run_id else new_run_id()
     now = time.time()
