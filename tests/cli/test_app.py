@@ -631,6 +631,39 @@ def test_projection_uses_recorded_deps_for_the_critical_path(tmp_path: Path) -> 
     assert seen.makespan == pytest.approx(live.makespan)
 
 
+def test_live_view_lists_the_nodes_running_now_from_the_events() -> None:
+    """The running rows come from the nodes the events said started (not a pass over every
+    node of the run at each redraw), less those that ended since."""
+    from counterpoint.events import Event, EventKind
+    from counterpoint.state import RunState
+    from counterpoint.transitions import evolve
+
+    async def step() -> int:
+        return 1
+
+    g = cp.Graph("live")
+    for name in ("a", "b", "c"):
+        g.add(name, step)
+    state = RunState.new(cp.RunId("r"), g.name, g.nodes.values())
+    tally = Tally()
+    tally.reused(state)
+    events = [Event(EventKind.RUN_CREATED, 1.0),
+              Event(EventKind.NODE_STARTED, 1.0, cp.NodeId("c"), 1),
+              Event(EventKind.NODE_STARTED, 1.1, cp.NodeId("a"), 1),
+              Event(EventKind.NODE_SUCCEEDED, 1.2, cp.NodeId("c"), 1, value="1", output=1)]
+    for event in events:
+        evolve(state, event)
+        tally.note(event, state)
+    assert [ns.spec.id for ns in tally.active(state)] == ["a"]
+    console = Console(force_terminal=True, width=100, record=True, markup=False)
+    console.print(render_live(state, tally, 1.0, 1.3))
+    text = console.export_text()
+    assert re.search(r"\ba\s+running", text) and not re.search(r"\bc\s+running", text)
+    resumed = Tally()  # a view that begins mid-run takes in what runs already
+    resumed.reused(state)
+    assert [ns.spec.id for ns in resumed.active(state)] == ["a"]
+
+
 def test_live_view_renders_a_run(tmp_path: Path) -> None:
     _, result, _ = _projected_run(tmp_path / "runs.db")
     tally = Tally()

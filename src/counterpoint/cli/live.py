@@ -34,6 +34,7 @@ RECENT_ROWS = 6
 FAILED_ROWS = 5
 CAUSE_CHARS = 70
 
+_ACTIVE = frozenset({NodeStatus.RUNNING, NodeStatus.RETRYING})
 _ENDINGS = frozenset({EventKind.NODE_SUCCEEDED, EventKind.NODE_FAILED, EventKind.NODE_BLOCKED,
                       EventKind.NODE_CANCELLED, EventKind.NODE_SKIPPED})
 
@@ -45,13 +46,33 @@ class Tally:
     done: set[NodeId] = field(default_factory=set)
     recent: deque[NodeId] = field(default_factory=lambda: deque(maxlen=RECENT_ROWS))
     failed: list[NodeId] = field(default_factory=list)
+    started: dict[NodeId, None] = field(default_factory=dict)
+    """Nodes that started, in that order, and may still be running or retrying: what the
+    live view looks at for its running rows instead of every node of the run."""
 
     def reused(self, state: RunState) -> None:
-        """Count as done the nodes a fork reused: they end in no event of this run."""
+        """Count as done the nodes a fork reused: they end in no event of this run; and
+        take in the nodes running already (a resumed run's)."""
         self.done.update(n for n, ns in state.nodes.items() if ns.reused)
+        self.started.update((n, None) for n, ns in state.nodes.items() if ns.status in _ACTIVE)
+
+    def active(self, state: RunState) -> list[NodeState]:
+        """The nodes running or retrying now, in the order they started."""
+        nodes = state.nodes
+        out: list[NodeState] = []
+        for node in list(self.started):
+            ns = nodes.get(node)
+            if ns is not None and ns.status in _ACTIVE:
+                out.append(ns)
+            else:
+                del self.started[node]
+        return out
 
     def note(self, event: Event, state: RunState) -> NodeState | None:
         """The node ``event`` ended (or whose attempt failed), else ``None``."""
+        if event.kind is EventKind.NODE_STARTED and event.node is not None:
+            self.started[event.node] = None
+            return None
         if event.kind not in _ENDINGS or event.node is None:
             return None
         ns = state.nodes.get(event.node)
@@ -176,8 +197,7 @@ def render_live(state: RunState, tally: Tally, started: float, now: float) -> Re
     table.add_column("attempt", justify="right")
     table.add_column("time", justify="right")
     table.add_column("detail", no_wrap=True, overflow="ellipsis")
-    active = [ns for ns in nodes.values()
-              if ns.status is NodeStatus.RUNNING or ns.status is NodeStatus.RETRYING]
+    active = tally.active(state)
     for ns in active[:RUNNING_ROWS]:
         elapsed = now - ns.started_at if ns.started_at is not None else None
         detail = cause(ns)[:CAUSE_CHARS] if ns.status is NodeStatus.RETRYING else ""
