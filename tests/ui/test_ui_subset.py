@@ -32,7 +32,7 @@ def test_a_large_run_is_sent_as_a_bounded_subset_holding_the_critical_path() -> 
     data = view.snapshot()
     ids = {n["id"] for n in data["nodes"]}
     assert 0 < len(ids) <= subset.BOUND
-    assert set(data["critical"]) <= ids and len(data["critical"]) >= 30
+    assert data["critical"] and set(data["critical"]) <= ids  # its path depends on timing
     assert "boom" in ids and "n5-7" in ids  # a failed node and its dependency
     part = data["partial"]
     assert part["total"] == 3001 and part["shown"] == len(ids)

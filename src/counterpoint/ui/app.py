@@ -141,6 +141,13 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
 
         async def frames() -> AsyncIterator[str]:
             # the first frame is the whole run, so a page that reconnects starts afresh
+            if record.status != RunStatus.RUNNING:  # a finished run: one frame, cached
+                data = await read(_snapshot, cache, run_id, False)
+                yield _frame("update", {
+                    **data, "children": await read(_children, store, run_id),
+                    "forks": [run_row(r) for r in await read(store.forks, run_id)]})
+                yield _frame("end", {"seq": data["seq"]})
+                return
             view = RunView(record)
             first = True
             async for batch in follow(store, run_id, 0, poll=poll):

@@ -218,8 +218,9 @@ class RunView:
         live = run_owner_alive(self.record)
         now = state.finished_at or (time.time() if live else last)
         clock = time.monotonic()
-        if self._metrics is None or not live or len(state.nodes) < SMALL_RUN or \
-                clock - self._metrics_at >= METRICS_SECONDS:
+        ended = not live and self._metrics_seq == self.seq  # nothing new: the same metrics
+        if self._metrics is None or (not live and not ended) or \
+                len(state.nodes) < SMALL_RUN or clock - self._metrics_at >= METRICS_SECONDS:
             self._metrics = metrics_view(state, now)
             self._metrics_at = clock
             self._metrics_seq = self.seq
