@@ -43,11 +43,11 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..errors import CounterpointError, RunNotFound
-from ..history import Projector
 from ..ids import NodeId, RunId
 from ..state import RunStatus
 from ..store import RunStore
 from . import control
+from .cache import RunCache
 from .projection import RunView, matches, node_detail, run_row
 from .tail import POLL_SECONDS, follow
 
@@ -99,6 +99,7 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
     """The web view over ``store``; ``token`` (if given) guards the API; ``cwd`` is where
     a resumed run's process starts (where its graph is importable from)."""
     rows = _Rows(store)
+    cache = RunCache(store)
     workdir = cwd or Path.cwd()
 
     async def read(fn: Callable[..., Any], *args: Any) -> Any:
@@ -128,9 +129,8 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
 
     async def run(request: Request) -> Response:
         run_id = RunId(request.path_params["run"])
-        view = RunView(await read(store.run, run_id))
-        view.feed(await read(store.events, run_id))
-        data = view.snapshot()
+        full = request.query_params.get("full") == "1"
+        data = await read(_snapshot, cache, run_id, full)
         data["children"] = await read(_children, store, run_id)
         data["forks"] = [run_row(r) for r in await read(store.forks, run_id)]
         return _JSON(data)
@@ -141,6 +141,13 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
 
         async def frames() -> AsyncIterator[str]:
             # the first frame is the whole run, so a page that reconnects starts afresh
+            if record.status != RunStatus.RUNNING:  # a finished run: one frame, cached
+                data = await read(_snapshot, cache, run_id, False)
+                yield _frame("update", {
+                    **data, "children": await read(_children, store, run_id),
+                    "forks": [run_row(r) for r in await read(store.forks, run_id)]})
+                yield _frame("end", {"seq": data["seq"]})
+                return
             view = RunView(record)
             first = True
             async for batch in follow(store, run_id, 0, poll=poll):
@@ -160,16 +167,17 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
     async def node(request: Request) -> Response:
         run_id = RunId(request.path_params["run"])
         node_id = NodeId(request.path_params["node"])
-        events = await read(store.events, run_id)
-        state = Projector(run_id).feed(events).state
+        seen = await read(cache.get, run_id)
+        state = seen.view.projector.state
         if node_id not in state.nodes:
             return _error(404, f"run {run_id} has no node {node_id!r}")
-        return _JSON(node_detail(state, node_id, events))
+        return _JSON(node_detail(state, node_id, seen.node_events(node_id),
+                                 plan_events=seen.plan_rounds))
 
     async def value(request: Request) -> Response:
         run_id = RunId(request.path_params["run"])
         node_id = NodeId(request.path_params["node"])
-        state = Projector(run_id).feed(await read(store.events, run_id)).state
+        state = (await read(cache.get, run_id)).view.projector.state
         ns = state.nodes.get(node_id)
         if ns is None or ns.value is None:
             return _error(404, f"run {run_id}: node {node_id!r} has no recorded output")
@@ -252,6 +260,11 @@ class _Guard:
         if api and request.method == "POST" and request.headers.get("x-counterpoint") != "1":
             return _error(403, "a POST to this API must carry the header X-Counterpoint: 1")
         return None
+
+
+def _snapshot(cache: RunCache, run_id: RunId, full: bool) -> dict[str, Any]:
+    with cache.lock:  # snapshot() resets the view's change tracking: one caller at a time
+        return cache.get(run_id).view.snapshot(full=full)
 
 
 def _children(store: RunStore, run_id: RunId) -> list[dict[str, Any]]:

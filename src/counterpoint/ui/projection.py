@@ -25,6 +25,7 @@ from ..routing.trail import routing_by_node
 from ..state import NodeState, RunState
 from ..store import RunRecord
 from ..store.owners import run_owner_alive
+from . import subset
 
 PREVIEW_CHARS = 2000
 """Longest value sent inline; a longer one is sent clipped and fetched whole on demand."""
@@ -142,6 +143,8 @@ class RunView:
         self._metrics: dict[str, Any] | None = None
         self._metrics_at = 0.0
         self._metrics_seq = -1
+        self._sent: set[NodeId] | None = None
+        """The nodes of a large run's subset the page holds (``None``: it holds all)."""
 
     @property
     def seq(self) -> int:
@@ -160,19 +163,31 @@ class RunView:
         self.projector.feed(events)
         self._changed = self._changed or self.projector.seq != before
 
-    def snapshot(self) -> dict[str, Any]:
-        """The whole run: what a page draws when it opens."""
+    def snapshot(self, *, full: bool = False) -> dict[str, Any]:
+        """The run: what a page draws when it opens. A large run
+        (:func:`~counterpoint.ui.subset.is_large`) is sent as a bounded subset, with
+        ``partial`` saying how many of how many nodes, unless ``full``."""
         self.projector.touched.clear()
         self.projector.reshaped = False
         self._changed = False
         state = self.projector.state
-        return {"seq": self.seq, **self._common(),
-                "nodes": [node_view(ns, state) for ns in state.nodes.values()],
-                "reshaped": True}
+        common = self._common()
+        if full or not subset.is_large(state):
+            self._sent = None
+            return {"seq": self.seq, **common,
+                    "nodes": [node_view(ns, state) for ns in state.nodes.values()],
+                    "reshaped": True}
+        ids = subset.pick(state, common["critical"])
+        self._sent = set(ids)
+        return {"seq": self.seq, **common,
+                "nodes": [node_view(state.nodes[n], state) for n in ids],
+                "reshaped": True, "partial": subset.partial(state, len(ids))}
 
     def update(self) -> dict[str, Any] | None:
         """What changed since the last :meth:`snapshot` or :meth:`update` (every node
-        when the graph's shape changed), or ``None`` if nothing did."""
+        when the graph's shape changed), or ``None`` if nothing did. For a large run's
+        subset: the changed nodes still in it, the nodes that joined it, and the ids of
+        those that left it (``dropped``)."""
         projector = self.projector
         state = projector.state
         if projector.reshaped:
@@ -180,10 +195,22 @@ class RunView:
         if not self._changed and self._metrics_seq == self.seq:
             return None  # nothing new, and the metrics sent are those of the last event
         touched = projector.touched
-        nodes = [node_view(state.nodes[n], state) for n in touched if n in state.nodes]
+        common = self._common()
+        sent = self._sent
+        if sent is None:
+            nodes = [node_view(state.nodes[n], state) for n in touched if n in state.nodes]
+            extra: dict[str, Any] = {}
+        else:
+            ids = subset.pick(state, common["critical"])
+            now = set(ids)
+            fresh = [n for n in ids if n not in sent or n in touched]
+            nodes = [node_view(state.nodes[n], state) for n in fresh]
+            extra = {"dropped": sorted(sent - now),
+                     "partial": subset.partial(state, len(ids))}
+            self._sent = now
         touched.clear()
         self._changed = False
-        return {"seq": self.seq, **self._common(), "nodes": nodes, "reshaped": False}
+        return {"seq": self.seq, **common, "nodes": nodes, "reshaped": False, **extra}
 
     def _common(self) -> dict[str, Any]:
         state = self.projector.state
@@ -191,8 +218,9 @@ class RunView:
         live = run_owner_alive(self.record)
         now = state.finished_at or (time.time() if live else last)
         clock = time.monotonic()
-        if self._metrics is None or not live or len(state.nodes) < SMALL_RUN or \
-                clock - self._metrics_at >= METRICS_SECONDS:
+        ended = not live and self._metrics_seq == self.seq  # nothing new: the same metrics
+        if self._metrics is None or (not live and not ended) or \
+                len(state.nodes) < SMALL_RUN or clock - self._metrics_at >= METRICS_SECONDS:
             self._metrics = metrics_view(state, now)
             self._metrics_at = clock
             self._metrics_seq = self.seq
@@ -211,9 +239,13 @@ def clip(text: str | None) -> dict[str, Any] | None:
             "clipped": len(text) > PREVIEW_CHARS}
 
 
-def node_detail(state: RunState, node: NodeId, events: Sequence[Event]) -> dict[str, Any]:
+def node_detail(state: RunState, node: NodeId, events: Sequence[Event], *,
+                plan_events: Sequence[Event] | None = None) -> dict[str, Any]:
     """Everything recorded about one node: inputs and output (clipped), attempts with their
-    errors and tracebacks, model calls, agent turns, tool calls and plan rounds."""
+    errors and tracebacks, model calls, agent turns, tool calls and plan rounds.
+
+    ``events`` is the run's log, or only the node's events if ``plan_events`` (the run's
+    ``plan_round`` events) is given."""
     ns = state.nodes[node]
     mine = [ev for ev in events if ev.node == node]
     attempts: list[dict[str, Any]] = []
@@ -250,8 +282,9 @@ def node_detail(state: RunState, node: NodeId, events: Sequence[Event]) -> dict[
             "history": attempts, "model_calls": calls, "agent_turns": turns,
             "tool_calls": tools, "plan_rounds": rounds,
             # the plan's history is the run's: its rounds are recorded by several nodes
-            "plan_diffs": plan_diffs([ev.data or {} for ev in events
-                                      if ev.kind is EventKind.PLAN_ROUND]) if rounds else []}
+            "plan_diffs": plan_diffs([ev.data or {} for ev in (
+                events if plan_events is None else plan_events)
+                if ev.kind is EventKind.PLAN_ROUND]) if rounds else []}
 
 
 def plan_diffs(rounds: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -128,7 +128,7 @@ function runPage(runId, nodeParam) {
   };
   const redraw = () => {
     state.dag = DAG.draw(dagHost, nodes, {critical: state.critical, selected: state.selected,
-      unfolded: state.unfolded, onSelect: select,
+      unfolded: state.unfolded, onSelect: select, partial: state.partial,
       onUnfold: p => { state.unfolded.add(p); redraw(); }});
     if (!state.drawn) {
       state.drawn = true;
@@ -160,7 +160,7 @@ function runPage(runId, nodeParam) {
       const t = performance.now();
       Gantt.draw(ganttHost, nodes, state.run, state.critical, (id, all) => {
         if (all) { state.ganttAll = true; ganttAt = 0; schedule(); } else select(id);
-      }, state.ganttAll);
+      }, state.ganttAll, state.partial);
       ganttCost = performance.now() - t;
       ganttAt = t;
     } else setTimeout(schedule, Math.max(250, 8 * ganttCost));  // the timeline catches up
@@ -174,7 +174,13 @@ function runPage(runId, nodeParam) {
   const apply = u => {
     state.run = u.run;
     if (u.reshaped) { nodes.clear(); due.reshaped = true; }
-    for (const n of u.nodes) { nodes.set(n.id, n); due.changed.add(n.id); }
+    // a large run is sent as a subset (u.partial); nodes join and leave it as it runs
+    state.partial = u.partial || null;
+    for (const id of u.dropped || []) { nodes.delete(id); due.reshaped = true; }
+    for (const n of u.nodes) {
+      if (u.partial && !nodes.has(n.id)) due.reshaped = true;
+      nodes.set(n.id, n); due.changed.add(n.id);
+    }
     if (JSON.stringify(u.critical) !== JSON.stringify(state.critical)) due.critical = true;
     state.critical = u.critical;
     due.last = u;

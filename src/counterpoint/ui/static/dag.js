@@ -2,7 +2,9 @@
 // A map's children (`name[i]`) fold into one group node while the map has more than
 // FOLD children; clicking the group unfolds it. Node states change in place (a class
 // and an attribute on the node's <g>), so a live run only re-lays the graph out when
-// its shape changes.
+// its shape changes. A large run is sent as a subset (opts.partial: the critical path,
+// active and failed nodes and their direct neighbours); it is drawn with a note saying
+// how many of how many nodes are drawn, and the whole run's counts by status.
 "use strict";
 
 const DAG = (() => {
@@ -126,8 +128,13 @@ const DAG = (() => {
         `<title>${esc(title)}</title></g>`);
     }
     out.push("</svg>");
-    host.innerHTML = out.join("");
-    const svg = host.firstChild;
+    const p = opts.partial;
+    host.innerHTML = (p ? `<p class="muted" id="dag-some">${esc(p.shown.toLocaleString("en"))} ` +
+      `of ${esc(p.total.toLocaleString("en"))} nodes drawn; the critical path, active and ` +
+      `failed nodes, and their direct neighbours (${esc(Object.entries(p.counts).map(
+        ([s, c]) => `${c.toLocaleString("en")} ${s}`).join(", "))}). Click a node for its ` +
+      "detail.</p>" : "") + out.join("");
+    const svg = host.querySelector("svg");
     const boxes = new Map();
     const gs = svg.querySelectorAll("g.node");
     order.forEach((b, i) => boxes.set(b, gs[i]));

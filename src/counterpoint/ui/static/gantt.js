@@ -22,7 +22,8 @@ const Gantt = (() => {
     '"': "&quot;"}[c]));
 
   // Built as one string and parsed once, like the DAG: a live run redraws it often.
-  function draw(host, nodes, run, critical, onSelect, all) {
+  // `partial`: the run was sent as a subset (see dag.js); the note counts the whole run.
+  function draw(host, nodes, run, critical, onSelect, all, partial) {
     const now = Date.now() / 1000;
     const t0 = run.created_at || now;
     const crit = new Set(critical || []);
@@ -39,7 +40,10 @@ const Gantt = (() => {
     const x = t => LABEL + (WIDTH - LABEL) * Math.max(0, t - t0) / span;
     const w = (a, b) => Math.max(1, x(b) - x(a)).toFixed(1);
     const height = rows.length * ROW + 20;
-    const out = [rows.length < started.length ? `<p class="muted" id="gantt-some">${rows.length}` +
+    const out = [partial ? `<p class="muted" id="gantt-some">${rows.length} of ` +
+      `${partial.total} nodes: the critical path, active and failed nodes, and their ` +
+      "direct neighbours (as in the graph above).</p>" :
+      rows.length < started.length ? `<p class="muted" id="gantt-some">${rows.length}` +
       ` of ${started.length} nodes: the critical path, active and failed nodes, then the ` +
       'latest. <button id="gantt-all">show all</button></p>' : "",`<svg xmlns="${SVGNS}" class="gantt" width="${WIDTH}" height="${height}">` +
       '<defs><pattern id="hatch" width="4" height="4" patternUnits="userSpaceOnUse" ' +
