@@ -44,7 +44,7 @@ from starlette.staticfiles import StaticFiles
 
 from ..errors import CounterpointError, RunNotFound
 from ..ids import NodeId, RunId
-from ..state import RunStatus
+from ..state import NodeState, RunStatus
 from ..store import RunStore
 from . import control
 from .cache import RunCache
@@ -167,18 +167,15 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
     async def node(request: Request) -> Response:
         run_id = RunId(request.path_params["run"])
         node_id = NodeId(request.path_params["node"])
-        seen = await read(cache.get, run_id)
-        state = seen.view.projector.state
-        if node_id not in state.nodes:
+        detail = await read(_node_detail, cache, run_id, node_id)
+        if detail is None:
             return _error(404, f"run {run_id} has no node {node_id!r}")
-        return _JSON(node_detail(state, node_id, seen.node_events(node_id),
-                                 plan_events=seen.plan_rounds))
+        return _JSON(detail)
 
     async def value(request: Request) -> Response:
         run_id = RunId(request.path_params["run"])
         node_id = NodeId(request.path_params["node"])
-        state = (await read(cache.get, run_id)).view.projector.state
-        ns = state.nodes.get(node_id)
+        ns = await read(_node_state, cache, run_id, node_id)
         if ns is None or ns.value is None:
             return _error(404, f"run {run_id}: node {node_id!r} has no recorded output")
         return PlainTextResponse(ns.value, media_type="application/json")
@@ -265,6 +262,22 @@ class _Guard:
 def _snapshot(cache: RunCache, run_id: RunId, full: bool) -> dict[str, Any]:
     with cache.lock:  # snapshot() resets the view's change tracking: one caller at a time
         return cache.get(run_id).view.snapshot(full=full)
+
+
+def _node_detail(cache: RunCache, run_id: RunId, node: NodeId) -> dict[str, Any] | None:
+    """``node``'s detail from the cached run (``None``: no such node), made under the
+    cache's lock: another request may be folding a running run's new events into it."""
+    with cache.lock:
+        seen = cache.get(run_id)
+        state = seen.view.projector.state
+        if node not in state.nodes:
+            return None
+        return node_detail(state, node, seen.node_events(node), plan_events=seen.plan_rounds)
+
+
+def _node_state(cache: RunCache, run_id: RunId, node: NodeId) -> NodeState | None:
+    with cache.lock:
+        return cache.get(run_id).view.projector.state.nodes.get(node)
 
 
 def _children(store: RunStore, run_id: RunId) -> list[dict[str, Any]]:
