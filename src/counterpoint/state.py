@@ -348,30 +348,24 @@ def estimate_of(spec: NodeSpec, estimates: Mapping[str, float]) -> float:
     return own if own is not None else estimates.get(spec.step_key, DEFAULT_ESTIMATE)
 
 
-def _rank(nodes: Mapping[NodeId, NodeState], order: list[NodeState],
-          estimates: Mapping[str, float]) -> float:
-    """Set the upward rank (HEFT) of every node of ``order``, a topological order of
-    ``nodes``: its estimated duration plus the highest rank among its dependents. Returns
-    the estimated work of those not terminal (:attr:`RunState.remaining`)."""
+def _rank(order: list[NodeState], estimates: Mapping[str, float]) -> float:
+    """Set the upward rank (HEFT) of every node of ``order``, a topological order of a
+    run's nodes (:func:`_wiring_ranks` works them out). Returns the estimated work of those
+    not terminal (:attr:`RunState.remaining`)."""
+    ranks, _ = _wiring_ranks([(ns.spec, ns.unmet, ns.dependents) for ns in order], estimates)
     remaining = 0.0
-    for ns in reversed(order):  # every dependent comes later: its rank is already new
-        best = 0.0
-        for nxt in ns.dependents:
-            rank = nodes[nxt].rank
-            if rank > best:
-                best = rank
-        own = estimate_of(ns.spec, estimates)
-        ns.rank = own + best
+    for ns, rank in zip(reversed(order), reversed(ranks), strict=True):  # summed as the ranks were
+        ns.rank = rank
         if ns.status not in TERMINAL:
-            remaining += own
+            remaining += estimate_of(ns.spec, estimates)
     return remaining
 
 
 def _wiring_ranks(wiring: list[tuple[NodeSpec, int, tuple[NodeId, ...]]],
                   estimates: Mapping[str, float]) -> tuple[list[float], float]:
-    """The upward ranks of a graph's nodes, its wiring rows being in topological order
-    (see :meth:`RunState.fresh`), and the estimated work of them all: what
-    :func:`_rank` works out on node states, for a graph none of whose nodes ran."""
+    """The upward rank (HEFT) of each node of ``wiring``, rows (spec, unmet, dependents) in
+    topological order (see :meth:`RunState.fresh`): its estimated duration plus the
+    highest rank among its dependents; and the estimated work of them all."""
     rank: dict[NodeId, float] = {}
     learned: dict[str, float] = {}  # step key -> its estimate
     total = 0.0
@@ -395,7 +389,7 @@ def compute_ranks(state: RunState) -> None:
     """Upward rank of every node over estimated durations (HEFT), then rebuild the ready
     heap and recount the estimated work :attr:`~RunState.remaining`."""
     nodes = state.nodes
-    state.remaining = _rank(nodes, in_topological_order(state), state.estimates)
+    state.remaining = _rank(in_topological_order(state), state.estimates)
     state.ready = [(-ns.rank, ns.order, ns.spec.id) for ns in nodes.values()
                    if ns.status is READY]
     heapq.heapify(state.ready)

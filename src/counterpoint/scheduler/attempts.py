@@ -124,9 +124,8 @@ class Attempts(Control):
                                 data={"reason": reason}))
             except Exception as exc:
                 self._failed(spec, attempt, exc)
-            finally:  # _forget_task, inline
-                if self.state.nodes[node_id].attempt == attempt:
-                    self._tasks.pop(node_id, None)
+            finally:
+                self._forget_task(node_id, attempt)
             if type(heir) is not tuple:
                 return
             spec, attempt = heir

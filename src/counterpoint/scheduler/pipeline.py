@@ -45,16 +45,10 @@ class Pipeline(ExecutionCore):
             if self._unlogged:
                 self._log_unlogged()
             self._drain()
+            self._dispatch()
             if len(self._capacity.members) > 1:  # a sub-run shares the capacity
-                self._dispatch()
                 self._capacity.released(self)
-                self._log_and_send()
-            else:
-                self._dispatch()
-                if self._held:
-                    self._log_held()
-                if self._outbox and not self._sending:
-                    self._send_later()
+            self._log_and_send()
         except StoreError as exc:
             self._abort(exc)
         finally:
@@ -232,16 +226,9 @@ class Pipeline(ExecutionCore):
                 else capacity.free())
         if free <= 0:
             return
-        heap = state.ready
-        if len(heap) == 1 and not state.limits:  # one ready node (pick, for one entry)
-            only = heap.pop()[2]
-            if nodes[only].status is not READY:
-                return
-            chosen = [only]
-        else:
-            chosen = pick(state, free)
-            if not chosen:
-                return
+        chosen = pick(state, free)
+        if not chosen:
+            return
         now = time.time()
         held = self._held
         # a large fan-out: the nodes start first, their node_started are logged after the
@@ -262,13 +249,7 @@ class Pipeline(ExecutionCore):
             attempt = ns.attempt + 1
             start_node(state, ns, now, attempt)  # what evolve does with its node_started
             if not defer:  # (else the event is made when it is logged: _log_unlogged)
-                if self._unlogged:  # the log keeps the order of the numbers
-                    self._log_unlogged()
-                self._seq = seq = self._seq + 1
-                ev = Event(NODE_STARTED, now, node_id, attempt, None, None, None, seq)
-                self._outbox.append(ev)
-                for queue in self._subscribers:
-                    queue.put_nowait(ev)
+                self._persist(Event(NODE_STARTED, now, node_id, attempt))
             if held:  # started in its burst: its node_ready is implied by its node_started,
                 ready = held.pop(node_id, None)  # so ready when it started, as the log says
                 if ready is not None:

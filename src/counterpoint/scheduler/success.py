@@ -54,7 +54,7 @@ class Success(Pipeline):
             if self._unlogged:  # the log keeps the order of the numbers
                 self._log_unlogged()
             at = time.time()
-            self._log(Event(NODE_SUCCEEDED, at, ns.spec.id, attempt, None, value, output))
+            self._persist(Event(NODE_SUCCEEDED, at, ns.spec.id, attempt, None, value, output))
             ready = self._apply_success(ns, output, value, at)
             if self._pending:  # a dependent that does not simply start, or the run's end
                 self._hold(ready, at)
@@ -68,23 +68,13 @@ class Success(Pipeline):
             else:  # they queue with the others, and the slot freed may start one waiting
                 self._hold(ready, at)
                 self._dispatch()
-            if self._held:
-                self._log_held()
-            if self._outbox and not self._sending:
-                self._send_later()
+            self._log_and_send()
         except StoreError as exc:
             self._abort(exc)
         finally:
             self._emitting = False
         if state.asking:
             self.approvals.idle_check()
-
-    def _log(self, ev: Event) -> None:
-        """Number ``ev``, queue it for the store and publish it."""
-        self._seq = ev.seq = self._seq + 1
-        self._outbox.append(ev)
-        for queue in self._subscribers:
-            queue.put_nowait(ev)
 
     def _apply_success(self, ns: NodeState, output: Any, value: str | None,
                        at: float) -> list[NodeState]:
@@ -128,7 +118,7 @@ class Success(Pipeline):
             spec = d.spec
             start_node(state, d, at, attempt)  # not READY: ready as it started
             node_id = spec.id
-            self._log(Event(NODE_STARTED, at, node_id, attempt))
+            self._persist(Event(NODE_STARTED, at, node_id, attempt))
             if heir is not None:  # the finishing node's task runs the first one itself
                 task = tasks.get(heir)  # type: ignore[arg-type]
                 heir = None
