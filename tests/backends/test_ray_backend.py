@@ -249,6 +249,16 @@ class ApiError(Exception):
         self.lock = threading.Lock()  # and an attribute that does not pickle at all
 
 
+def _one_node(ray_backend: Any, node: str, step: Any, policy: cp.Policy | None = None
+              ) -> tuple[cp.RunResult, cp.NodeResult]:
+    """Run a graph of the one node ``node`` calling ``step`` on Ray; its result and the
+    node's."""
+    g = cp.Graph(node)
+    g.add(node, step, policy=policy)
+    result = cp.run_sync(g, store="memory", options=cp.RunOptions(backend=ray_backend))
+    return result, result.nodes[cp.NodeId(node)]
+
+
 def _call_api() -> int:
     raise ApiError(503, "busy")
 
@@ -262,10 +272,8 @@ def test_a_step_exception_pickle_cannot_rebuild_keeps_its_class_across_ray(
         ray_backend: Any, step: Any) -> None:
     # Ray handed the controller an UnserializableException with a traceback dump as its
     # message, so retry_on=(ApiError,) did not match and the node was not retried
-    g = cp.Graph("api")
-    g.add("call", step, policy=cp.Policy(retries=1, retry_on=(ApiError,)))
-    result = cp.run_sync(g, store="memory", options=cp.RunOptions(backend=ray_backend))
-    node = result.nodes["call"]
+    result, node = _one_node(ray_backend, "call", step,
+                             cp.Policy(retries=1, retry_on=(ApiError,)))
     assert (result.status, node.attempts) == ("failed", 2)
     assert node.error is not None
     assert (node.error["type"], node.error["message"]) == ("ApiError", "HTTP 503: busy")
@@ -304,10 +312,8 @@ def test_an_output_ray_cannot_send_back_fails_the_node_once_naming_it(
         ray_backend: Any, step: Any) -> None:
     # Ray's own TypeError ("cannot pickle '_thread.lock' object") reached the user bare,
     # and retry_on=(Exception,) retried it: the same output would fail the same way
-    g = cp.Graph("unsendable")
-    g.add("make", step, policy=cp.Policy(retries=2, retry_on=(Exception,)))
-    result = cp.run_sync(g, store="memory", options=cp.RunOptions(backend=ray_backend))
-    node = result.nodes["make"]
+    result, node = _one_node(ray_backend, "make", step,
+                             cp.Policy(retries=2, retry_on=(Exception,)))
     assert (result.status, node.attempts) == ("failed", 1)
     assert node.error is not None
     assert node.error["type"] == "OutputNotSerializable"
@@ -321,10 +327,7 @@ def test_an_output_ray_cannot_send_back_fails_the_node_once_naming_it(
 
 def test_a_step_raising_a_pickling_error_itself_keeps_its_error(ray_backend: Any) -> None:
     # the step's own TypeError is its failure, not an output Ray failed to send back
-    g = cp.Graph("own")
-    g.add("raise", _raises_a_pickling_type_error)
-    result = cp.run_sync(g, store="memory", options=cp.RunOptions(backend=ray_backend))
-    node = result.nodes["raise"]
+    _, node = _one_node(ray_backend, "raise", _raises_a_pickling_type_error)
     assert node.error is not None
     assert (node.error["type"], node.error["message"]) == (
         "TypeError", "cannot pickle '_thread.lock' object")

@@ -177,11 +177,11 @@ class RunView:
             return {"seq": self.seq, **common,
                     "nodes": [node_view(ns, state) for ns in state.nodes.values()],
                     "reshaped": True}
-        ids = subset.pick(state, common["critical"])
+        ids, partial = subset.pick(state, common["critical"])
         self._sent = set(ids)
         return {"seq": self.seq, **common,
                 "nodes": [node_view(state.nodes[n], state) for n in ids],
-                "reshaped": True, "partial": subset.partial(state, len(ids))}
+                "reshaped": True, "partial": partial}
 
     def update(self) -> dict[str, Any] | None:
         """What changed since the last :meth:`snapshot` or :meth:`update` (every node
@@ -201,12 +201,11 @@ class RunView:
             nodes = [node_view(state.nodes[n], state) for n in touched if n in state.nodes]
             extra: dict[str, Any] = {}
         else:
-            ids = subset.pick(state, common["critical"])
+            ids, partial = subset.pick(state, common["critical"])
             now = set(ids)
             fresh = [n for n in ids if n not in sent or n in touched]
             nodes = [node_view(state.nodes[n], state) for n in fresh]
-            extra = {"dropped": sorted(sent - now),
-                     "partial": subset.partial(state, len(ids))}
+            extra = {"dropped": sorted(sent - now), "partial": partial}
             self._sent = now
         touched.clear()
         self._changed = False

@@ -32,8 +32,11 @@ def is_large(state: RunState) -> bool:
     return len(state.nodes) > LARGE_RUN
 
 
-def pick(state: RunState, critical: Iterable[str], bound: int = BOUND) -> list[NodeId]:
-    """At most ``bound`` node ids, most telling first (see the module docstring)."""
+def pick(state: RunState, critical: Iterable[str], bound: int = BOUND
+         ) -> tuple[list[NodeId], dict[str, Any]]:
+    """At most ``bound`` node ids, most telling first (see the module docstring), and what
+    the page says about them: how many of how many nodes, and the whole run's counts by
+    status (one pass over the run's nodes for both)."""
     nodes = state.nodes
     chosen: dict[NodeId, None] = {}
 
@@ -47,8 +50,11 @@ def pick(state: RunState, critical: Iterable[str], bound: int = BOUND) -> list[N
 
     core = [NodeId(c) for c in critical]
     by_status: dict[NodeStatus, list[NodeId]] = {s: [] for s in _URGENT}
+    counts: Counter[str] = Counter()
     for n, ns in nodes.items():
-        bucket = by_status.get(ns.status)
+        status = ns.status
+        counts[status.value] += 1
+        bucket = by_status.get(status)
         if bucket is not None:
             bucket.append(n)
     for status in _URGENT:
@@ -58,12 +64,5 @@ def pick(state: RunState, critical: Iterable[str], bound: int = BOUND) -> list[N
             ns = nodes[n]
             if not add(ns.spec.deps) or not add(ns.dependents):
                 break
-    return list(chosen)
-
-
-def partial(state: RunState, sent: int) -> dict[str, Any]:
-    """What the page says about a subset: how many nodes it holds, of how many, and the
-    whole run's counts by status."""
-    counts = Counter(ns.status.value for ns in state.nodes.values())
-    return {"shown": sent, "total": len(state.nodes), "bound": BOUND,
-            "counts": dict(sorted(counts.items()))}
+    return list(chosen), {"shown": len(chosen), "total": len(nodes), "bound": BOUND,
+                          "counts": dict(sorted(counts.items()))}
