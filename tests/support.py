@@ -1,10 +1,13 @@
 """Helpers shared by tests and fixtures: locating the bundled test model, free ports,
-waiting for another process."""
+waiting for another process, running the command line in a clean environment."""
 
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -65,3 +68,13 @@ async def stop_executing(handle: Any) -> None:
     await asyncio.sleep(0)  # the waiter now awaits the run
     waiter.cancel()
     await asyncio.wait([waiter])
+
+
+def run_cli(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``counterpoint ARGS`` in ``cwd``, in a process that reads no user configuration
+    (no config file, no default model) and prints at a width of 200."""
+    environment = {**os.environ, "COLUMNS": "200", "XDG_CONFIG_HOME": str(cwd / "none")}
+    for name in ("COUNTERPOINT_CONFIG", "COUNTERPOINT_MODEL"):
+        environment.pop(name, None)
+    return subprocess.run([sys.executable, "-m", "counterpoint.cli", *args], cwd=cwd,
+                          capture_output=True, text=True, env=environment, timeout=timeout)

@@ -5,12 +5,10 @@ subprocess, as a user runs it."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support import run_cli
 
 GRAPH = '''import counterpoint as cp
 g = cp.Graph("g")
@@ -22,13 +20,6 @@ def a() -> int:
 '''
 FLOW = "name: w\nsteps:\n  s:\n    python: tools.py:hi\n"
 
-
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    environment = {**os.environ, "COLUMNS": "200", "XDG_CONFIG_HOME": str(cwd / "none")}
-    for name in ("COUNTERPOINT_CONFIG", "COUNTERPOINT_MODEL"):
-        environment.pop(name, None)
-    return subprocess.run([sys.executable, "-m", "counterpoint.cli", *args], cwd=cwd,
-                          capture_output=True, text=True, env=environment, timeout=120)
 
 
 @pytest.fixture
@@ -46,7 +37,7 @@ def files(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("target", ["g.py", "w.yaml"])
 def test_a_goal_only_option_on_a_file_is_a_usage_error(files: Path, target: str,
                                                        option: list[str]) -> None:
-    proc = _cli("run", target, *option, "--db", "r.db", "--no-preflight", cwd=files)
+    proc = run_cli("run", target, *option, "--db", "r.db", "--no-preflight", cwd=files)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     kind = "a workflow file" if target == "w.yaml" else "a Python graph"
     assert (f"error: {option[0]} applies to goal runs only (counterpoint run \"GOAL\"), "
@@ -56,7 +47,7 @@ def test_a_goal_only_option_on_a_file_is_a_usage_error(files: Path, target: str,
 
 def test_the_workflow_message_says_where_samples_go_and_names_every_option(
         files: Path) -> None:
-    proc = _cli("run", "w.yaml", "--samples", "3", "--rounds", "1", "--db", "r.db",
+    proc = run_cli("run", "w.yaml", "--samples", "3", "--rounds", "1", "--db", "r.db",
                 cwd=files)
     assert proc.returncode == 2
     assert "--samples, --rounds apply to goal runs only" in proc.stderr
@@ -64,15 +55,15 @@ def test_the_workflow_message_says_where_samples_go_and_names_every_option(
 
 
 def test_model_on_a_python_graph_is_a_usage_error_but_not_on_a_workflow(files: Path) -> None:
-    proc = _cli("run", "g.py", "--model", "m", "--db", "r.db", "--no-preflight", cwd=files)
+    proc = run_cli("run", "g.py", "--model", "m", "--db", "r.db", "--no-preflight", cwd=files)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "--model applies to goals and workflow files, and g.py is a Python graph" \
         in proc.stderr
-    proc = _cli("run", "w.yaml", "--model", "m", "--db", "r.db", "--no-preflight", "-q",
+    proc = run_cli("run", "w.yaml", "--model", "m", "--db", "r.db", "--no-preflight", "-q",
                 cwd=files)
     assert proc.returncode == 0, proc.stdout + proc.stderr  # its default model
 
 
 def test_the_defaults_typed_nowhere_still_run_a_file(files: Path) -> None:
-    proc = _cli("run", "g.py", "--db", "r.db", "--no-preflight", "-q", cwd=files)
+    proc = run_cli("run", "g.py", "--db", "r.db", "--no-preflight", "-q", cwd=files)
     assert proc.returncode == 0, proc.stdout + proc.stderr

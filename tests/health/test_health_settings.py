@@ -5,13 +5,11 @@ every unknown key or bad value named with its file:line."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from support import run_cli
 
 import counterpoint as cp
 from counterpoint.errors import ConfigError, ModelUnavailable
@@ -155,24 +153,17 @@ def test_a_bad_workflow_health_names_its_line(tmp_path: Path, old: str, new: str
     assert f"flow.yaml:{line}:" in text and message in text, text
 
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    environment = {**os.environ, "COLUMNS": "200", "XDG_CONFIG_HOME": str(cwd / "none")}
-    for name in ("COUNTERPOINT_CONFIG", "COUNTERPOINT_MODEL"):
-        environment.pop(name, None)
-    return subprocess.run([sys.executable, "-m", "counterpoint.cli", *args], cwd=cwd,
-                          capture_output=True, text=True, env=environment, timeout=240)
-
 
 def test_the_cli_reports_a_bad_health_setting_as_one_error(tmp_path: Path) -> None:
     _toml(tmp_path, TOML.replace("failures = 2", "failures = -1", 1))
     _flow(tmp_path, FLOW)
-    proc = _cli("run", "flow.yaml", "--db", "r.db", cwd=tmp_path)
+    proc = run_cli("run", "flow.yaml", "--db", "r.db", cwd=tmp_path, timeout=240)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "counterpoint.toml:12" in proc.stderr and "failures must be >= 1" in proc.stderr
     assert "Traceback" not in proc.stderr
     _toml(tmp_path, TOML)
     _flow(tmp_path, FLOW.replace("  failures: 5", "  failures: 5\n  probes: 0"))
-    proc = _cli("run", "flow.yaml", "--db", "r.db", cwd=tmp_path)
+    proc = run_cli("run", "flow.yaml", "--db", "r.db", cwd=tmp_path, timeout=240)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "flow.yaml:4: probes must be >= 1" in proc.stderr, proc.stderr
     assert "3 problems" not in proc.stderr  # said once, not again for each override
