@@ -119,8 +119,11 @@ def test_timeout_failure_names_node_and_limit() -> None:
 
 
 def test_deadline_returns_partial_result() -> None:
+    async def quick(ctx: cp.NodeContext) -> str:  # in the controller: done long before 0.2 s
+        return "kept"  # (on Ray, a first task's worker can take longer than that to start)
+
     g = cp.Graph("deadline")
-    g.add("quick", const, value="kept")
+    g.add("quick", quick)
     g.add("slow", sleep_then, seconds=10)
     g.add("after", const, after=["slow"])
     result = run(g, options=cp.RunOptions(deadline=0.2))
