@@ -10,6 +10,7 @@ from counterpoint.store import (
     EventLog,
     MemoryStore,
     ResponseCache,
+    RunDeletion,
     RunIndex,
     RunStore,
     SharedStore,
@@ -18,15 +19,16 @@ from counterpoint.store import (
 )
 from counterpoint.store.postgres import PostgresStore
 
-ROLES = (EventLog, RunIndex, BlobStore, ResponseCache, StepEstimates, CommandBus, AnswerBox)
+ROLES = (EventLog, RunIndex, BlobStore, ResponseCache, StepEstimates, CommandBus, AnswerBox,
+         RunDeletion)
 
 
 def test_public_names_are_pinned() -> None:
     assert sorted(store_package.__all__) == sorted([
-        "DEFAULT_PATH", "ENV_VAR", "AnswerBox", "BlobStore", "CommandBus", "EventLog",
-        "ForkPoint", "MemoryStore", "ResponseCache", "RunIndex", "RunRecord", "RunStore",
-        "SQLiteStore", "SharedStore", "StepEstimates", "close_idle_stores", "default_location",
-        "is_file_location", "open_store"])
+        "DEFAULT_PATH", "ENV_VAR", "AnswerBox", "BlobStore", "CommandBus", "Deletion",
+        "EventLog", "ForkPoint", "MemoryStore", "ResponseCache", "RunDeletion", "RunIndex",
+        "RunRecord", "RunStore", "SQLiteStore", "SharedStore", "StepEstimates",
+        "close_idle_stores", "default_location", "is_file_location", "open_store", "prune"])
     for name in store_package.__all__:
         assert hasattr(store_package, name), name
 
@@ -42,6 +44,7 @@ def test_each_role_is_small() -> None:
     """A fake of one role implements a handful of methods, not the whole store."""
     sizes = {role.__name__: len(role.__abstractmethods__) for role in ROLES}
     assert sizes == {"EventLog": 4, "RunIndex": 3, "BlobStore": 2, "ResponseCache": 2,
-                     "StepEstimates": 2, "CommandBus": 4, "AnswerBox": 4}
+                     "StepEstimates": 2, "CommandBus": 4, "AnswerBox": 4,
+                     "RunDeletion": 1}
     assert RunStore.__abstractmethods__ == frozenset().union(
         *(role.__abstractmethods__ for role in ROLES), {"close"})

@@ -26,6 +26,7 @@ from .fork import FORK_HELP, fork_command
 from .mcp import MCP_HELP, mcp_command
 from .models import ASK_HELP, MODELS_HELP, ask_command, models_command
 from .pictures import GRAPH_HELP, TRACE_HELP, graph_command, trace_command
+from .retention import DELETE_HELP, PRUNE_HELP, delete_command, prune_command
 from .stores import db_flag
 from .stores import importable_cwd as _importable_cwd
 from .stores import open_existing as open_existing
@@ -73,6 +74,8 @@ app.command("ui", help=UI_HELP)(ui_command)
 app.command("show")(inspect.show)
 app.command("runs")(inspect.runs)
 app.command("cancel")(inspect.cancel)
+app.command("delete", help=DELETE_HELP)(delete_command)
+app.command("prune", help=PRUNE_HELP)(prune_command)
 app.command("mcp", help=MCP_HELP)(mcp_command)
 app.command("fork", help=FORK_HELP)(fork_command)
 

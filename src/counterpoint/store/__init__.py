@@ -1,9 +1,9 @@
 """Run stores: where the event log lives. ``open_store`` picks one from a path or option.
 
 The store's roles (:mod:`.base`) are :class:`EventLog`, :class:`RunIndex`,
-:class:`BlobStore`, :class:`ResponseCache`, :class:`StepEstimates`, :class:`CommandBus`
-and :class:`AnswerBox`; :class:`RunStore` is all of them. :class:`MemoryStore` keeps
-everything in memory, :class:`SQLiteStore` in one SQLite file, and a
+:class:`BlobStore`, :class:`ResponseCache`, :class:`StepEstimates`, :class:`CommandBus`,
+:class:`AnswerBox` and :class:`RunDeletion`; :class:`RunStore` is all of them.
+:class:`MemoryStore` keeps everything in memory, :class:`SQLiteStore` in one SQLite file, and a
 :class:`SharedStore` is a handle on the one :class:`SQLiteStore` of a file that
 ``open_store`` shares within a process (:mod:`.shared`).
 """
@@ -17,14 +17,17 @@ from .base import (
     AnswerBox,
     BlobStore,
     CommandBus,
+    Deletion,
     EventLog,
     ForkPoint,
     ResponseCache,
+    RunDeletion,
     RunIndex,
     RunRecord,
     RunStore,
     StepEstimates,
 )
+from .deletion import prune
 from .memory import MemoryStore
 from .shared import SharedStore, close_idle_stores, open_shared
 from .sqlite import SQLiteStore
@@ -32,10 +35,10 @@ from .sqlite import SQLiteStore
 DEFAULT_PATH = Path(".counterpoint") / "runs.db"
 ENV_VAR = "COUNTERPOINT_DB"
 
-__all__ = ["DEFAULT_PATH", "ENV_VAR", "AnswerBox", "BlobStore", "CommandBus", "EventLog",
-           "ForkPoint", "MemoryStore", "ResponseCache", "RunIndex", "RunRecord", "RunStore",
-           "SQLiteStore", "SharedStore", "StepEstimates", "close_idle_stores",
-           "default_location", "is_file_location", "open_store"]
+__all__ = ["DEFAULT_PATH", "ENV_VAR", "AnswerBox", "BlobStore", "CommandBus", "Deletion",
+           "EventLog", "ForkPoint", "MemoryStore", "ResponseCache", "RunDeletion", "RunIndex",
+           "RunRecord", "RunStore", "SQLiteStore", "SharedStore", "StepEstimates",
+           "close_idle_stores", "default_location", "is_file_location", "open_store", "prune"]
 
 
 def default_location() -> str:

@@ -14,6 +14,7 @@ that module's docstring:
                           ``unwatch_cancel`` (:mod:`.commands`)
 :class:`.AnswerBox`       ``answer_approval``, ``approval_answers``, ``watch_answers``,
                           ``unwatch_answers`` (:mod:`.answers`)
+:class:`.RunDeletion`     ``delete_runs`` (:mod:`.deletion`)
 ========================  =============================================================
 
 A part of counterpoint that needs one role takes that role's type (the model layer a
@@ -35,18 +36,18 @@ from .answers import AnswerBox
 from .blobs import BlobStore
 from .cache import ResponseCache
 from .commands import CommandBus
+from .deletion import BLOB_GRACE, Deletion, RunDeletion
 from .estimates import ESTIMATE_DRIFT, ESTIMATE_FLOOR, RunningMeans, StepEstimates
 from .index import ForkPoint, RunIndex, RunRecord
 from .log import EventLog
 
-__all__ = ["ESTIMATE_DRIFT", "ESTIMATE_FLOOR", "AnswerBox", "BlobStore", "CommandBus", "EventLog",
-           "ForkPoint",
-           "ResponseCache", "RunIndex", "RunRecord", "RunStore", "RunningMeans",
-           "StepEstimates"]
+__all__ = ["BLOB_GRACE", "ESTIMATE_DRIFT", "ESTIMATE_FLOOR", "AnswerBox", "BlobStore",
+           "CommandBus", "Deletion", "EventLog", "ForkPoint", "ResponseCache", "RunDeletion",
+           "RunIndex", "RunRecord", "RunStore", "RunningMeans", "StepEstimates"]
 
 
 class RunStore(EventLog, RunIndex, BlobStore, ResponseCache, StepEstimates, CommandBus,
-               AnswerBox):
+               AnswerBox, RunDeletion):
     """Where runs are recorded: every role of the store, in one object."""
 
     location: str = "memory"

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import abc
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from ..ids import NodeId, RunId
 
@@ -73,6 +75,19 @@ class RunRecord:
     forked_from: ForkPoint | None = None
     """The run this one was forked from (``None``: not a fork); the other way round,
     :meth:`RunIndex.forks` lists a run's forks."""
+
+
+def record_from_row(row: Sequence[Any]) -> RunRecord:
+    """A run index row as both stores keep it (their schemas' ``RUN_COLUMNS``: run_id,
+    graph, status, created_at, updated_at, parent, source, options, owner_pid, owner_host,
+    owner_token, claimed_at, fork_of, fork_seq, fork_node) as a record."""
+    return RunRecord(run_id=RunId(row[0]), graph=row[1], status=row[2], created_at=row[3],
+                     updated_at=row[4], parent=row[5], source=orjson.loads(row[6] or "{}"),
+                     options=orjson.loads(row[7] or "{}"), owner_pid=row[8],
+                     owner_host=row[9], owner_token=row[10], claimed_at=row[11],
+                     forked_from=None if row[12] is None else ForkPoint(
+                         run=RunId(row[12]), seq=int(row[13] or 0),
+                         node=NodeId(row[14]) if row[14] else None))
 
 
 class RunIndex(abc.ABC):

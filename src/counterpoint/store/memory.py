@@ -7,8 +7,10 @@ import dataclasses
 import hashlib
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
+
+import orjson
 
 from ..errors import ApprovalAnswered, RunClaimed, RunNotFound
 from ..events import Event, EventKind
@@ -16,6 +18,7 @@ from ..ids import RunId
 from . import owners
 from .answers import AnswerCallback
 from .base import RunningMeans, RunRecord, RunStore
+from .deletion import BLOB_GRACE, Deletion, digests, refuse_live, tree
 from .index import fork_point
 
 _INDEXED = frozenset({EventKind.RUN_CREATED, EventKind.RUN_FINISHED, EventKind.RUN_RESUMED})
@@ -39,6 +42,8 @@ class MemoryStore(RunStore):
         self._lock = threading.Lock()
         self._watch: dict[RunId, tuple[asyncio.AbstractEventLoop, Callable[[], None]]] = {}
         self._blobs: dict[str, str] = {}
+        self._blob_at: dict[str, float] = {}
+        """Blob -> when it was last stored (see :mod:`.deletion`)."""
         self._cache: dict[str, str] = {}
         self._cached_at: dict[str, float] = {}
         self._answers: dict[RunId, dict[str, dict[str, Any]]] = {}
@@ -171,6 +176,7 @@ class MemoryStore(RunStore):
     def put_blob(self, text: str) -> str:
         digest = hashlib.sha256(text.encode()).hexdigest()
         self._blobs.setdefault(digest, text)
+        self._blob_at[digest] = time.time()
         return digest
 
     def blob(self, digest: str) -> str | None:
@@ -186,6 +192,35 @@ class MemoryStore(RunStore):
     def cache_age(self, key: str) -> float | None:
         at = self._cached_at.get(key)
         return None if at is None else max(0.0, time.time() - at)
+
+    def delete_runs(self, run_ids: Iterable[RunId], *,
+                    blob_grace: float = BLOB_GRACE) -> Deletion:
+        """See :meth:`.RunDeletion.delete_runs`: under the store's lock."""
+        run_ids = list(run_ids)
+        if not run_ids:
+            return Deletion()
+        with self._lock:
+            doomed: dict[RunId, None] = {}
+            for run_id in run_ids:
+                record = self._records.get(run_id)
+                if record is None:
+                    raise RunNotFound(f"run {run_id} not found in the memory store")
+                refuse_live(record)
+                doomed.update(dict.fromkeys(tree(run_id, self._records)))  # type: ignore[arg-type]
+            events = 0
+            for run_id in doomed:
+                events += len(self._events.pop(run_id, ()))
+                self._records.pop(run_id, None)
+                self._answers.pop(run_id, None)
+                self._cancel.discard(run_id)
+            before = time.time() - blob_grace
+            unused = {h for h, at in self._blob_at.items() if at < before}
+            if unused:
+                unused -= digests(orjson.dumps([e.data, e.value], default=str).decode()
+                                  for log in self._events.values() for e in log)
+            for digest in unused:
+                del self._blobs[digest], self._blob_at[digest]
+            return Deletion(runs=tuple(doomed), events=events, blobs=len(unused))
 
     def close(self) -> None:
         return None

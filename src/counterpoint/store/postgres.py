@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -29,10 +29,12 @@ import psycopg_pool
 from ..errors import RunNotFound, StoreCorrupt, StoreError, StoreTooNew
 from ..events import Event, EventKind
 from ..ids import NodeId, RunId
-from . import owners
+from . import owners, postgres_deletion
 from . import postgres_commands as commands
 from .answers import AnswerCallback
-from .base import ForkPoint, RunningMeans, RunRecord, RunStore
+from .base import RunningMeans, RunRecord, RunStore
+from .deletion import BLOB_GRACE, Deletion
+from .index import record_from_row
 from .postgres_schema import MIGRATIONS, RUN_COLUMNS, applied, migrate
 from .postgres_url import check, connect, explain, redact
 from .postgres_writer import GroupCommitter
@@ -63,7 +65,8 @@ class PostgresStore(RunStore):
         self._closed = False
         self._steps = RunningMeans()
         self._stats_lock = threading.Lock()
-        self._known_blobs: set[str] = set()
+        self._known_blobs: dict[str, RunId] = {}
+        """Blob -> the run whose events sent it last (as in the SQLite store)."""
         conn = connect(url, lock_timeout=lock_timeout)  # a clear error if it cannot
         try:
             names = self._applied(conn)
@@ -159,7 +162,10 @@ class PostgresStore(RunStore):
                     f"stored: {exc}; event data must be JSON-compatible") from exc
             value, blob = event.value, None
             if value is not None and len(value) > BLOB_THRESHOLD:
-                blob = self.put_blob(value)
+                blob = hashlib.sha256(value.encode()).hexdigest()
+                if self._known_blobs.get(blob) != run_id:  # once a run: see put_blob
+                    self._known_blobs[blob] = run_id
+                    self.put_blob(value)
                 value = None
             rows.append((run_id, event.seq, str(event.kind), event.node, event.attempt,
                          event.at, data, value, blob))
@@ -181,13 +187,13 @@ class PostgresStore(RunStore):
         self._writer.flush_sync()
 
     def put_blob(self, text: str) -> str:
+        """See :meth:`.BlobStore.put_blob`; sent to the writer every time (it marks the
+        blob as used again, which keeps it when runs are deleted: see :mod:`.deletion`)."""
         digest = hashlib.sha256(text.encode()).hexdigest()
-        if digest not in self._known_blobs:
-            self._start()
-            self._known_blobs.add(digest)
-            self._writer.blob_pending[digest] = text
-            self._writer.queue.append(("blob", digest, text))
-            self._writer.poke()
+        self._start()
+        self._writer.blob_pending[digest] = text
+        self._writer.queue.append(("blob", digest, text))
+        self._writer.poke()
         return digest
 
     def blob(self, digest: str) -> str | None:
@@ -305,18 +311,41 @@ class PostgresStore(RunStore):
         finally:
             conn.close()
 
+    def delete_runs(self, run_ids: Iterable[RunId], *,
+                    blob_grace: float = BLOB_GRACE) -> Deletion:
+        """See :meth:`.RunDeletion.delete_runs`: one transaction, the runs' rows read ``FOR
+        UPDATE`` as a claim reads them (a resume and a delete of one run take turns)."""
+        import time
+
+        ids = list(dict.fromkeys(run_ids))
+        if not ids:
+            return Deletion()
+        if self._writer.committed < self._writer.appended:
+            self.flush_sync()
+        if not self._ready:
+            raise self._not_found(ids[0])
+        conn = connect(self.url, lock_timeout=self._lock_timeout)
+        try:
+            with conn.transaction():
+                return postgres_deletion.delete(conn, ids, time.time() - blob_grace,
+                                                self._not_found)
+        except psycopg.Error as exc:
+            raise explain(self.url, exc, lock_timeout=self._lock_timeout) from None
+        finally:
+            conn.close()
+
     def run(self, run_id: RunId) -> RunRecord:
         rows = self._read(f"SELECT {RUN_COLUMNS} FROM cp_runs WHERE run_id = %s", (run_id,))
         if not rows:
             raise self._not_found(run_id)
-        return _record(rows[0])
+        return record_from_row(rows[0])
 
     def runs(self, limit: int = 50) -> list[RunRecord]:
-        return [_record(r) for r in self._read(
+        return [record_from_row(r) for r in self._read(
             f"SELECT {RUN_COLUMNS} FROM cp_runs ORDER BY created_at DESC LIMIT %s", (limit,))]
 
     def forks(self, run_id: RunId) -> list[RunRecord]:
-        return [_record(r) for r in self._read(
+        return [record_from_row(r) for r in self._read(
             f"SELECT {RUN_COLUMNS} FROM cp_runs WHERE fork_of = %s ORDER BY created_at",
             (run_id,))]
 
@@ -359,13 +388,3 @@ class PostgresStore(RunStore):
             self._pool.close()
         self._writer.raise_failure()
 
-
-def _record(row: tuple[Any, ...]) -> RunRecord:
-    """A run index row (:data:`~.postgres_schema.RUN_COLUMNS`) as a record."""
-    return RunRecord(run_id=RunId(row[0]), graph=row[1], status=row[2], created_at=row[3],
-                     updated_at=row[4], parent=row[5], source=orjson.loads(row[6] or "{}"),
-                     options=orjson.loads(row[7] or "{}"), owner_pid=row[8],
-                     owner_host=row[9], owner_token=row[10], claimed_at=row[11],
-                     forked_from=None if row[12] is None else ForkPoint(
-                         run=RunId(row[12]), seq=int(row[13] or 0),
-                         node=NodeId(row[14]) if row[14] else None))

@@ -52,6 +52,11 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         CREATE TABLE cp_writer_batches (
             writer TEXT PRIMARY KEY, batch BIGINT NOT NULL, at DOUBLE PRECISION NOT NULL);
     """),
+    # When each blob was last stored (see .deletion): a blob stored lately is kept when
+    # runs are deleted, even if no event refers to it yet.
+    ("0002_blob_times", """
+        ALTER TABLE cp_blobs ADD COLUMN touched_at DOUBLE PRECISION;
+    """),
 )
 """Ordered, named schema migrations. Append only; never edit a released one.
 ``cp_writer_batches`` records the last batch each writer committed, so a writer whose

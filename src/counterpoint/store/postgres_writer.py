@@ -297,8 +297,11 @@ class GroupCommitter:
     def _write(self, conn: psycopg.Connection[tuple[Any, ...]], batch: Batch) -> None:
         with conn.transaction(), conn.cursor() as cur:
             if batch.blobs:
-                cur.executemany("INSERT INTO cp_blobs (hash, data) VALUES (%s, %s) "
-                                "ON CONFLICT DO NOTHING", batch.blobs)
+                now = time.time()  # stored again: touched, so deleting runs keeps it a while
+                cur.executemany("INSERT INTO cp_blobs (hash, data, touched_at) VALUES "
+                                "(%s, %s, %s) ON CONFLICT (hash) DO UPDATE SET touched_at = "
+                                "EXCLUDED.touched_at",
+                                [(h, text, now) for h, text in dict(batch.blobs).items()])
             if batch.created:
                 cur.executemany(_CREATE, batch.created)
             if batch.events:

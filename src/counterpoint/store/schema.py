@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import time
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -77,12 +78,18 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         ALTER TABLE runs ADD COLUMN fork_node TEXT;
         CREATE INDEX runs_by_fork ON runs (fork_of) WHERE fork_of IS NOT NULL;
     """),
+    # When each blob was last stored: deleting runs removes the blobs nothing refers to,
+    # but not one stored lately (it may be for an event not written yet; see .deletion).
+    ("0008_blob_times", """
+        ALTER TABLE blobs ADD COLUMN touched_at REAL;
+    """),
 )
 """Ordered, named schema migrations. Append only; never edit a released one."""
 
 RUN_COLUMNS = ("run_id, graph, status, created_at, updated_at, parent, source, options, "
                "owner_pid, owner_host, owner_token, claimed_at, fork_of, fork_seq, fork_node")
-"""The run index's columns, in the order :func:`~.sqlite._record` reads them."""
+"""The run index's columns, in the order :func:`.index.record_from_row` reads them."""
+
 
 
 def applied(conn: sqlite3.Connection, where: str) -> list[str] | None:
@@ -145,6 +152,34 @@ def migrate(path: Path, migrations: Sequence[tuple[str, str]], busy_timeout: flo
         raise explain(path, exc, busy_timeout, writing=True) from exc
     finally:
         conn.close()
+
+
+def open_existing(path: Path, migrations: Sequence[tuple[str, str]],
+                  busy_timeout: float) -> sqlite3.Connection | None:
+    """A reading connection to the store file at ``path``, which exists, its schema
+    checked with a read and migrated if it lacks migrations; ``None`` if the file holds
+    no tables yet. Never creates the file ("rw"; SQLite reads a read-only file only)."""
+    uri = "file:" + urllib.parse.quote(str(path.absolute())) + "?mode=rw"
+    where = f"store {path}"
+    try:
+        conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout, isolation_level=None,
+                               check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise explain(path, exc, busy_timeout, writing=False) from exc
+    try:
+        names = applied(conn, where)
+        if names is None:
+            conn.close()
+            return None
+        if not check_applied(names, migrations, where):
+            migrate(path, migrations, busy_timeout)
+    except sqlite3.Error as exc:
+        conn.close()
+        raise explain(path, exc, busy_timeout, writing=False) from exc
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 @contextlib.contextmanager

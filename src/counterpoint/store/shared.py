@@ -31,7 +31,7 @@ import atexit
 import logging
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,7 @@ from ..events import Event
 from ..ids import RunId
 from .answers import AnswerCallback
 from .base import RunRecord, RunStore
+from .deletion import BLOB_GRACE, Deletion
 from .sqlite import SQLiteStore
 
 __all__ = ["IDLE_SECONDS", "SharedStore", "close_idle_stores", "open_shared"]
@@ -227,6 +228,10 @@ class SharedStore(RunStore):
     def claim(self, run_id: RunId, *, pid: int, host: str) -> None:
         self._store.claim(run_id, pid=pid, host=host)
 
+    def delete_runs(self, run_ids: Iterable[RunId], *,
+                    blob_grace: float = BLOB_GRACE) -> Deletion:
+        return self._store.delete_runs(run_ids, blob_grace=blob_grace)
+
     def put_blob(self, text: str) -> str:
         return self._store.put_blob(text)
 
@@ -284,6 +289,10 @@ class _Closed(RunStore):
     def _closed(self) -> StoreError:
         return StoreError(f"store {self.location}: this handle was closed; open the store "
                           "again with open_store()")
+
+    def delete_runs(self, run_ids: Iterable[RunId], *,
+                    blob_grace: float = BLOB_GRACE) -> Deletion:
+        raise self._closed()
 
     def append(self, run_id: RunId, event: Event) -> None:
         raise self._closed()

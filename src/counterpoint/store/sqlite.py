@@ -38,25 +38,25 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import os
 import sqlite3
 import threading
 import time
-import urllib.parse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import orjson
 
 from ..errors import ConfigError, RunNotFound, StoreCorrupt, StoreError
 from ..events import Event, EventKind
 from ..ids import NodeId, RunId
-from . import answer_rows, owners, paths, schema
+from . import answer_rows, owners, paths, schema, sqlite_deletion
 from . import writer as _writer
 from .answers import AnswerCallback
-from .base import ForkPoint, RunningMeans, RunRecord, RunStore
+from .base import RunningMeans, RunRecord, RunStore
+from .deletion import BLOB_GRACE, Deletion
+from .index import record_from_row
 from .schema import MIGRATIONS, RUN_COLUMNS
 from .shipping import GATHER_SECONDS, Shipper
 
@@ -68,6 +68,7 @@ BLOB_THRESHOLD = 1024
 _dumps = orjson.dumps
 _RUN_LEVEL = frozenset({EventKind.RUN_CREATED, EventKind.RUN_FINISHED, EventKind.RUN_RESUMED})
 """Events that also update the run index."""
+T = TypeVar("T")
 WriterMode = Literal["process", "thread"]
 """Where a store's commits run: its writer process (the default), or its shipping thread
 (for a process whose cores are all taken anyway: see the module docstring)."""
@@ -94,7 +95,9 @@ class SQLiteStore(Shipper, RunStore):
         self._ready = False
         """Whether the file exists and holds every migration (a write needs no more)."""
         self._steps = RunningMeans()
-        self._known_blobs: set[str] = set()
+        self._known_blobs: dict[str, RunId] = {}
+        """Blob -> the run whose events sent it last: a run sends a blob once, a later run
+        again (runs may have been deleted since, and their blobs with them)."""
         self._init_shipping(in_thread=writer == "thread")
         self._cancel_watch: dict[RunId, tuple[asyncio.AbstractEventLoop, Callable[[], None]]] = {}
         self._cancel_seen: set[RunId] = set()
@@ -133,26 +136,9 @@ class SQLiteStore(Shipper, RunStore):
             raise paths.error(self.path, problem)
         if info.st_size == 0:
             return None  # created by something else, or by an older counterpoint: empty
-        uri = "file:" + urllib.parse.quote(str(self.path.absolute())) + "?mode=rw"
-        where = f"store {self.path}"
-        try:  # "rw" never creates the file; SQLite reads only a file that is read-only
-            conn = sqlite3.connect(uri, uri=True, timeout=self._busy_timeout,
-                                   isolation_level=None, check_same_thread=False)
-        except sqlite3.Error as exc:
-            raise schema.explain(self.path, exc, self._busy_timeout, writing=False) from exc
-        try:
-            names = schema.applied(conn, where)
-            if names is None:
-                conn.close()
-                return None  # no tables yet: as if there were no file
-            if not schema.check_applied(names, self._migrations, where):
-                schema.migrate(self.path, self._migrations, self._busy_timeout)
-        except sqlite3.Error as exc:
-            conn.close()
-            raise schema.explain(self.path, exc, self._busy_timeout, writing=False) from exc
-        except BaseException:
-            conn.close()
-            raise
+        conn = schema.open_existing(self.path, self._migrations, self._busy_timeout)
+        if conn is None:
+            return None  # no tables yet: as if there were no file
         self._reader, self._identity, self._ready = conn, (info.st_dev, info.st_ino), True
         return conn
 
@@ -210,8 +196,8 @@ class SQLiteStore(Shipper, RunStore):
             value, blob = event.value, None
             if value is not None and len(value) > BLOB_THRESHOLD:
                 blob = hashlib.sha256(value.encode()).hexdigest()
-                if blob not in self._known_blobs:
-                    self._known_blobs.add(blob)
+                if self._known_blobs.get(blob) != run_id:
+                    self._known_blobs[blob] = run_id
                     self._side.append(("blob", blob, value))
                 value = None
             rows.append((event.seq, event.kind, event.node, event.attempt, event.at,
@@ -253,13 +239,13 @@ class SQLiteStore(Shipper, RunStore):
         raise AssertionError("unreachable: the rows serialize one by one")  # pragma: no cover
 
     def put_blob(self, text: str) -> str:
+        """See :meth:`.BlobStore.put_blob`; sent to the writer every time (it marks the
+        blob as used again, which keeps it when runs are deleted: see :mod:`.deletion`)."""
         digest = hashlib.sha256(text.encode()).hexdigest()
-        if digest not in self._known_blobs:
-            self._start_writer()
-            self._known_blobs.add(digest)
-            self._blob_pending[digest] = text
-            self._side.append(("blob", digest, text))
-            self._wake.set()
+        self._start_writer()
+        self._blob_pending[digest] = text
+        self._side.append(("blob", digest, text))
+        self._wake.set()
         return digest
 
     def blob(self, digest: str) -> str | None:
@@ -386,23 +372,42 @@ class SQLiteStore(Shipper, RunStore):
         """See :meth:`.RunIndex.claim`. One ``BEGIN IMMEDIATE`` transaction on a connection
         of this process: claims made at the same moment by several processes are taken
         one after the other, and each sees the owner the one before it recorded."""
-        if self._committed < self._appended:
-            self.flush_sync()  # the claim sees this store's own events
         by = owners.claimant(pid, host)
+
+        def take(conn: sqlite3.Connection) -> None:
+            row = conn.execute(f"SELECT {owners.CLAIM_COLUMNS} FROM runs WHERE run_id = ?",
+                               (run_id,)).fetchone()
+            if row is None:
+                raise self._not_found(run_id)
+            if owners.check_claim(run_id, row, by):
+                conn.execute("UPDATE runs SET owner_pid = ?, owner_host = ?, owner_token = ?,"
+                             " claimed_at = ? WHERE run_id = ?",
+                             (by.pid, by.host, by.token, time.time(), run_id))
+
+        self._transaction(run_id, take)
+
+    def delete_runs(self, run_ids: Iterable[RunId], *,
+                    blob_grace: float = BLOB_GRACE) -> Deletion:
+        """See :meth:`.RunDeletion.delete_runs`: one ``BEGIN IMMEDIATE`` transaction, as a
+        claim is (a resume and a delete of one run are taken one after the other)."""
+        ids = list(dict.fromkeys(run_ids))
+        if not ids:
+            return Deletion()
+        return self._transaction(ids[0], lambda conn: sqlite_deletion.delete(
+            conn, ids, time.time() - blob_grace, self._not_found))
+
+    def _transaction(self, run_id: RunId, action: Callable[[sqlite3.Connection], T]) -> T:
+        """``action`` in one ``BEGIN IMMEDIATE`` transaction on a connection of this
+        process, after this store's own events are durable (it sees them)."""
+        if self._committed < self._appended:
+            self.flush_sync()
         with self._read_lock:
             if self._open_reader() is None:
                 raise self._not_found(run_id)
         conn = self._connect()
         try:
             with schema.immediate(conn):
-                row = conn.execute(f"SELECT {owners.CLAIM_COLUMNS} FROM runs "
-                                   "WHERE run_id = ?", (run_id,)).fetchone()
-                if row is None:
-                    raise self._not_found(run_id)
-                if owners.check_claim(run_id, row, by):
-                    conn.execute("UPDATE runs SET owner_pid = ?, owner_host = ?, owner_token = ?,"
-                                 " claimed_at = ? WHERE run_id = ?",
-                                 (by.pid, by.host, by.token, time.time(), run_id))
+                return action(conn)
         except sqlite3.Error as exc:
             raise schema.explain(self.path, exc, self._busy_timeout, writing=True) from exc
         finally:
@@ -415,7 +420,7 @@ class SQLiteStore(Shipper, RunStore):
                 f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         if row is None:
             raise self._not_found(run_id)
-        return _record(row)
+        return record_from_row(row)
 
     def runs(self, limit: int = 50) -> list[RunRecord]:
         with self._read_lock:
@@ -424,7 +429,7 @@ class SQLiteStore(Shipper, RunStore):
                 return []
             rows = reader.execute(f"SELECT {RUN_COLUMNS} FROM runs ORDER BY created_at DESC "
                                   "LIMIT ?", (limit,)).fetchall()
-        return [_record(r) for r in rows]
+        return [record_from_row(r) for r in rows]
 
     def forks(self, run_id: RunId) -> list[RunRecord]:
         with self._read_lock:
@@ -433,7 +438,7 @@ class SQLiteStore(Shipper, RunStore):
                 return []
             rows = reader.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE fork_of = ? "
                                   "ORDER BY created_at", (run_id,)).fetchall()
-        return [_record(r) for r in rows]
+        return [record_from_row(r) for r in rows]
 
     def _not_found(self, run_id: RunId) -> RunNotFound:
         if self._reader is None:
@@ -485,13 +490,3 @@ class SQLiteStore(Shipper, RunStore):
                 self._reader = None
         self._raise_failure()
 
-
-def _record(row: tuple[Any, ...]) -> RunRecord:
-    """A run index row (:data:`~.schema.RUN_COLUMNS`) as a record."""
-    return RunRecord(run_id=RunId(row[0]), graph=row[1], status=row[2], created_at=row[3],
-                     updated_at=row[4], parent=row[5], source=json.loads(row[6] or "{}"),
-                     options=json.loads(row[7] or "{}"), owner_pid=row[8], owner_host=row[9],
-                     owner_token=row[10], claimed_at=row[11],
-                     forked_from=None if row[12] is None else ForkPoint(
-                         run=RunId(row[12]), seq=int(row[13] or 0),
-                         node=NodeId(row[14]) if row[14] else None))

@@ -138,7 +138,10 @@ class Writer:
                 time.sleep(0.05 * (attempt + 1))
         try:
             if blobs:
-                _insert(conn, "INSERT OR IGNORE INTO blobs", blobs, limit)
+                now = time.time()  # stored again: touched, so deleting runs keeps it a while
+                _insert(conn, "INSERT INTO blobs (hash, data, touched_at)",
+                        [(h, text, now) for h, text in dict(blobs).items()], limit,
+                        " ON CONFLICT (hash) DO UPDATE SET touched_at = excluded.touched_at")
             if created:
                 _insert(conn, _CREATE, created, limit)
             if segments:
