@@ -56,3 +56,14 @@ def test_a_secret_in_a_failing_steps_error_never_reaches_the_log() -> None:
     logged = repr([(e.data, e.value) for e in store.events(result.run_id)])
     assert secret not in logged
     assert "bad key ***" in logged and "echo ***" in logged
+
+
+def test_every_error_class_is_exported_from_the_package() -> None:
+    """A user catches any counterpoint error by its name on ``cp``, without knowing the
+    module it lives in."""
+    import counterpoint as cp
+    import counterpoint.errors as errors
+    classes = [name for name, value in vars(errors).items()
+               if isinstance(value, type) and issubclass(value, Exception)
+               and value.__module__ == errors.__name__ and not name.startswith("_")]
+    assert classes and [name for name in classes if getattr(cp, name, None) is None] == []

@@ -133,7 +133,9 @@ def test_public_api_is_pinned() -> None:
         # MCP servers' tools (counterpoint.mcp)
         "MCPServerError", "MCPTools", "mcp_tools",
         # forks of recorded runs (counterpoint.scheduler.fork)
-        "ForkError", "fork", "fork_sync", "start_fork"])
+        "ForkError", "fork", "fork_sync", "start_fork",
+        # the rest of the error hierarchy: every counterpoint.errors class is importable here
+        "BudgetExceeded", "RunAmbiguous", "StepNotSerializable", "UnpricedModel", "WorkerLost"])
     for name in cp.__all__:
         assert hasattr(cp, name), name
     # the lazily imported names (counterpoint/__init__.py) are exactly the public ones
