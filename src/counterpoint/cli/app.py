@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from .. import __version__
+from ..errors import RunClaimed, StoreError
 from ..garbage import tune_gc
 from ..ids import RunId
 from . import approvals as approvals_cli
@@ -27,7 +28,7 @@ from .mcp import MCP_HELP, mcp_command
 from .models import ASK_HELP, MODELS_HELP, ask_command, models_command
 from .pictures import GRAPH_HELP, TRACE_HELP, graph_command, trace_command
 from .retention import DELETE_HELP, PRUNE_HELP, delete_command, prune_command
-from .stores import db_flag
+from .stores import closing_quietly_on_error, db_flag
 from .stores import importable_cwd as _importable_cwd
 from .stores import open_existing as open_existing
 from .ui import UI_HELP, ui_command
@@ -302,10 +303,10 @@ def run(
             preflight.check_run(uses)
         store = open_store(db or default_location())
         try:
-            code = _run(graph, options, values, store, attr, db=db, quiet=quiet,
-                        as_json=as_json, out=out, goal=kind == "goal")
+            with closing_quietly_on_error(store):
+                code = _run(graph, options, values, store, attr, db=db, quiet=quiet,
+                            as_json=as_json, out=out, goal=kind == "goal")
         finally:
-            store.close()
             if chosen is not None:
                 chosen.close()
     raise typer.Exit(code)
@@ -358,6 +359,10 @@ def _run(graph: Graph, options: RunOptions, inputs: dict[str, Any], store: RunSt
         result = loop.run(start_and_follow())
     except KeyboardInterrupt:
         return _interrupted(started[0] if started else None, db)
+    except StoreError as exc:
+        if not started:
+            raise
+        raise _store_failed(exc, started[0], db) from exc
     if not result.status.terminal:  # it ended its execution to wait for people
         return approvals_cli.waiting(result.run_id, list(result.state.asking), out)
     code = _finish(_result_report(result, events=store.events(result.run_id),
@@ -366,6 +371,16 @@ def _run(graph: Graph, options: RunOptions, inputs: dict[str, Any], store: RunSt
     if goal and not as_json:
         goals.print_answer(result.output, out)
     return code
+
+
+def _store_failed(exc: StoreError, run_id: str, db: str | None) -> StoreError:
+    """A store that failed while a run wrote to it (a full disk, a lost server): the run's
+    log keeps everything recorded before the failure, and a resume goes on from there."""
+    if isinstance(exc, RunClaimed):  # not a failure of the store: said as it is
+        return exc
+    return type(exc)(f"{exc}; run {run_id} stopped, its log whole up to the failure: fix "
+                     f"the cause (e.g. free disk space), then continue it with "
+                     f"`counterpoint resume {run_id}{db_flag(db)}`")
 
 
 def _interrupted(run_id: str | None, db: str | None) -> int:
@@ -399,7 +414,7 @@ def resume(
         cluster_cli.check_backend_options(backend, ray_address)
         _importable_cwd()
         store = open_existing(db, run_id)
-        try:
+        with closing_quietly_on_error(store):
             run_id = resolve_run(store, run_id)
             record = store.run(RunId(run_id))
             if record.status != RunStatus.RUNNING:
@@ -417,8 +432,6 @@ def resume(
                 finally:
                     if chosen is not None:
                         chosen.close()
-        finally:
-            store.close()
     raise typer.Exit(code)
 
 
@@ -439,6 +452,8 @@ def _resume(run_id: str, store: RunStore, *, db: str | None, quiet: bool, as_jso
         result = loop.run(resume_and_follow())
     except KeyboardInterrupt:
         return _interrupted(run_id, db)
+    except StoreError as exc:
+        raise _store_failed(exc, run_id, db) from exc
     if not result.status.terminal:  # it ended its execution to wait for people
         return approvals_cli.waiting(result.run_id, list(result.state.asking), out)
     code = _finish(_result_report(result, events=store.events(result.run_id),

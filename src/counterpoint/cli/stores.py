@@ -3,8 +3,10 @@ import graph modules from. Imports nothing heavy until called."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,6 +45,20 @@ def open_existing(db: str | None, run_id: str | None = None) -> RunStore:
         raise StoreError(f"store {location} does not exist; pass --db PATH or set "
                          "COUNTERPOINT_DB")
     return open_store(location)
+
+
+@contextlib.contextmanager
+def closing_quietly_on_error(store: RunStore) -> Iterator[None]:
+    """Close ``store`` when the block ends. When the block raises, a store that fails to
+    close (it reports again the write failure the block's error already tells, and says
+    less) does not replace that error."""
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(StoreError):
+            store.close()
+        raise
+    store.close()
 
 
 def importable_cwd() -> None:
