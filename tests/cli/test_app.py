@@ -511,6 +511,35 @@ def test_ctrl_c_stops_the_run_cleanly_and_it_resumes(work: Workdir) -> None:
     assert work.executions() == ["first", "wait", "wait", "last"]  # first's success kept
 
 
+def test_sigterm_stops_the_run_cleanly_and_it_resumes(work: Workdir) -> None:
+    """What ``docker stop`` or ``systemctl stop`` send: the run stops as on Ctrl-C, says
+    how to continue, exits 143, and its log keeps every success recorded before."""
+    work.write("slow.py", SLOW)
+    proc = subprocess.Popen(work.argv("run", "slow.py", "--quiet", "--db", work.db),
+                            cwd=work.path, env=_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        run_id = _running_run(work)
+        wait_until(lambda: work.show(run_id)["nodes"]["first"]["status"] == "succeeded",
+                   "first's success to reach the log")
+        proc.send_signal(signal.SIGTERM)  # to the run's process alone
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, err
+    assert f"terminated (SIGTERM): run {run_id} stopped; continue it with `counterpoint " \
+           f"resume {run_id}" in err
+    assert "Traceback" not in err and "writing failed" not in err
+    assert work.show(run_id)["status"] == "interrupted"
+    (work.path / "release").touch()
+    done = work.cli("resume", run_id)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert work.show(run_id)["status"] == "succeeded"
+    assert work.executions() == ["first", "wait", "wait", "last"]  # first's success kept
+
+
 def test_cancel_a_killed_run(work: Workdir, killed_run: str) -> None:
     assert "interrupted" in work.cli("runs").stdout
     assert work.show(killed_run)["status"] == "interrupted"

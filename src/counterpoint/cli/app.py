@@ -9,6 +9,7 @@ loaded, an unknown run, an unusable store; 3 the run waits for approvals (``run
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -28,6 +29,7 @@ from .mcp import MCP_HELP, mcp_command
 from .models import ASK_HELP, MODELS_HELP, ask_command, models_command
 from .pictures import GRAPH_HELP, TRACE_HELP, graph_command, trace_command
 from .retention import DELETE_HELP, PRUNE_HELP, delete_command, prune_command
+from .signals import TERMINATED, stop_on_sigterm
 from .stores import closing_quietly_on_error, db_flag
 from .stores import importable_cwd as _importable_cwd
 from .stores import open_existing as open_existing
@@ -348,8 +350,10 @@ def _run(graph: Graph, options: RunOptions, inputs: dict[str, Any], store: RunSt
     from .recorded import sub_run_events
     display = _display(make_console(stderr=True) if as_json else out, quiet=quiet)
     started: list[RunId] = []
+    stopped: list[int] = []
 
     async def start_and_follow() -> RunResult:
+        stop_on_sigterm(stopped)
         handle = await api.start(graph, inputs=inputs, options=options, store=store,
                                      source_attr=attr)
         started.append(handle.run_id)
@@ -359,6 +363,10 @@ def _run(graph: Graph, options: RunOptions, inputs: dict[str, Any], store: RunSt
         result = loop.run(start_and_follow())
     except KeyboardInterrupt:
         return _interrupted(started[0] if started else None, db)
+    except asyncio.CancelledError:
+        if not stopped:
+            raise
+        return _interrupted(started[0] if started else None, db, terminated=True)
     except StoreError as exc:
         if not started:
             raise
@@ -383,14 +391,15 @@ def _store_failed(exc: StoreError, run_id: str, db: str | None) -> StoreError:
                      f"`counterpoint resume {run_id}{db_flag(db)}`")
 
 
-def _interrupted(run_id: str | None, db: str | None) -> int:
+def _interrupted(run_id: str | None, db: str | None, *, terminated: bool = False) -> int:
+    """Ctrl-C (exit code 130) or SIGTERM (143) stopped the run: say how to go on."""
     from rich.text import Text
-    message = "interrupted"
+    message = "terminated (SIGTERM)" if terminated else "interrupted"
     if run_id is not None:
         message += (f": run {run_id} stopped; continue it with `counterpoint resume "
                     f"{run_id}{db_flag(db)}`")
     make_console(stderr=True).print(Text(message, style="yellow"), soft_wrap=True)
-    return 130
+    return TERMINATED if terminated else 130
 
 
 # ------------------------------------------------------------------ resume
@@ -441,8 +450,10 @@ def _resume(run_id: str, store: RunStore, *, db: str | None, quiet: bool, as_jso
     from .live import follow
     from .recorded import sub_run_events
     display = _display(progress, quiet=quiet)
+    stopped: list[int] = []
 
     async def resume_and_follow() -> RunResult:
+        stop_on_sigterm(stopped)
         handle = await api.start_resume(run_id, store=store, backend=backend)
         return await follow(handle, display)
 
@@ -452,6 +463,10 @@ def _resume(run_id: str, store: RunStore, *, db: str | None, quiet: bool, as_jso
         result = loop.run(resume_and_follow())
     except KeyboardInterrupt:
         return _interrupted(run_id, db)
+    except asyncio.CancelledError:
+        if not stopped:
+            raise
+        return _interrupted(run_id, db, terminated=True)
     except StoreError as exc:
         raise _store_failed(exc, run_id, db) from exc
     if not result.status.terminal:  # it ended its execution to wait for people
