@@ -267,6 +267,7 @@ def test_forking_a_live_run_reads_what_it_logged_so_far() -> None:
     async def scenario() -> tuple[cp.RunResult, cp.RunResult]:
         handle = await cp.start(graph, store=store)
         await _until(lambda: handle.state.nodes[NodeId("finish")].status is cp.NodeStatus.RUNNING)
+        await handle.flush()  # what the state shows is in the log (its events go in batches)
         fork = await cp.fork(handle.run_id, replace={"finish": "given"}, store=store,
                              graph=graph)
         gate.set()
