@@ -423,3 +423,33 @@ def test_the_model_tally_keeps_each_models_mean_latency_of_answered_calls() -> N
     assert tally.mean_latency("big") == pytest.approx(1.0)
     assert tally.mean_latency("other") is None
     assert cp.ModelTally().mean_latency("small") is None
+
+
+def test_nodes_added_together_are_wired_as_added_one_at_a_time() -> None:
+    """add_specs gives each source one new tuple of dependents for all the nodes added
+    with it (a map of n items once cost n^2), in the order they were added, and leaves
+    the tuple that other runs of the graph share as it was."""
+    from counterpoint.state import add_specs
+
+    graph = Graph("wide")
+    source = graph.add("source", _one)
+    graph.add("early", _same, x=source)
+    state = RunState.new(RunId("r"), "wide", graph.nodes.values())
+    shared = state.nodes[NodeId("source")].dependents
+    extra = Graph("extra")
+    src = extra.add("source", _one)
+    late = [extra.add(f"late{i}", _same, x=src) for i in range(5)]
+    added = add_specs(state, [extra.nodes[NodeId(r.node)] for r in late])
+    assert added == [f"late{i}" for i in range(5)]
+    assert state.nodes[NodeId("source")].dependents == ("early", *added)
+    assert shared == ("early",)  # not mutated: a new tuple
+    assert all(state.nodes[n].unmet == 1 for n in added)
+    assert state.open == 2 + 5
+
+
+def _one() -> int:
+    return 1
+
+
+def _same(x: int) -> int:
+    return x

@@ -325,16 +325,23 @@ def add_specs(state: RunState, specs: Iterable[NodeSpec], *, count: bool = True)
     for spec in specs:
         nodes[spec.id] = NodeState(spec, len(nodes))
         added.append(spec.id)
+    new_dependents: dict[NodeId, list[NodeId]] = {}
     for node_id in added:
         ns = nodes[node_id]
         unmet = 0
         for dep in ns.spec.deps:
             dep_state = nodes[dep]
-            dep_state.dependents += (node_id,)  # a new tuple: earlier runs share the old
+            more = new_dependents.get(dep)
+            if more is None:
+                more = new_dependents[dep] = []
+            more.append(node_id)
             status = dep_state.status
             if status is PENDING or status not in TERMINAL:
                 unmet += 1
         ns.unmet = unmet
+    for dep, more in new_dependents.items():  # one new tuple each (earlier runs share the
+        dep_state = nodes[dep]                # old): not one per node added, which made a
+        dep_state.dependents = (*dep_state.dependents, *more)  # map of n items cost n^2
     state.open += len(added)
     if count:
         state.remaining += sum(estimate_of(nodes[n].spec, state.estimates) for n in added)
