@@ -9,10 +9,13 @@ One node returns ``list(range(N))``; a map node runs a trivial async step on eac
   to the list's node, and the ranks are computed again), against asyncio running the
   same N steps as tasks of one ``TaskGroup`` and gathering their results;
 - **read**: wall seconds to rebuild the run's state from its log alone
-  (:func:`counterpoint.history.project`, what ``counterpoint show`` and the web view do).
+  (:func:`counterpoint.history.project`, what ``counterpoint show`` and the web view do);
+- **sub-graph map**: ``g.map`` of a one-node sub-graph over ``--sub-items`` items (8,000),
+  each item a sub-run of its own, all sharing the top-level run's capacity.
 
-Both grew with the square of N until 2026-12-03 (each added node made a new tuple of the
-list node's dependents): 7.5 s to run and 7.4 s to show 50,000 items then.
+All three grew with the square of N until 2026-12-03: each added node made a new tuple
+of the list node's dependents (7.5 s to run and 7.4 s to show 50,000 items), and each
+sub-run's end told every other sub-run to dispatch again (12.5 s for 8,000 items).
 
     python -m benchmarks.fanout                 # N = 50,000, 3 trials
     python -m benchmarks.fanout --items 5000 --trials 1
@@ -32,6 +35,7 @@ import counterpoint as cp
 from counterpoint.history import project
 
 ITEMS = 50_000
+SUB_ITEMS = 8_000
 TRIALS = 3
 
 
@@ -45,6 +49,17 @@ def build(items: int) -> cp.Graph:
 
     graph = cp.Graph("fanout")
     graph.map("squares", square, over=graph.add("numbers", numbers))
+    return graph
+
+
+def build_sub(items: int) -> cp.Graph:
+    async def numbers() -> list[int]:
+        return list(range(items))
+
+    inner = cp.Graph("one")
+    inner.add("square", square, v=inner.input("v"))
+    graph = cp.Graph("sub-fanout")
+    graph.map("squares", inner, over=graph.add("numbers", numbers))
     return graph
 
 
@@ -62,10 +77,11 @@ def run_asyncio(items: int) -> float:
     return elapsed
 
 
-def measure(items: int, trials: int, tmp: Path) -> dict[str, float]:
+def measure(items: int, trials: int, tmp: Path, sub_items: int = SUB_ITEMS
+            ) -> dict[str, float]:
     cp.tune_gc()
     store = cp.SQLiteStore(tmp / "fanout.db")
-    runs, reads, baselines = [], [], []
+    runs, reads, baselines, subs = [], [], [], []
     try:
         for _ in range(trials):
             graph = build(items)
@@ -81,23 +97,32 @@ def measure(items: int, trials: int, tmp: Path) -> dict[str, float]:
             reads.append(time.perf_counter() - start)
             assert len(shown.state.nodes) == items + 2
             baselines.append(run_asyncio(items))
+            graph = build_sub(sub_items)
+            start = time.perf_counter()
+            result = cp.run_sync(graph, store=store)
+            subs.append(time.perf_counter() - start)
+            assert result.ok and len(result["squares"]) == sub_items
     finally:
         store.close()
     run, base = statistics.median(runs), statistics.median(baselines)
     return {"items": items, "run_s": run, "asyncio_s": base, "ratio": run / base,
-            "read_s": statistics.median(reads)}
+            "read_s": statistics.median(reads), "sub_items": sub_items,
+            "sub_run_s": statistics.median(subs)}
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--items", type=int, default=ITEMS)
+    parser.add_argument("--sub-items", type=int, default=SUB_ITEMS)
     parser.add_argument("--trials", type=int, default=TRIALS)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        row = measure(args.items, args.trials, Path(tmp))
+        row = measure(args.items, args.trials, Path(tmp), args.sub_items)
     print(f"L2 map over {row['items']:,} items (median of {args.trials}): "
           f"run {row['run_s']:.3f} s, asyncio {row['asyncio_s']:.3f} s, "
           f"ratio {row['ratio']:.2f} x; rebuilt from the log in {row['read_s']:.3f} s")
+    print(f"   map of a sub-graph over {row['sub_items']:,} items (a sub-run each): "
+          f"run {row['sub_run_s']:.3f} s")
 
 
 if __name__ == "__main__":

@@ -19,22 +19,33 @@ if TYPE_CHECKING:
     from .pipeline import Pipeline
 
 
+UNBOUNDED = 1 << 30
+"""The slots of a run tree with no ``max_concurrency``."""
+
+
 class Capacity:
     """Slots and resource use shared by the runs of one run tree (see the module doc)."""
 
-    __slots__ = ("in_use", "members", "slots")
+    __slots__ = ("in_use", "members", "slots", "waiting")
 
     def __init__(self, max_concurrency: int | None, in_use: dict[str, int] | None = None
                  ) -> None:
-        self.slots = max_concurrency or 1 << 30
+        self.slots = max_concurrency or UNBOUNDED
         """Most nodes running at once over every member (graph nodes not counted)."""
         self.in_use: dict[str, int] = {} if in_use is None else in_use
         """Units of each named resource held now, over every member."""
         self.members: list[Pipeline] = []
         """The runs executing now that draw on this capacity (the top-level run first)."""
+        self.waiting: dict[Pipeline, None] = {}
+        """Members that were left with ready nodes by a dispatch (no slot or resource for
+        them): the ones :meth:`released` tells. A map over a sub-graph has a member per
+        item; telling only these keeps a release from costing one call per member."""
 
     def free(self) -> int:
-        """Slots free now over every member."""
+        """Slots free now over every member (with no ``max_concurrency``: unbounded, and
+        not counted member by member)."""
+        if self.slots == UNBOUNDED:
+            return UNBOUNDED
         used = 0
         for member in self.members:
             used += member.state.running - len(member._children)
@@ -53,11 +64,22 @@ class Capacity:
     def leave(self, member: Pipeline) -> None:
         if member in self.members:
             self.members.remove(member)
+            self.waiting.pop(member, None)
             self.released(member)
+
+    def wait(self, member: Pipeline) -> None:
+        """``member``'s last dispatch left ready nodes: tell it when capacity is freed."""
+        self.waiting[member] = None
 
     def released(self, source: Pipeline) -> None:
         """Capacity may have been freed by ``source``: the other members with nodes
         waiting dispatch again, each on its next pass of the loop."""
-        for member in self.members:
-            if member is not source and member.state.ready and member._loop is not None:
-                member._loop.call_soon(member.kick)
+        if not self.waiting:
+            return
+        for member in list(self.waiting):
+            if member is source:
+                continue
+            if not member.state.ready or member._loop is None:
+                del self.waiting[member]  # nothing waits in it any more
+                continue
+            member._loop.call_soon(member.kick)

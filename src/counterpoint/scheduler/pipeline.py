@@ -222,11 +222,15 @@ class Pipeline(ExecutionCore):
             return
         nodes = state.nodes
         capacity = self._capacity
-        free = (capacity.slots - state.running if len(capacity.members) < 2
-                else capacity.free())
+        shared = len(capacity.members) > 1
+        free = capacity.free() if shared else capacity.slots - state.running
         if free <= 0:
+            if shared:
+                capacity.wait(self)
             return
         chosen = pick(state, free)
+        if shared and state.ready:  # some wait for a slot or a resource another run holds
+            capacity.wait(self)
         if not chosen:
             return
         now = time.time()
