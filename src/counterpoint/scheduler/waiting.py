@@ -206,8 +206,11 @@ class ApprovalDesk:
 
     def _arm(self, aid: str, deadline: float) -> None:
         the_clock = self._clock or clock()
-        self._timers[aid] = the_clock.call_later(deadline - the_clock.now(),
-                                                 lambda: self._expire(aid))
+        delay = deadline - the_clock.now()
+        if delay <= 0:  # passed already (while the run was detached or its process down):
+            self._expire(aid)  # now, before the run detaches again for want of work
+            return
+        self._timers[aid] = the_clock.call_later(delay, lambda: self._expire(aid))
 
     def _expire(self, aid: str) -> None:
         """The timeout of ``aid`` passed: escalate it, or answer it by its policy."""
