@@ -12,7 +12,7 @@ import pydantic
 import pydantic_core
 
 from .errors import BudgetExceeded, OutputNotSerializable, RunFailure
-from .failures import failure_location
+from .failures import exception_text, failure_location
 from .secrets import redact
 
 _PLAIN = frozenset({str, dict, list, float, bool, tuple})
@@ -66,7 +66,7 @@ def error_info(exc: BaseException, *, final: bool, retryable: bool,
     info: dict[str, Any] = {  # what the log keeps never holds a configured secret
         "final": final,
         "type": type(exc).__name__,
-        "message": redact(str(exc) or type(exc).__name__),
+        "message": redact(exception_text(exc)),
         "retryable": retryable,
         "traceback": redact("".join(tb[-6:])[-4000:]),
     }

@@ -63,3 +63,21 @@ def failure_location(exc: BaseException) -> dict[str, Any] | None:
             break
         current = current.__cause__ or current.__context__
     return best[1] if best is not None else None
+
+
+def exception_text(exc: BaseException) -> str:
+    """``str(exc)``, or its type's name when that is empty; an exception whose ``__str__``
+    itself raises is described, not allowed to break the recording of the failure."""
+    try:
+        text = str(exc)
+    except Exception as broken:  # a user's exception class with a broken __str__
+        return (f"<{type(exc).__name__}: its __str__ raised {type(broken).__name__}: "
+                f"{_plain(broken)}>")
+    return text or type(exc).__name__
+
+
+def _plain(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:
+        return "?"

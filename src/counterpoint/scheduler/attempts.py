@@ -27,6 +27,7 @@ from ..errors import (
     RunNotFound,
 )
 from ..events import NODE_CANCELLED, NODE_FAILED, NODE_READY, NODE_STARTED, NODE_SUCCEEDED, Event
+from ..failures import exception_text
 from ..graph import Choose, Graph, InputRef, NodeRef, NodeSpec
 from ..ids import NodeId, RunId
 from ..isolation import call_in_process
@@ -124,6 +125,8 @@ class Attempts(Control):
                                 data={"reason": reason}))
             except Exception as exc:
                 self._failed(spec, attempt, exc)
+            except (SystemExit, GeneratorExit) as exc:  # a step (or a library) ending itself
+                self._failed(spec, attempt, _step_exited(self.run_id, node_id, exc))
             finally:
                 self._forget_task(node_id, attempt)
             if type(heir) is not tuple:
@@ -251,7 +254,7 @@ class Attempts(Control):
         except Exception as exc:
             wrapped = FallbackFailed(f"run {self.run_id}, node {spec.id!r}: the fallback "
                                       f"{getattr(fallback, '__qualname__', fallback)} failed "
-                                      f"too: {type(exc).__name__}: {exc}")
+                                      f"too: {type(exc).__name__}: {exception_text(exc)}")
             wrapped.__cause__ = exc
             self._failed(spec, attempt, wrapped)
         finally:
@@ -305,3 +308,16 @@ class Attempts(Control):
         """Start (``resumed``: continue) the sub-run ``child`` of ``sub`` in this run's task
         group; :class:`~.execution.Execution` implements it."""
         raise NotImplementedError
+
+
+def _step_exited(run_id: str, node_id: NodeId, exc: SystemExit | GeneratorExit) -> NodeFailed:
+    """A step that raised ``SystemExit`` (``sys.exit()``, often a command-line library's
+    way out) or ``GeneratorExit`` fails its node, not retried, instead of ending the run."""
+    what = (f"SystemExit({exc.code!r}): sys.exit() was called" if isinstance(exc, SystemExit)
+            else "GeneratorExit")
+    failed = NodeFailed(f"run {run_id}, node {node_id!r}: the step raised {what}; a step "
+                        "ends by returning a value or raising an Exception, so the node "
+                        "failed and the rest of the run went on", retryable=False)
+    failed.__cause__ = exc
+    failed.__traceback__ = exc.__traceback__
+    return failed
