@@ -250,10 +250,12 @@ def source_record(graph: Graph, attr: str | None = None) -> dict[str, Any]:
     return record
 
 
-def load_recorded(source: Mapping[str, Any], run: str) -> Graph:
+def load_recorded(source: Mapping[str, Any], run: str,
+                  shape: Mapping[str, Any] | None = None) -> Graph:
     """Rebuild the graph of a recorded run from the module or file it came from, with the
     function that built it, or by its kind's registered rebuild
-    (:func:`register_source_kind`)."""
+    (:func:`register_source_kind`). ``shape``: the nodes and their dependencies as the
+    run's ``run_created`` recorded them (``deps``), to say what changed if the graph did."""
     where = f"run {run}"
     kind = source.get("kind")
     if isinstance(kind, str):
@@ -263,10 +265,10 @@ def load_recorded(source: Mapping[str, Any], run: str) -> Graph:
                               "registered (register_source_kind); import the package that "
                               "handles it, or resume from Python with graph=")
         return _checked(rebuild(source, run), source, where,
-                        f"in {source.get('file') or source.get('module')}")
+                        f"in {source.get('file') or source.get('module')}", shape)
     if source.get("builder"):
         return _checked(_rebuild(str(source["builder"]), source.get("arguments") or {},
-                                 where), source, where, str(source["builder"]))
+                                 where), source, where, str(source["builder"]), shape)
     module_name = source.get("module")
     file = source.get("file")
     module: ModuleType | None = None
@@ -292,16 +294,35 @@ def load_recorded(source: Mapping[str, Any], run: str) -> Graph:
                           f"{exc}. If a function builds it, record that before the run with "
                           "cp.built_by(graph, function, **arguments); or resume from Python "
                           "with resume(run_id, graph=...)") from exc
-    return _checked(graph, source, where, f"in {file or module_name}")
+    return _checked(graph, source, where, f"in {file or module_name}", shape)
 
 
-def _checked(graph: Graph, source: Mapping[str, Any], where: str, origin: str) -> Graph:
+def _checked(graph: Graph, source: Mapping[str, Any], where: str, origin: str,
+             shape: Mapping[str, Any] | None) -> Graph:
     fingerprint = source.get("fingerprint")
     if fingerprint and graph.fingerprint() != fingerprint:
-        raise SourceError(f"{where}: graph {graph.name!r} {origin} changed "
-                          "since the run started (different nodes or edges); restore the "
+        raise SourceError(f"{where}: graph {graph.name!r} {origin} changed since the run "
+                          f"started ({_changes(shape, graph)}); restore the "
                           "original definition to resume")
     return graph
+
+
+def _changes(shape: Mapping[str, Any] | None, graph: Graph) -> str:
+    """What differs between the recorded ``shape`` (node -> dependencies) and ``graph``."""
+    if not shape:
+        return "different nodes or edges"
+    now = {str(k): [str(d) for d in spec.deps] for k, spec in graph.nodes.items()}
+    then = {str(k): [str(d) for d in (v or ())] for k, v in shape.items()}
+    parts = []
+    for label, names in (("nodes added", [n for n in now if n not in then]),
+                         ("nodes removed", [n for n in then if n not in now]),
+                         ("inputs changed", [n for n in now if n in then
+                                             and sorted(now[n]) != sorted(then[n])])):
+        if names:
+            shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more"
+                                            if len(names) > 5 else "")
+            parts.append(f"{label}: {shown}")
+    return "; ".join(parts) or "a node's step or kind changed"
 
 
 def _rebuild(builder: str, arguments: Mapping[str, Any], where: str) -> Graph:

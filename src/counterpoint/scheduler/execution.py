@@ -249,8 +249,8 @@ def prepare_resume(rid: RunId, store: RunStore, graph: Graph | None,
     if claim:  # a sub-run's parent holds the claim for the whole tree
         store.claim(rid, pid=os.getpid(), host=socket.gethostname())
     record = store.run(rid)
-    the_graph = graph or load_recorded(record.source, rid)
     events = store.events(rid)
+    the_graph = graph or load_recorded(record.source, rid, (events[0].data or {}).get("deps"))
     opts = options or RunOptions.from_data(record.options)
     created = events[0].data or {}
     inputs = {k: codec.decode(v) for k, v in (created.get("inputs") or {}).items()}

@@ -119,7 +119,8 @@ def prepare_fork(parent: RunId, store: RunStore, *, at: int | str | None = None,
     record = store.run(parent)  # RunNotFound names the store
     events = store.events(parent)
     try:
-        the_graph = graph or load_recorded(record.source, parent)
+        the_graph = graph or load_recorded(record.source, parent,
+                                           (events[0].data or {}).get("deps"))
     except SourceError as exc:
         hint = " (fork takes graph= as resume does)" if "graph=" in str(exc) else ""
         raise SourceError(f"cannot fork: {exc}{hint}") from None

@@ -1,0 +1,69 @@
+"""Resuming a run whose graph file changed since: refused, saying what changed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from support import run_cli
+
+FLOW = '''
+import os
+from pathlib import Path
+
+import counterpoint as cp
+
+HERE = Path(__file__).parent
+
+
+async def first() -> int:
+    return 1
+
+
+async def dies(ctx: cp.NodeContext, x: int) -> int:
+    """Ends its process the first time (as a crash would), once what came before is
+    durable; then returns."""
+    await ctx.flush()
+    if not (HERE / "died").exists():
+        (HERE / "died").touch()
+        os._exit(9)
+    return x + 1
+
+
+graph = cp.Graph("flow")
+graph.add("last", dies, x=graph.add("first", first))
+'''
+
+
+def _interrupted_run(cwd: Path) -> str:
+    (cwd / "flow.py").write_text(FLOW)
+    crashed = run_cli("run", "flow.py", "-q", "--db", "runs.db", cwd=cwd)
+    assert crashed.returncode == 9, crashed.stderr
+    listed = run_cli("runs", "--db", "runs.db", cwd=cwd)
+    assert "interrupted" in listed.stdout, listed.stdout
+    return listed.stdout.splitlines()[1].split()[0]
+
+
+def test_a_changed_graph_is_refused_naming_the_changes(tmp_path: Path) -> None:
+    run_id = _interrupted_run(tmp_path)
+    (tmp_path / "flow.py").write_text(FLOW.replace('"last"', '"final"').replace(
+        'graph.add("final", dies, x=graph.add("first", first))',
+        'graph.add("final", dies, x=graph.add("first", first))\n'
+        'graph.add("extra", first)'))
+    refused = run_cli("resume", run_id, "--db", "runs.db", cwd=tmp_path)
+    assert refused.returncode == 2
+    assert (f"run {run_id}: graph 'flow' in {tmp_path / 'flow.py'} changed since the run "
+            "started (nodes added: final, extra; nodes removed: last); restore the original "
+            "definition to resume") in refused.stderr.replace("\n", "")
+    (tmp_path / "flow.py").write_text(FLOW.replace("return x + 1", "return x + 2"))
+    resumed = run_cli("resume", run_id, "-q", "--json", "--db", "runs.db", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr  # the same nodes and steps: it resumes
+    assert '"last": 3' in resumed.stdout
+
+
+def test_a_changed_step_is_named_as_such(tmp_path: Path) -> None:
+    run_id = _interrupted_run(tmp_path)
+    (tmp_path / "flow.py").write_text(FLOW.replace("async def dies(", "async def dies_later(").replace(
+        "graph.add(\"last\", dies,", "graph.add(\"last\", dies_later,"))
+    refused = run_cli("resume", run_id, "--db", "runs.db", cwd=tmp_path)
+    assert refused.returncode == 2
+    assert "changed since the run started (a node's step or kind changed)" in refused.stderr
