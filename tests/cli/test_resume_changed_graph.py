@@ -62,8 +62,9 @@ def test_a_changed_graph_is_refused_naming_the_changes(tmp_path: Path) -> None:
 
 def test_a_changed_step_is_named_as_such(tmp_path: Path) -> None:
     run_id = _interrupted_run(tmp_path)
-    (tmp_path / "flow.py").write_text(FLOW.replace("async def dies(", "async def dies_later(").replace(
-        "graph.add(\"last\", dies,", "graph.add(\"last\", dies_later,"))
+    renamed = FLOW.replace("async def dies(", "async def dies_later(")
+    (tmp_path / "flow.py").write_text(renamed.replace('graph.add("last", dies,',
+                                                      'graph.add("last", dies_later,'))
     refused = run_cli("resume", run_id, "--db", "runs.db", cwd=tmp_path)
     assert refused.returncode == 2
     assert "changed since the run started (a node's step or kind changed)" in refused.stderr
