@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import hashlib
 import logging
 import threading
 import time
@@ -160,6 +161,17 @@ class NodeContext:
     @property
     def run_id(self) -> RunId:
         return self._execution.run_id
+
+    @property
+    def idempotency_key(self) -> str:
+        """A key for an effect this node has outside the run (a payment, an email, a row
+        written elsewhere): the same for every attempt of this node, in this process and
+        after a resume, and different for every other node and run (a map's items and a
+        fork's nodes included). Give it to a service that drops repeated requests by key
+        (an ``Idempotency-Key`` header, an upsert's primary key): an attempt that ran the
+        effect but died before its success reached the log then does not run it twice."""
+        digest = hashlib.sha256(f"{self.run_id}\0{self.node}".encode()).hexdigest()
+        return f"cp-{digest[:32]}"
 
     @property
     def board(self) -> BoardAccess:
