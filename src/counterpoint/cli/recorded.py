@@ -52,7 +52,8 @@ def resolve_run(store: RunStore, name: str) -> RunId:
         raise missing
     matches = [r.run_id for r in store.runs(_EVERY_RUN)
                if r.run_id.startswith(name) or _serial(r.run_id).startswith(name)]
-    tops = [m for m in matches if not any(m.startswith(o + "/") for o in matches)]
+    found = set(matches)  # a match under another (its sub-run, RUN/node) is not a top one
+    tops = [m for m in matches if not any(m[:i] in found for i in _slashes(m))]
     if len(tops) == 1:
         return tops[0]
     if not tops:
@@ -61,6 +62,11 @@ def resolve_run(store: RunStore, name: str) -> RunId:
         f" and {len(tops) - CANDIDATES} more" if len(tops) > CANDIDATES else "")
     raise RunAmbiguous(f"run {name!r} is ambiguous: it starts {len(tops)} runs ({shown}); "
                        "give more of the id")
+
+
+def _slashes(run_id: str) -> list[int]:
+    """Where ``run_id`` has a ``/``: the ends of the ids of the runs it is under."""
+    return [i for i, c in enumerate(run_id) if c == "/"]
 
 
 def _serial(run_id: str) -> str:
