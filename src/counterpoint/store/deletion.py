@@ -69,10 +69,11 @@ class RunDeletion(abc.ABC):
         more (stored more than ``blob_grace`` seconds ago), in one transaction."""
 
 
-def tree(run_id: str, ids: Iterable[str]) -> list[str]:
-    """``run_id`` and those of ``ids`` that are its sub-runs (``RUN/...``)."""
-    prefix = run_id + "/"
-    return [run_id, *(i for i in ids if i.startswith(prefix))]
+def under(roots: Collection[str], sub_runs: Iterable[str]) -> list[str]:
+    """Those of ``sub_runs`` (ids ``RUN/node...``) that are under one of ``roots``: one
+    look-up per ``/`` of each id, not a comparison with every root."""
+    return [sub for sub in sub_runs
+            if any(c == "/" and sub[:i] in roots for i, c in enumerate(sub))]
 
 
 def refuse_live(record: RunRecord) -> None:

@@ -18,7 +18,7 @@ from ..ids import RunId
 from . import owners
 from .answers import AnswerCallback
 from .base import RunningMeans, RunRecord, RunStore
-from .deletion import BLOB_GRACE, Deletion, digests, refuse_live, tree
+from .deletion import BLOB_GRACE, Deletion, digests, refuse_live, under
 from .index import fork_point
 
 _INDEXED = frozenset({EventKind.RUN_CREATED, EventKind.RUN_FINISHED, EventKind.RUN_RESUMED})
@@ -206,7 +206,9 @@ class MemoryStore(RunStore):
                 if record is None:
                     raise RunNotFound(f"run {run_id} not found in the memory store")
                 refuse_live(record)
-                doomed.update(dict.fromkeys(tree(run_id, self._records)))  # type: ignore[arg-type]
+                doomed[run_id] = None
+            subs = [r for r, rec in self._records.items() if rec.parent is not None]
+            doomed.update(dict.fromkeys(RunId(s) for s in under(doomed, subs)))
             events = 0
             for run_id in doomed:
                 events += len(self._events.pop(run_id, ()))

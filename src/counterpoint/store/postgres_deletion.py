@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import RunNotFound
 from ..ids import RunId
-from .deletion import DIGEST, Deletion, refuse_live
+from .deletion import DIGEST, Deletion, refuse_live, under
 from .index import record_from_row
 from .postgres_schema import RUN_COLUMNS
 
@@ -31,10 +31,9 @@ def delete(conn: psycopg.Connection[tuple[Any, ...]], run_ids: Sequence[RunId],
             raise not_found(run_id)
         refuse_live(record_from_row(row))
         doomed[run_id] = None
-        for (sub,) in conn.execute("SELECT run_id FROM cp_runs WHERE starts_with(run_id, %s) "
-                                   "ORDER BY created_at FOR UPDATE", (run_id + "/",)):
-            doomed[RunId(sub)] = None
-    ids = list(doomed)
+    subs = [str(r) for (r,) in conn.execute("SELECT run_id FROM cp_runs WHERE parent IS NOT "
+                                            "NULL ORDER BY created_at")]
+    ids = [*doomed, *(RunId(sub) for sub in under(doomed, subs) if sub not in doomed)]
     events = conn.execute("DELETE FROM cp_events WHERE run_id = ANY(%s)", (ids,)).rowcount
     conn.execute("DELETE FROM cp_commands WHERE run_id = ANY(%s)", (ids,))
     conn.execute("DELETE FROM cp_runs WHERE run_id = ANY(%s)", (ids,))

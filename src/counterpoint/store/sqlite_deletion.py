@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 from ..errors import RunNotFound
 from ..ids import RunId
-from .deletion import DIGEST, Deletion, refuse_live
+from .deletion import DIGEST, Deletion, refuse_live, under
 from .index import record_from_row
 from .schema import RUN_COLUMNS
 
@@ -28,11 +28,9 @@ def delete(conn: sqlite3.Connection, run_ids: Sequence[RunId], touched_before: f
             raise not_found(run_id)
         refuse_live(record_from_row(row))
         doomed[run_id] = None
-        prefix = run_id + "/"
-        for (sub,) in conn.execute("SELECT run_id FROM runs WHERE substr(run_id, 1, ?) = ? "
-                                   "ORDER BY created_at", (len(prefix), prefix)):
-            doomed[RunId(sub)] = None
-    ids = list(doomed)
+    subs = [r for (r,) in conn.execute("SELECT run_id FROM runs WHERE parent IS NOT NULL "
+                                       "ORDER BY created_at")]
+    ids = [*doomed, *(RunId(sub) for sub in under(doomed, subs) if sub not in doomed)]
     events = 0
     for start in range(0, len(ids), CHUNK):
         chunk = ids[start:start + CHUNK]
