@@ -197,3 +197,28 @@ def test_a_fork_and_its_parent_link_to_each_other(client: TestClient, store: Mem
     first = json.loads(body.split("\n\n")[0].split("data: ", 1)[1])
     assert [r["run_id"] for r in first["forks"]] == [child.run_id]
     assert first["run"]["forked_from"] is None
+
+
+def test_a_sub_run_is_served_under_its_encoded_id(client: TestClient, store: MemoryStore) -> None:
+    """A sub-run's id holds ``/`` (``RUN/node``); the page asks for it percent-encoded,
+    as the link from its parent gives it, and every route answers for it."""
+    from urllib.parse import quote
+
+    inner = cp.Graph("inner")
+    inner.add("think", lambda topic: topic.upper(), topic=inner.input("topic"))
+    outer = cp.Graph("outer")
+    outer.add("stream", inner, topic="cats")   # a node named like a route
+    parent = cp.run_sync(outer, store=store).run_id
+    sub = f"{parent}/stream"
+    assert [c["run_id"] for c in client.get(f"/api/runs/{parent}").json()["children"]] == [sub]
+    path = f"/api/runs/{quote(sub, safe='')}"
+    shown = client.get(path)
+    assert shown.status_code == 200, shown.text
+    assert shown.json()["run"]["run_id"] == sub and shown.json()["run"]["parent"] == parent
+    assert client.get(f"{path}/nodes/think").json()["id"] == "think"
+    assert client.get(f"{path}/values/think").json() == "CATS"
+    with client.stream("GET", f"{path}/stream") as response:
+        assert response.status_code == 200 and "event: end" in "".join(response.iter_text())
+    done = client.post(f"{path}/cancel", headers={"X-Counterpoint": "1"})
+    assert done.status_code == 409 and sub in done.json()["error"]
+    assert client.get(f"/api/runs/{quote(parent + '/nobody', safe='')}").status_code == 404

@@ -13,6 +13,9 @@
 ``POST /api/runs/{run}/resume``        as ``counterpoint resume``, in a detached process
 =====================================  ==================================================
 
+``{run}`` is one path segment: a sub-run's id (``RUN/node``) comes percent-encoded
+(``RUN%2Fnode``), as the page sends it, and :class:`_RunSegment` keeps it whole.
+
 Access: with a token, every ``/api`` request must present it (``Authorization: Bearer``,
 or ``?token=`` for the page's event streams). Without one (the server is on loopback)
 requests must name a loopback host, so a web page elsewhere cannot reach the API through
@@ -28,6 +31,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import orjson
 from starlette.applications import Starlette
@@ -128,7 +132,7 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         return _stream(frames())
 
     async def run(request: Request) -> Response:
-        run_id = RunId(request.path_params["run"])
+        run_id = _run_param(request)
         full = request.query_params.get("full") == "1"
         data = await read(_snapshot, cache, run_id, full)
         data["children"] = await read(_children, store, run_id)
@@ -136,7 +140,7 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         return _JSON(data)
 
     async def run_stream(request: Request) -> Response:
-        run_id = RunId(request.path_params["run"])
+        run_id = _run_param(request)
         record = await read(store.run, run_id)  # an unknown run is a 404, not a stream
 
         async def frames() -> AsyncIterator[str]:
@@ -165,7 +169,7 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         return _stream(frames())
 
     async def node(request: Request) -> Response:
-        run_id = RunId(request.path_params["run"])
+        run_id = _run_param(request)
         node_id = NodeId(request.path_params["node"])
         detail = await read(_node_detail, cache, run_id, node_id)
         if detail is None:
@@ -173,7 +177,7 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         return _JSON(detail)
 
     async def value(request: Request) -> Response:
-        run_id = RunId(request.path_params["run"])
+        run_id = _run_param(request)
         node_id = NodeId(request.path_params["node"])
         ns = await read(_node_state, cache, run_id, node_id)
         if ns is None or ns.value is None:
@@ -188,13 +192,13 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         return PlainTextResponse(text, media_type="application/json")
 
     async def cancel(request: Request) -> Response:
-        outcome = await read(control.cancel, store, RunId(request.path_params["run"]))
+        outcome = await read(control.cancel, store, _run_param(request))
         return _error(outcome.status, outcome.message) if outcome.status >= 400 else \
             _JSON({"message": outcome.message}, status_code=outcome.status)
 
     async def resume(request: Request) -> Response:
         outcome = await asyncio.to_thread(control.resume, store,
-                                          RunId(request.path_params["run"]), cwd=workdir)
+                                          _run_param(request), cwd=workdir)
         if outcome.status >= 400:
             return _error(outcome.status, outcome.message)
         return _JSON({"message": outcome.message, "pid": outcome.pid},
@@ -217,7 +221,43 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
     app = Starlette(routes=routes, exception_handlers={
         RunNotFound: _not_found, CounterpointError: _failed})
     app.add_middleware(_Guard, token=token)
+    app.add_middleware(_RunSegment)
     return app
+
+
+RUN_PREFIX = "/api/runs/"
+_RUN_KEY = "counterpoint.run"
+_SUB_RUN = "sub-run"
+"""Stands in the routed path for a run id that holds ``/``; the id is in the scope."""
+
+
+def _run_param(request: Request) -> RunId:
+    return RunId(request.scope.get(_RUN_KEY) or request.path_params["run"])
+
+
+class _RunSegment:
+    """Routes ``/api/runs/RUN%2Fnode/...`` to the run ``RUN/node``.
+
+    The router matches the decoded path, where ``%2F`` is a ``/`` like any other and a
+    sub-run's id would spill into the next segments (``RUN/stream`` is also a node named
+    ``stream``). The run segment is read from the raw path instead, and the routed path
+    names a placeholder while the whole id travels in the scope.
+    """
+
+    def __init__(self, app: Callable[..., Awaitable[None]]) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        raw = scope.get("raw_path")
+        if scope["type"] == "http" and raw and scope["path"].startswith(RUN_PREFIX):
+            segment = raw.decode("latin-1")[len(RUN_PREFIX):].partition("/")[0]
+            run = unquote(segment)
+            if "/" in run and scope["path"].startswith(RUN_PREFIX + run):
+                rest = scope["path"][len(RUN_PREFIX + run):]
+                scope = {**scope, _RUN_KEY: run, "path": RUN_PREFIX + _SUB_RUN + rest,
+                         "raw_path": (RUN_PREFIX + _SUB_RUN).encode() + raw[
+                             len(RUN_PREFIX) + len(segment):]}
+        await self.app(scope, receive, send)
 
 
 class _Guard:
