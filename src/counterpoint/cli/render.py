@@ -77,14 +77,20 @@ class Report:
 
 OUTPUT_LINES = 24
 """The summary shows at most this many lines of the graph's output."""
+OUTPUT_CHARS = 4_000
+"""... and at most this many characters of it (one long value is one JSON line)."""
 
 
 def _clip(text: str) -> str:
     lines = text.splitlines()
-    if len(lines) <= OUTPUT_LINES:
-        return text
-    return "\n".join([*lines[:OUTPUT_LINES], f"... ({len(lines) - OUTPUT_LINES} more lines; "
-                                               "see --json)"])
+    shown = "\n".join(lines[:OUTPUT_LINES])
+    notes = []
+    if len(shown) > OUTPUT_CHARS:
+        notes.append(f"{len(shown) - OUTPUT_CHARS:,} more characters")
+        shown = shown[:OUTPUT_CHARS]
+    if len(lines) > OUTPUT_LINES:
+        notes.append(f"{len(lines) - OUTPUT_LINES} more lines")
+    return shown if not notes else f"{shown}\n... ({'; '.join(notes)}; see --json)"
 
 
 # ------------------------------------------------------------------ small formats
