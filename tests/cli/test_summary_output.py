@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from rich.console import Console
 
 import counterpoint as cp
@@ -41,3 +42,16 @@ def test_a_small_output_is_shown_whole() -> None:
     g.add("small", lambda: "y" * 50)
     text = _shown(g)
     assert '"small": "' + "y" * 50 + '"' in text and "see --json" not in text
+
+
+def test_a_secret_of_the_environment_in_the_output_is_masked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from counterpoint import secrets
+
+    key = "sk-test-summary-0123456789SECRET"
+    monkeypatch.setenv("QA_SUMMARY_API_KEY", key)
+    secrets.register_environment()
+    g = cp.Graph("leak")
+    g.add("leak", lambda: f"the key is {key}")
+    text = _shown(g)
+    assert key not in text and '"leak": "the key is ***"' in text

@@ -222,3 +222,32 @@ def test_a_sub_run_is_served_under_its_encoded_id(client: TestClient, store: Mem
     done = client.post(f"{path}/cancel", headers={"X-Counterpoint": "1"})
     assert done.status_code == 409 and sub in done.json()["error"]
     assert client.get(f"/api/runs/{quote(parent + '/nobody', safe='')}").status_code == 404
+
+
+def test_a_secret_of_the_environment_is_never_sent_to_the_page(
+        store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step that put an API key of the environment into its prompt and output: the
+    node's detail, its whole value, the stored prompt and the stream all show ``***``."""
+    from counterpoint import secrets
+
+    key = "sk-test-0123456789abcdefSECRET"
+    monkeypatch.setenv("QA_SERVICE_API_KEY", key)
+    secrets.register_environment()
+    model = cp.Model(cp.ScriptedModel([f"the key is {key}"], name="leaky"))
+
+    async def ask() -> str:
+        return (await model.generate(f"my key is {key}, keep it")).text
+
+    g = cp.Graph("leak")
+    g.add("ask", ask)
+    run_id = cp.run_sync(g, store=store).run_id
+    client = TestClient(create_app(store), base_url=LOCAL)
+    detail = client.get(f"/api/runs/{run_id}/nodes/ask")
+    digests = [call[k] for call in detail.json()["model_calls"] for k in ("request", "response")]
+    bodies = [detail.text, client.get(f"/api/runs/{run_id}/values/ask").text,
+              client.get(f"/api/runs/{run_id}").text,
+              *[client.get(f"/api/blobs/{d}").text for d in digests]]
+    with client.stream("GET", f"/api/runs/{run_id}/stream") as response:
+        bodies.append("".join(response.iter_text()))
+    assert all(key not in body for body in bodies)
+    assert "the key is ***" in bodies[1] and any("my key is ***" in b for b in bodies[3:5])

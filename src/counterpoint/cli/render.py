@@ -18,6 +18,7 @@ from ..ids import NodeId
 from ..metrics import Metrics
 from ..plan_text import plan_tree as plan_tree  # re-exported: the CLI prints them
 from ..plan_text import round_lines as round_lines
+from ..secrets import redact
 from ..state import ModelTally, NodeState, NodeStatus, RunState
 from ..store import ForkPoint, RunRecord
 from .board import board_payload, board_section
@@ -192,8 +193,8 @@ def summary(report: Report, *, inspect: str | None) -> RenderableType:
     if report.output not in (None, {}, []):
         parts.append(Text())
         parts.append(Text("output", style="bold"))
-        parts.append(Text(_clip(json.dumps(report.output, indent=2, ensure_ascii=False,
-                                           default=str))))
+        parts.append(Text(_clip(redact(json.dumps(report.output, indent=2,
+                                                  ensure_ascii=False, default=str)))))
     if inspect:
         parts.append(Text())
         parts.append(Text.assemble("inspect: ", (inspect, "bold")))

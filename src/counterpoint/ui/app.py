@@ -48,6 +48,7 @@ from starlette.staticfiles import StaticFiles
 
 from ..errors import CounterpointError, RunNotFound
 from ..ids import NodeId, RunId
+from ..secrets import redact
 from ..state import NodeState, RunStatus
 from ..store import RunStore
 from . import control
@@ -182,14 +183,14 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         ns = await read(_node_state, cache, run_id, node_id)
         if ns is None or ns.value is None:
             return _error(404, f"run {run_id}: node {node_id!r} has no recorded output")
-        return PlainTextResponse(ns.value, media_type="application/json")
+        return _stored(ns.value)
 
     async def blob(request: Request) -> Response:
         digest = request.path_params["digest"]
         text = await read(store.blob, digest)
         if text is None:
             return _error(404, f"no stored text {digest} in store {store.location}")
-        return PlainTextResponse(text, media_type="application/json")
+        return _stored(text)
 
     async def cancel(request: Request) -> Response:
         outcome = await read(control.cancel, store, _run_param(request))
@@ -333,11 +334,25 @@ def _int(text: str | None, default: int) -> int:
 
 class _JSON(JSONResponse):
     def render(self, content: Any) -> bytes:
-        return orjson.dumps(content)  # a run of thousands of nodes is megabytes of JSON
+        # orjson: a run of thousands of nodes is megabytes of JSON
+        return _redacted(orjson.dumps(content).decode()).encode()
 
 
 def _frame(kind: str, data: Any) -> str:
-    return f"event: {kind}\ndata: {orjson.dumps(data).decode()}\n\n"
+    return f"event: {kind}\ndata: {_redacted(orjson.dumps(data).decode())}\n\n"
+
+
+def _stored(text: str) -> Response:
+    """A value or text from the store, sent as the JSON it is."""
+    return PlainTextResponse(_redacted(text), media_type="application/json")
+
+
+def _redacted(text: str) -> str:
+    # everything the page gets passes the redactor, as what the CLI prints does: the
+    # log keeps a prompt or output as the step made it, secrets of the environment too.
+    # A registered secret holds no character JSON escapes (keys, tokens), so masking the
+    # encoded text is masking the values, and it stays valid JSON.
+    return redact(text)
 
 
 def _stream(frames: AsyncIterator[str]) -> StreamingResponse:
