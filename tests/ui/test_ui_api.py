@@ -251,3 +251,19 @@ def test_a_secret_of_the_environment_is_never_sent_to_the_page(
         bodies.append("".join(response.iter_text()))
     assert all(key not in body for body in bodies)
     assert "the key is ***" in bodies[1] and any("my key is ***" in b for b in bodies[3:5])
+
+
+def test_a_node_waiting_for_an_approval_shows_the_question_and_how_to_answer(
+        client: TestClient, store: MemoryStore) -> None:
+    async def deploy(ctx: cp.NodeContext) -> str:
+        return str(await ctx.ask("deploy v2 to prod?", {"version": "v2"}))
+
+    g = cp.Graph("release")
+    g.add("deploy", deploy)
+    result = cp.run_sync(g, store=store, options=cp.RunOptions(detach_when_waiting=True))
+    detail = client.get(f"/api/runs/{result.run_id}/nodes/deploy").json()
+    assert detail["status"] == "waiting"
+    [asked] = detail["approvals"]
+    assert asked["question"] == "deploy v2 to prod?" and asked["status"] == "pending"
+    assert asked["payload"]["text"] == '{"version": "v2"}'
+    assert asked["answer_with"] == f"counterpoint approve {asked['id']}"
