@@ -267,3 +267,15 @@ def test_a_node_waiting_for_an_approval_shows_the_question_and_how_to_answer(
     assert asked["question"] == "deploy v2 to prod?" and asked["status"] == "pending"
     assert asked["payload"]["text"] == '{"version": "v2"}'
     assert asked["answer_with"] == f"counterpoint approve {asked['id']}"
+
+
+def test_an_unknown_api_path_or_status_filter_is_a_json_error(client: TestClient,
+                                                              run_id: RunId) -> None:
+    nowhere = client.get("/api/nothing")
+    assert nowhere.status_code == 404
+    assert "no API path /api/nothing" in nowhere.json()["error"]
+    bogus = client.get("/api/runs?status=bogus")
+    assert bogus.status_code == 400
+    message = bogus.json()["error"]
+    assert "unknown status 'bogus'" in message and "succeeded" in message
+    assert client.get("/api/runs?status=failed").json()["runs"][0]["run_id"] == run_id

@@ -58,6 +58,8 @@ from .tail import POLL_SECONDS, follow
 
 STATIC = Path(__file__).parent / "static"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
+SHOWN_STATUSES = frozenset({*(s.value for s in RunStatus), "interrupted"})
+"""What the runs list's ``?status=`` filter takes: a run's status as ``show`` tells it."""
 LIST_LIMIT = 200
 """Most runs the list holds."""
 LIVE_ROW_SECONDS = 5.0
@@ -114,6 +116,9 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         limit = _int(request.query_params.get("limit"), LIST_LIMIT)
         query = request.query_params.get("q", "")
         status = request.query_params.get("status", "")
+        if status and status not in SHOWN_STATUSES:
+            return _error(400, f"unknown status {status!r} in ?status=; use one of "
+                               f"{', '.join(sorted(SHOWN_STATUSES))}")
         found = await read(rows.rows, limit)
         return _JSON({"runs": [r for r in found if matches(r, query, status)],
                              "store": store.location})
@@ -220,7 +225,7 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     app = Starlette(routes=routes, exception_handlers={
-        RunNotFound: _not_found, CounterpointError: _failed})
+        RunNotFound: _not_found, CounterpointError: _failed, 404: _no_route})
     app.add_middleware(_Guard, token=token)
     app.add_middleware(_RunSegment)
     return app
@@ -366,6 +371,14 @@ def _error(status: int, message: str) -> JSONResponse:
 
 async def _not_found(request: Request, exc: Exception) -> Response:
     return _error(404, str(exc))
+
+
+async def _no_route(request: Request, exc: Exception) -> Response:
+    if not request.url.path.startswith("/api/"):
+        return PlainTextResponse("Not Found", status_code=404)
+    return _error(404, f"no API path {request.url.path}; the API's paths are listed in "
+                       "counterpoint.ui.app (GET /api/runs, /api/runs/RUN, "
+                       "/api/runs/RUN/nodes/NODE, ...)")
 
 
 async def _failed(request: Request, exc: Exception) -> Response:
