@@ -4,13 +4,15 @@ without a browser: what a resume request answers when the resumed process fails.
 from __future__ import annotations
 
 import signal
-
-from conftest import Workdir
+from typing import TYPE_CHECKING
 
 from counterpoint.ids import RunId
 from counterpoint.store import RunStore
 from counterpoint.ui import control
 from tests.support import wait_until
+
+if TYPE_CHECKING:  # the fixture's type; importing conftest by name clashes across folders
+    from conftest import Workdir
 
 SLOW = """
 import asyncio
