@@ -97,3 +97,27 @@ def test_waiting_for_a_models_concurrency_slot_shows_as_waiting() -> None:
     waits = sorted(n.waited.get("model", 0.0) for n in result.metrics.nodes.values())
     assert waits[0] == 0.0 and waits[1] > 0 and waits[2] > waits[1]
     assert result.metrics.mean_parallel_width < 1.5  # one call at a time did the work
+
+
+def test_a_fork_counts_no_waiting_for_the_nodes_it_reused() -> None:
+    """A reused node ran in the parent run, not in the fork: its recorded waits (a thread,
+    a model slot) are not the fork's, as its run time is not."""
+    first_in = threading.Event()
+
+    def blocking(i: int) -> int:
+        if not first_in.is_set():
+            first_in.set()
+            time.sleep(0.05)
+        return i
+
+    g = cp.Graph("threads")
+    g.add("a", blocking, i=1)
+    g.add("b", blocking, i=2)
+    store = cp.MemoryStore()
+    parent = cp.run_sync(g, store=store, backend=InProcessBackend(threads=1))
+    assert parent.metrics.waited.get("thread", 0.0) > 0
+    fork = cp.fork_sync(parent.run_id, graph=g, store=store)
+    assert all(r.reused for r in fork.nodes.values())
+    assert fork.metrics.waited == {} and fork.metrics.total_run_time == 0.0
+    assert all(not t.waited for t in fork.metrics.nodes.values())
+    store.close()

@@ -94,7 +94,8 @@ def compute(state: RunState, now: float) -> Metrics:
     for k, ns in nodes.items():
         run_time = ns.run_time
         total += run_time
-        own = dict(ns.waited) if ns.waited else {}
+        # a reused node (a fork's) waited in the run it came from, not in this one
+        own = dict(ns.waited) if ns.waited and not ns.reused else {}
         if ns.earlier is None:
             start, stop = ns.started_at, ns.stopped_at
             if start is not None and stop is not None:

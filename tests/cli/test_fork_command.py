@@ -125,6 +125,16 @@ def test_fork_with_a_value_and_of_a_fork(work: tuple[Workdir, str]) -> None:
     assert wd.json("show", first["run_id"])["forks"] == [second["run_id"]]
 
 
+def test_fork_takes_last_and_a_prefix_as_show_does(work: tuple[Workdir, str]) -> None:
+    """``fork last`` and ``fork START-OF-ID`` name a run as ``show`` and ``trace`` do."""
+    wd, parent = work
+    first = wd.json("fork", parent[:-4], "--at", "report", "--quiet")
+    assert first["forked_from"]["run"] == parent
+    second = wd.json("fork", "last", "--at", "report", "--quiet")
+    assert second["forked_from"]["run"] == first["run_id"]
+    assert wd.executions() == ["report", "report"]
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["r-20260101-000000-000000000000"], "run r-20260101-000000-000000000000 not found"),
     (["{parent}", "--at", "999"], "--at 999 is out of range: the run has events 1.."),

@@ -70,3 +70,27 @@ def test_the_command_line_exports_its_run_to_the_endpoint_of_the_environment(
     nodes = sorted(s.name for s in spans if s.parent_span_id == run.span_id)
     assert nodes == ["node hello", "node world"]
     assert run.attributes["counterpoint.run_id"] in done.stdout
+
+
+@pytest.mark.parametrize(("variable", "value", "message"), [
+    ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc", "OTEL_EXPORTER_OTLP_PROTOCOL='grpc' is not used"),
+    ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/json", "sends OTLP over HTTP/protobuf only"),
+    ("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318", "is not an http:// or https:// URL"),
+    ("COUNTERPOINT_OTEL_CONTENT", "maybe", "COUNTERPOINT_OTEL_CONTENT='maybe' is not one of"),
+])
+def test_a_variable_counterpoint_cannot_follow_is_named_in_a_warning(
+        variable: str, value: str, message: str, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A value the exporter would silently ignore (or mis-parse only at the first export,
+    after the run) is one warning on ``counterpoint.telemetry`` when tracing starts."""
+    monkeypatch.setenv(variable, value)
+    with caplog.at_level("WARNING", logger="counterpoint.telemetry"):
+        tracing = telemetry.instrument()
+        tracing.shutdown()
+    found = [r.getMessage() for r in caplog.records if r.name == "counterpoint.telemetry"]
+    assert len(found) == 1 and message in found[0], found
+
+
+def test_a_bad_endpoint_given_in_code_is_a_user_error() -> None:
+    with pytest.raises(cp.UserError, match="endpoint 'collector:4318' is not an http"):
+        telemetry.instrument(endpoint="collector:4318")

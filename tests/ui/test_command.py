@@ -81,6 +81,19 @@ def test_a_port_in_use_is_one_error_line(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize(("host", "hint"), [
+    ("999.1.1.1", "--host 999.1.1.1 is not an address of this machine"),
+    ("192.0.2.254", "--host 192.0.2.254 is not an address of this machine"),
+])
+def test_a_host_that_cannot_be_bound_names_the_host_not_the_port(
+        tmp_path: Path, host: str, hint: str) -> None:
+    done = _cli("ui", "--db", str(tmp_path / "runs.db"), "--port", "0", "--host", host,
+                cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"error: cannot listen on {host}:0") and hint in done.stderr
+    assert "pick another --port" not in done.stderr and "Traceback" not in done.stderr
+
+
 def test_a_store_in_memory_is_refused(tmp_path: Path) -> None:
     done = _cli("ui", "--db", "memory", cwd=tmp_path)
     assert done.returncode == 2 and "needs a store that other processes write" in done.stderr

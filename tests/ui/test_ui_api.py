@@ -197,3 +197,85 @@ def test_a_fork_and_its_parent_link_to_each_other(client: TestClient, store: Mem
     first = json.loads(body.split("\n\n")[0].split("data: ", 1)[1])
     assert [r["run_id"] for r in first["forks"]] == [child.run_id]
     assert first["run"]["forked_from"] is None
+
+
+def test_a_sub_run_is_served_under_its_encoded_id(client: TestClient, store: MemoryStore) -> None:
+    """A sub-run's id holds ``/`` (``RUN/node``); the page asks for it percent-encoded,
+    as the link from its parent gives it, and every route answers for it."""
+    from urllib.parse import quote
+
+    inner = cp.Graph("inner")
+    inner.add("think", lambda topic: topic.upper(), topic=inner.input("topic"))
+    outer = cp.Graph("outer")
+    outer.add("stream", inner, topic="cats")   # a node named like a route
+    parent = cp.run_sync(outer, store=store).run_id
+    sub = f"{parent}/stream"
+    assert [c["run_id"] for c in client.get(f"/api/runs/{parent}").json()["children"]] == [sub]
+    path = f"/api/runs/{quote(sub, safe='')}"
+    shown = client.get(path)
+    assert shown.status_code == 200, shown.text
+    assert shown.json()["run"]["run_id"] == sub and shown.json()["run"]["parent"] == parent
+    assert client.get(f"{path}/nodes/think").json()["id"] == "think"
+    assert client.get(f"{path}/values/think").json() == "CATS"
+    with client.stream("GET", f"{path}/stream") as response:
+        assert response.status_code == 200 and "event: end" in "".join(response.iter_text())
+    done = client.post(f"{path}/cancel", headers={"X-Counterpoint": "1"})
+    assert done.status_code == 409 and sub in done.json()["error"]
+    assert client.get(f"/api/runs/{quote(parent + '/nobody', safe='')}").status_code == 404
+
+
+def test_a_secret_of_the_environment_is_never_sent_to_the_page(
+        store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step that put an API key of the environment into its prompt and output: the
+    node's detail, its whole value, the stored prompt and the stream all show ``***``."""
+    from counterpoint import secrets
+
+    key = "sk-test-0123456789abcdefSECRET"
+    monkeypatch.setenv("QA_SERVICE_API_KEY", key)
+    secrets.register_environment()
+    model = cp.Model(cp.ScriptedModel([f"the key is {key}"], name="leaky"))
+
+    async def ask() -> str:
+        return (await model.generate(f"my key is {key}, keep it")).text
+
+    g = cp.Graph("leak")
+    g.add("ask", ask)
+    run_id = cp.run_sync(g, store=store).run_id
+    client = TestClient(create_app(store), base_url=LOCAL)
+    detail = client.get(f"/api/runs/{run_id}/nodes/ask")
+    digests = [call[k] for call in detail.json()["model_calls"] for k in ("request", "response")]
+    bodies = [detail.text, client.get(f"/api/runs/{run_id}/values/ask").text,
+              client.get(f"/api/runs/{run_id}").text,
+              *[client.get(f"/api/blobs/{d}").text for d in digests]]
+    with client.stream("GET", f"/api/runs/{run_id}/stream") as response:
+        bodies.append("".join(response.iter_text()))
+    assert all(key not in body for body in bodies)
+    assert "the key is ***" in bodies[1] and any("my key is ***" in b for b in bodies[3:5])
+
+
+def test_a_node_waiting_for_an_approval_shows_the_question_and_how_to_answer(
+        client: TestClient, store: MemoryStore) -> None:
+    async def deploy(ctx: cp.NodeContext) -> str:
+        return str(await ctx.ask("deploy v2 to prod?", {"version": "v2"}))
+
+    g = cp.Graph("release")
+    g.add("deploy", deploy)
+    result = cp.run_sync(g, store=store, options=cp.RunOptions(detach_when_waiting=True))
+    detail = client.get(f"/api/runs/{result.run_id}/nodes/deploy").json()
+    assert detail["status"] == "waiting"
+    [asked] = detail["approvals"]
+    assert asked["question"] == "deploy v2 to prod?" and asked["status"] == "pending"
+    assert asked["payload"]["text"] == '{"version": "v2"}'
+    assert asked["answer_with"] == f"counterpoint approve {asked['id']}"
+
+
+def test_an_unknown_api_path_or_status_filter_is_a_json_error(client: TestClient,
+                                                              run_id: RunId) -> None:
+    nowhere = client.get("/api/nothing")
+    assert nowhere.status_code == 404
+    assert "no API path /api/nothing" in nowhere.json()["error"]
+    bogus = client.get("/api/runs?status=bogus")
+    assert bogus.status_code == 400
+    message = bogus.json()["error"]
+    assert "unknown status 'bogus'" in message and "succeeded" in message
+    assert client.get("/api/runs?status=failed").json()["runs"][0]["run_id"] == run_id

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
-import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -36,7 +34,8 @@ FORK_HELP = ("Start a new run from a prefix of RUN_ID's log: outputs recorded be
 
 
 def fork_command(
-    run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="The run to fork.")],
+    run_id: Annotated[str, typer.Argument(
+        metavar="RUN_ID", help="The run to fork: its id, a unique start of it, or last.")],
     at: Annotated[str | None, typer.Option(
         "--at", metavar="SEQ|NODE",
         help="Keep events 1..SEQ, or fork just before NODE started (it and what depends "
@@ -59,16 +58,18 @@ def fork_command(
                                           help="Print the result as JSON on stdout.")] = False,
 ) -> None:
     """Fork a recorded run: reuse what it recorded before the fork point, run the rest."""
-    from .stores import open_existing
+    from .recorded import resolve_run
+    from .stores import importable_cwd, open_existing
     out = make_console()
     with reported():
-        _importable_cwd()
+        importable_cwd()
         point: int | str | None = int(at) if at is not None and at.isdigit() else at
         changes = {node: _target(node, text) for node, text in _pairs(replace or [],
                                                                        "--replace")}
         raw = _pairs(inputs or [], "--input")
         store = open_existing(db, run_id)
         try:
+            run_id = resolve_run(store, run_id)
             values = _typed(store, run_id, raw) if raw else {}
             code = _fork(run_id, store, point, changes, values, db=db, quiet=quiet,
                          as_json=as_json, out=out)
@@ -188,10 +189,3 @@ def _target(node: str, text: str) -> Any:
     if found is None or not callable(found):
         raise ForkError(f"{where}: {module_name} has no function {name!r}")
     return found
-
-
-def _importable_cwd() -> None:
-    # as `counterpoint run` does: --replace package.module:function finds local modules
-    cwd = os.getcwd()
-    if cwd not in sys.path and "" not in sys.path:
-        sys.path.insert(0, cwd)

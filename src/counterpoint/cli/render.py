@@ -18,6 +18,7 @@ from ..ids import NodeId
 from ..metrics import Metrics
 from ..plan_text import plan_tree as plan_tree  # re-exported: the CLI prints them
 from ..plan_text import round_lines as round_lines
+from ..secrets import redact
 from ..state import ModelTally, NodeState, NodeStatus, RunState
 from ..store import ForkPoint, RunRecord
 from .board import board_payload, board_section
@@ -77,14 +78,20 @@ class Report:
 
 OUTPUT_LINES = 24
 """The summary shows at most this many lines of the graph's output."""
+OUTPUT_CHARS = 4_000
+"""... and at most this many characters of it (one long value is one JSON line)."""
 
 
 def _clip(text: str) -> str:
     lines = text.splitlines()
-    if len(lines) <= OUTPUT_LINES:
-        return text
-    return "\n".join([*lines[:OUTPUT_LINES], f"... ({len(lines) - OUTPUT_LINES} more lines; "
-                                               "see --json)"])
+    shown = "\n".join(lines[:OUTPUT_LINES])
+    notes = []
+    if len(shown) > OUTPUT_CHARS:
+        notes.append(f"{len(shown) - OUTPUT_CHARS:,} more characters")
+        shown = shown[:OUTPUT_CHARS]
+    if len(lines) > OUTPUT_LINES:
+        notes.append(f"{len(lines) - OUTPUT_LINES} more lines")
+    return shown if not notes else f"{shown}\n... ({'; '.join(notes)}; see --json)"
 
 
 # ------------------------------------------------------------------ small formats
@@ -186,8 +193,8 @@ def summary(report: Report, *, inspect: str | None) -> RenderableType:
     if report.output not in (None, {}, []):
         parts.append(Text())
         parts.append(Text("output", style="bold"))
-        parts.append(Text(_clip(json.dumps(report.output, indent=2, ensure_ascii=False,
-                                           default=str))))
+        parts.append(Text(_clip(redact(json.dumps(report.output, indent=2,
+                                                  ensure_ascii=False, default=str)))))
     if inspect:
         parts.append(Text())
         parts.append(Text.assemble("inspect: ", (inspect, "bold")))

@@ -12,6 +12,7 @@ capture is asked for (``content=True`` or ``COUNTERPOINT_OTEL_CONTENT=1``).
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from typing import TYPE_CHECKING
@@ -32,6 +33,11 @@ __all__ = ["CONTENT_VARIABLE", "Tracing", "active", "from_environment", "instrum
 
 CONTENT_VARIABLE = "COUNTERPOINT_OTEL_CONTENT"
 _OFF = frozenset({"", "0", "false", "no", "off"})
+_ON = frozenset({"1", "true", "yes", "on"})
+_PROTOCOL = "http/protobuf"
+"""The only OTLP protocol the exporter counterpoint builds speaks."""
+_log = logging.getLogger("counterpoint.telemetry")
+_warned: set[tuple[str, str]] = set()
 _INSTALL = "pip install 'counterpoint[otel]'"
 
 _lock = threading.Lock()
@@ -41,7 +47,49 @@ _from_environment = False
 
 
 def _flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() not in _OFF
+    value = os.environ.get(name, "").strip().lower()
+    if value not in _OFF | _ON:
+        _warn_once(name, value, f"{name}={value!r} is not one of {', '.join(sorted(_ON))} "
+                                f"or {', '.join(sorted(_OFF - {''}))}; taken as on")
+    return value not in _OFF
+
+
+def _warn_once(name: str, value: str, message: str) -> None:
+    # the flags are read as every run starts: one warning per value is enough
+    if (name, value) not in _warned:
+        _warned.add((name, value))
+        _log.warning(message)
+
+
+def _check_exporter_environment(endpoint: str | None) -> None:
+    """Warn about OTLP variables the HTTP/protobuf exporter would ignore, or fail on only
+    at its first export (after the run); a bad ``endpoint=`` argument is a UserError."""
+    if endpoint is not None and not _is_http_url(endpoint):
+        raise UserError(f"instrument(): endpoint {endpoint!r} is not an http:// or https:// "
+                        "URL; give the collector's OTLP/HTTP base, e.g. "
+                        "http://127.0.0.1:4318")
+    for name in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+        value = os.environ.get(name, "").strip()
+        if value and value != _PROTOCOL:
+            _warn_once(name, value, f"{name}={value!r} is not used: counterpoint sends OTLP "
+                                    f"over HTTP/protobuf only ({_PROTOCOL}); point "
+                                    "OTEL_EXPORTER_OTLP_ENDPOINT at the collector's OTLP/HTTP "
+                                    "port (usually 4318)")
+            break
+    if endpoint is None:
+        for name in ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"):
+            value = os.environ.get(name, "").strip()
+            if value and not _is_http_url(value):
+                _warn_once(name, value, f"{name}={value!r} is not an http:// or https:// URL, "
+                                        "so no span will reach a collector; e.g. "
+                                        "http://127.0.0.1:4318")
+                break
+
+
+def _is_http_url(text: str) -> bool:
+    from urllib.parse import urlsplit
+    parts = urlsplit(text.strip())
+    return parts.scheme in ("http", "https") and bool(parts.netloc) and " " not in text.strip()
 
 
 class Tracing:
@@ -154,6 +202,7 @@ def _provider(endpoint: str | None, exporter: SpanExporter | None,
         except ImportError as exc:
             raise UserError(f"tracing needs the OTLP/HTTP exporter ({exc.name} is "
                             f"missing); {_INSTALL}") from None
+        _check_exporter_environment(endpoint)
         url = None if endpoint is None else endpoint.rstrip("/") + "/v1/traces"
         exporter = OTLPSpanExporter(endpoint=url)
     attributes = {}

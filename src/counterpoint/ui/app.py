@@ -13,6 +13,9 @@
 ``POST /api/runs/{run}/resume``        as ``counterpoint resume``, in a detached process
 =====================================  ==================================================
 
+``{run}`` is one path segment: a sub-run's id (``RUN/node``) comes percent-encoded
+(``RUN%2Fnode``), as the page sends it, and :class:`_RunSegment` keeps it whole.
+
 Access: with a token, every ``/api`` request must present it (``Authorization: Bearer``,
 or ``?token=`` for the page's event streams). Without one (the server is on loopback)
 requests must name a loopback host, so a web page elsewhere cannot reach the API through
@@ -28,6 +31,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import orjson
 from starlette.applications import Starlette
@@ -44,6 +48,7 @@ from starlette.staticfiles import StaticFiles
 
 from ..errors import CounterpointError, RunNotFound
 from ..ids import NodeId, RunId
+from ..secrets import redact
 from ..state import NodeState, RunStatus
 from ..store import RunStore
 from . import control
@@ -53,6 +58,8 @@ from .tail import POLL_SECONDS, follow
 
 STATIC = Path(__file__).parent / "static"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
+SHOWN_STATUSES = frozenset({*(s.value for s in RunStatus), "interrupted"})
+"""What the runs list's ``?status=`` filter takes: a run's status as ``show`` tells it."""
 LIST_LIMIT = 200
 """Most runs the list holds."""
 LIVE_ROW_SECONDS = 5.0
@@ -109,6 +116,9 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         limit = _int(request.query_params.get("limit"), LIST_LIMIT)
         query = request.query_params.get("q", "")
         status = request.query_params.get("status", "")
+        if status and status not in SHOWN_STATUSES:
+            return _error(400, f"unknown status {status!r} in ?status=; use one of "
+                               f"{', '.join(sorted(SHOWN_STATUSES))}")
         found = await read(rows.rows, limit)
         return _JSON({"runs": [r for r in found if matches(r, query, status)],
                              "store": store.location})
@@ -128,7 +138,7 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         return _stream(frames())
 
     async def run(request: Request) -> Response:
-        run_id = RunId(request.path_params["run"])
+        run_id = _run_param(request)
         full = request.query_params.get("full") == "1"
         data = await read(_snapshot, cache, run_id, full)
         data["children"] = await read(_children, store, run_id)
@@ -136,7 +146,7 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         return _JSON(data)
 
     async def run_stream(request: Request) -> Response:
-        run_id = RunId(request.path_params["run"])
+        run_id = _run_param(request)
         record = await read(store.run, run_id)  # an unknown run is a 404, not a stream
 
         async def frames() -> AsyncIterator[str]:
@@ -165,7 +175,7 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         return _stream(frames())
 
     async def node(request: Request) -> Response:
-        run_id = RunId(request.path_params["run"])
+        run_id = _run_param(request)
         node_id = NodeId(request.path_params["node"])
         detail = await read(_node_detail, cache, run_id, node_id)
         if detail is None:
@@ -173,28 +183,28 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         return _JSON(detail)
 
     async def value(request: Request) -> Response:
-        run_id = RunId(request.path_params["run"])
+        run_id = _run_param(request)
         node_id = NodeId(request.path_params["node"])
         ns = await read(_node_state, cache, run_id, node_id)
         if ns is None or ns.value is None:
             return _error(404, f"run {run_id}: node {node_id!r} has no recorded output")
-        return PlainTextResponse(ns.value, media_type="application/json")
+        return _stored(ns.value)
 
     async def blob(request: Request) -> Response:
         digest = request.path_params["digest"]
         text = await read(store.blob, digest)
         if text is None:
             return _error(404, f"no stored text {digest} in store {store.location}")
-        return PlainTextResponse(text, media_type="application/json")
+        return _stored(text)
 
     async def cancel(request: Request) -> Response:
-        outcome = await read(control.cancel, store, RunId(request.path_params["run"]))
+        outcome = await read(control.cancel, store, _run_param(request))
         return _error(outcome.status, outcome.message) if outcome.status >= 400 else \
             _JSON({"message": outcome.message}, status_code=outcome.status)
 
     async def resume(request: Request) -> Response:
         outcome = await asyncio.to_thread(control.resume, store,
-                                          RunId(request.path_params["run"]), cwd=workdir)
+                                          _run_param(request), cwd=workdir)
         if outcome.status >= 400:
             return _error(outcome.status, outcome.message)
         return _JSON({"message": outcome.message, "pid": outcome.pid},
@@ -215,9 +225,45 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     app = Starlette(routes=routes, exception_handlers={
-        RunNotFound: _not_found, CounterpointError: _failed})
+        RunNotFound: _not_found, CounterpointError: _failed, 404: _no_route})
     app.add_middleware(_Guard, token=token)
+    app.add_middleware(_RunSegment)
     return app
+
+
+RUN_PREFIX = "/api/runs/"
+_RUN_KEY = "counterpoint.run"
+_SUB_RUN = "sub-run"
+"""Stands in the routed path for a run id that holds ``/``; the id is in the scope."""
+
+
+def _run_param(request: Request) -> RunId:
+    return RunId(request.scope.get(_RUN_KEY) or request.path_params["run"])
+
+
+class _RunSegment:
+    """Routes ``/api/runs/RUN%2Fnode/...`` to the run ``RUN/node``.
+
+    The router matches the decoded path, where ``%2F`` is a ``/`` like any other and a
+    sub-run's id would spill into the next segments (``RUN/stream`` is also a node named
+    ``stream``). The run segment is read from the raw path instead, and the routed path
+    names a placeholder while the whole id travels in the scope.
+    """
+
+    def __init__(self, app: Callable[..., Awaitable[None]]) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        raw = scope.get("raw_path")
+        if scope["type"] == "http" and raw and scope["path"].startswith(RUN_PREFIX):
+            segment = raw.decode("latin-1")[len(RUN_PREFIX):].partition("/")[0]
+            run = unquote(segment)
+            if "/" in run and scope["path"].startswith(RUN_PREFIX + run):
+                rest = scope["path"][len(RUN_PREFIX + run):]
+                scope = {**scope, _RUN_KEY: run, "path": RUN_PREFIX + _SUB_RUN + rest,
+                         "raw_path": (RUN_PREFIX + _SUB_RUN).encode() + raw[
+                             len(RUN_PREFIX) + len(segment):]}
+        await self.app(scope, receive, send)
 
 
 class _Guard:
@@ -293,11 +339,25 @@ def _int(text: str | None, default: int) -> int:
 
 class _JSON(JSONResponse):
     def render(self, content: Any) -> bytes:
-        return orjson.dumps(content)  # a run of thousands of nodes is megabytes of JSON
+        # orjson: a run of thousands of nodes is megabytes of JSON
+        return _redacted(orjson.dumps(content).decode()).encode()
 
 
 def _frame(kind: str, data: Any) -> str:
-    return f"event: {kind}\ndata: {orjson.dumps(data).decode()}\n\n"
+    return f"event: {kind}\ndata: {_redacted(orjson.dumps(data).decode())}\n\n"
+
+
+def _stored(text: str) -> Response:
+    """A value or text from the store, sent as the JSON it is."""
+    return PlainTextResponse(_redacted(text), media_type="application/json")
+
+
+def _redacted(text: str) -> str:
+    # everything the page gets passes the redactor, as what the CLI prints does: the
+    # log keeps a prompt or output as the step made it, secrets of the environment too.
+    # A registered secret holds no character JSON escapes (keys, tokens), so masking the
+    # encoded text is masking the values, and it stays valid JSON.
+    return redact(text)
 
 
 def _stream(frames: AsyncIterator[str]) -> StreamingResponse:
@@ -311,6 +371,14 @@ def _error(status: int, message: str) -> JSONResponse:
 
 async def _not_found(request: Request, exc: Exception) -> Response:
     return _error(404, str(exc))
+
+
+async def _no_route(request: Request, exc: Exception) -> Response:
+    if not request.url.path.startswith("/api/"):
+        return PlainTextResponse("Not Found", status_code=404)
+    return _error(404, f"no API path {request.url.path}; the API's paths are listed in "
+                       "counterpoint.ui.app (GET /api/runs, /api/runs/RUN, "
+                       "/api/runs/RUN/nodes/NODE, ...)")
 
 
 async def _failed(request: Request, exc: Exception) -> Response:

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..events import EventKind
 from ..history import mark_cancelled, shown_status
 from ..ids import RunId
 from ..state import RunStatus
@@ -19,6 +20,8 @@ from ..store.owners import run_owner_alive
 
 RESUME_SETTLE_SECONDS = 5.0
 """How long a resume request waits for the new process to take the run over (or fail)."""
+LOG_POLL_SECONDS = 0.25
+"""How often, once the run is claimed, the log is read for the resumed process's start."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -67,11 +70,13 @@ def resume(store: RunStore, run_id: RunId, *, cwd: Path,
            "PYTHONPATH": os.pathsep.join(
                p for p in (str(Path(__file__).resolve().parents[2]),
                            os.environ.get("PYTHONPATH")) if p)}
+    resumed_before = _resumed_by(store, run_id)
     with tempfile.TemporaryFile(mode="w+") as errors:
         proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=errors, env=env,
                                 start_new_session=True)
         until = time.monotonic() + settle
+        next_read = 0.0
         while time.monotonic() < until:
             code = proc.poll()
             if code is not None and code != 0:
@@ -80,9 +85,19 @@ def resume(store: RunStore, run_id: RunId, *, cwd: Path,
                 return Outcome(status=409, message=lines[-1] if lines else
                                f"`counterpoint resume {run_id}` exited with code {code}")
             now = store.run(run_id)
-            if code == 0 or now.owner_pid == proc.pid or now.status != RunStatus.RUNNING:
+            started = False
+            if now.owner_pid == proc.pid and time.monotonic() >= next_read:
+                next_read = time.monotonic() + LOG_POLL_SECONDS
+                started = proc.pid in _resumed_by(store, run_id)[len(resumed_before):]
+            if code == 0 or started or now.status != RunStatus.RUNNING:
                 return Outcome(status=202, message=f"run {run_id} resumed in process "
                                                    f"{proc.pid}", pid=proc.pid)
             time.sleep(0.05)  # a process elsewhere: nothing to wait on but its record
     return Outcome(status=202, message=f"resuming run {run_id} in process {proc.pid}",
                    pid=proc.pid)
+
+
+def _resumed_by(store: RunStore, run_id: RunId) -> list[int | None]:
+    """The pid of each ``run_resumed`` event in the run's log, in order."""
+    return [(e.data or {}).get("pid") for e in store.events(run_id)
+            if e.kind is EventKind.RUN_RESUMED]

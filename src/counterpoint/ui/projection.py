@@ -10,6 +10,7 @@ nodes that changed, not the whole run again.
 from __future__ import annotations
 
 import difflib
+import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
@@ -230,6 +231,33 @@ class RunView:
                 "declared": max(self.projector.declared, len(state.nodes))}
 
 
+_APPROVAL_EVENTS = frozenset({EventKind.APPROVAL_REQUESTED, EventKind.APPROVAL_ANSWERED,
+                              EventKind.APPROVAL_ESCALATED, EventKind.APPROVAL_WITHDRAWN})
+
+
+def _approval(approvals: dict[str, dict[str, Any]], ev: Event) -> None:
+    """Fold one approval event of a node into ``approvals`` (by approval id): what was
+    asked, its state, and the command that answers it while it is pending."""
+    data = ev.data or {}
+    aid = str(data.get("id"))
+    if ev.kind is EventKind.APPROVAL_REQUESTED:
+        approvals[aid] = {"id": aid, "at": ev.at, "attempt": ev.attempt,
+                          "question": data.get("question"), "kind": data.get("kind"),
+                          "payload": clip(json.dumps(data.get("payload"), ensure_ascii=False,
+                                                     default=str)),
+                          "status": "pending", "answer_with": f"counterpoint approve {aid}"}
+        return
+    asked = approvals.setdefault(aid, {"id": aid, "status": "pending"})
+    if ev.kind is EventKind.APPROVAL_ANSWERED:
+        asked.update(status="approved" if data.get("approved") else "rejected",
+                     answered_at=ev.at, by=data.get("by"), reason=data.get("reason"),
+                     answer_with=None)
+    elif ev.kind is EventKind.APPROVAL_ESCALATED:
+        asked.update(escalated_to=data.get("to"))
+    else:
+        asked.update(status="withdrawn", answer_with=None)
+
+
 def clip(text: str | None) -> dict[str, Any] | None:
     """A value for the page: whole if short, else its first :data:`PREVIEW_CHARS`."""
     if text is None:
@@ -252,9 +280,12 @@ def node_detail(state: RunState, node: NodeId, events: Sequence[Event], *,
     turns: list[dict[str, Any]] = []
     tools: list[dict[str, Any]] = []
     rounds: list[dict[str, Any]] = []
+    approvals: dict[str, dict[str, Any]] = {}
     for ev in mine:
         data = ev.data or {}
-        if ev.kind in _ATTEMPT_EVENTS:
+        if ev.kind in _APPROVAL_EVENTS:
+            _approval(approvals, ev)
+        elif ev.kind in _ATTEMPT_EVENTS:
             attempts.append({"seq": ev.seq, "at": ev.at, "kind": ev.kind.value,
                              "attempt": ev.attempt, "error": data.get("message"),
                              "type": data.get("type"), "traceback": data.get("traceback"),
@@ -279,7 +310,7 @@ def node_detail(state: RunState, node: NodeId, events: Sequence[Event], *,
             "inputs": [{"node": dep, "status": state.nodes[dep].status.value,
                         "value": clip(state.nodes[dep].value)} for dep in ns.spec.deps],
             "history": attempts, "model_calls": calls, "agent_turns": turns,
-            "tool_calls": tools, "plan_rounds": rounds,
+            "tool_calls": tools, "plan_rounds": rounds, "approvals": list(approvals.values()),
             # the plan's history is the run's: its rounds are recorded by several nodes
             "plan_diffs": plan_diffs([ev.data or {} for ev in (
                 events if plan_events is None else plan_events)

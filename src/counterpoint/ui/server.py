@@ -3,6 +3,7 @@ or in a background thread (tests, benchmarks, a notebook)."""
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import socket
 import threading
@@ -49,8 +50,8 @@ class Server:
             self.socket.bind((bare, port))
         except OSError as exc:
             self.socket.close()
-            raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}; pick another "
-                              "--port (0 picks a free one)") from None
+            raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}; "
+                              f"{_bind_hint(exc, host, port)}") from None
         self.socket.listen(128)  # connections made before uvicorn runs wait in the backlog
         self.port: int = self.socket.getsockname()[1]
         shown = f"[{bare}]" if family == socket.AF_INET6 else bare
@@ -84,3 +85,16 @@ class Server:
         if self._thread is not None:
             self._thread.join(timeout=10)
         self.socket.close()
+
+
+def _bind_hint(exc: OSError, host: str, port: int) -> str:
+    """What to do when the listening socket cannot be bound: the port is taken, the
+    host is not this machine's, or the port is a privileged one."""
+    if exc.errno == errno.EADDRINUSE:
+        return "pick another --port (0 picks a free one)"
+    if exc.errno == errno.EACCES and 0 < port < 1024:
+        return f"port {port} needs privileges; pick one above 1023 (0 picks a free one)"
+    if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
+        return (f"--host {host} is not an address of this machine; give one of its "
+                "addresses, 127.0.0.1 (the default) or 0.0.0.0 for all of them")
+    return "check --host and --port"

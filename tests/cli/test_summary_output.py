@@ -1,0 +1,57 @@
+"""The output block of a run's summary (counterpoint.cli.render.summary): bounded in
+lines and in characters, whatever the graph returned."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from rich.console import Console
+
+import counterpoint as cp
+from counterpoint.cli.recorded import log_report
+from counterpoint.cli.render import OUTPUT_CHARS, summary
+
+
+def _shown(graph: cp.Graph) -> str:
+    """The summary ``counterpoint run`` prints for a run of ``graph``."""
+    store = cp.MemoryStore()
+    try:
+        result = cp.run_sync(graph, store=store)
+        run_id = result.run_id
+        report = replace(log_report(store.run(run_id), store.events(run_id),
+                                    store.forks(run_id)), output=result.output)
+    finally:
+        store.close()
+    console = Console(width=120, record=True, markup=False)
+    console.print(summary(report, inspect=None))
+    return console.export_text()
+
+
+def test_a_huge_output_value_is_clipped_in_characters_too() -> None:
+    """One 3 MB string is one JSON line: clipping by lines alone printed all of it."""
+    g = cp.Graph("huge")
+    g.add("huge", lambda: "x" * 3_000_000)
+    text = _shown(g)
+    assert len(text) < 3 * OUTPUT_CHARS
+    assert "more characters; see --json" in text
+
+
+def test_a_small_output_is_shown_whole() -> None:
+    g = cp.Graph("small")
+    g.add("small", lambda: "y" * 50)
+    text = _shown(g)
+    assert '"small": "' + "y" * 50 + '"' in text and "see --json" not in text
+
+
+def test_a_secret_of_the_environment_in_the_output_is_masked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from counterpoint import secrets
+
+    key = "sk-test-summary-0123456789SECRET"
+    monkeypatch.setenv("QA_SUMMARY_API_KEY", key)
+    secrets.register_environment()
+    g = cp.Graph("leak")
+    g.add("leak", lambda: f"the key is {key}")
+    text = _shown(g)
+    assert key not in text and '"leak": "the key is ***"' in text
