@@ -4,22 +4,16 @@ directory whose runs execute in their own ``counterpoint run`` processes."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
-import textwrap
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from ui_support import Workdir
 
 from counterpoint.store import RunStore, open_store
 from counterpoint.ui.server import Server
-
-SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 @pytest.fixture(scope="module")
@@ -45,27 +39,6 @@ def page(browser: Any) -> Iterator[Any]:
     the_page = context.new_page()
     yield the_page
     context.close()
-
-
-@dataclass
-class Workdir:
-    """A directory with a store, where graphs are written and run as a user runs them."""
-
-    path: Path
-    db: str
-
-    def write(self, name: str, text: str) -> Path:
-        target = self.path / name
-        target.write_text(textwrap.dedent(text))
-        return target
-
-    def start(self, *args: str) -> subprocess.Popen[bytes]:
-        """``counterpoint ARGS --db DB`` in its own process, in this directory."""
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            p for p in (str(SRC), os.environ.get("PYTHONPATH")) if p)}
-        return subprocess.Popen([sys.executable, "-m", "counterpoint.cli", *args,
-                                 "--db", self.db], cwd=self.path, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import SRC
+from ui_support import SRC
 
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
     p for p in (str(SRC), os.environ.get("PYTHONPATH")) if p)}

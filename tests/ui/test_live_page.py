@@ -13,7 +13,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from conftest import Workdir
+from ui_support import Workdir
 
 from counterpoint.ids import RunId
 from counterpoint.store import RunStore

@@ -12,7 +12,7 @@ from counterpoint.ui import control
 from tests.support import wait_until
 
 if TYPE_CHECKING:  # the fixture's type; importing conftest by name clashes across folders
-    from conftest import Workdir
+    from ui_support import Workdir
 
 SLOW = """
 import asyncio

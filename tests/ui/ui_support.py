@@ -1,0 +1,35 @@
+"""What the web view's tests share beside their fixtures (conftest.py): a module of its
+own name, since ``from conftest import ...`` finds whichever conftest was imported last
+when several test folders run in one session."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+@dataclass
+class Workdir:
+    """A directory with a store, where graphs are written and run as a user runs them."""
+
+    path: Path
+    db: str
+
+    def write(self, name: str, text: str) -> Path:
+        target = self.path / name
+        target.write_text(textwrap.dedent(text))
+        return target
+
+    def start(self, *args: str) -> subprocess.Popen[bytes]:
+        """``counterpoint ARGS --db DB`` in its own process, in this directory."""
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            p for p in (str(SRC), os.environ.get("PYTHONPATH")) if p)}
+        return subprocess.Popen([sys.executable, "-m", "counterpoint.cli", *args,
+                                 "--db", self.db], cwd=self.path, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
