@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .errors import Cancelled, PatchError, UserError
 from .events import Event, EventKind
 from .ids import NodeId, RunId
-from .patch import Edit
+from .patch import Edit, require_edit
 from .secrets import redact_data
 from .state import ModelTally, NodeStatus, RunState
 
@@ -264,6 +264,7 @@ class NodeContext:
         this call waits for it.
         """
         execution = self._execution
+        edit = require_edit(edit, f"run {self.run_id}, node {self.node!r}")
         edit.by = self.node  # recorded with the edit: a fork knows which node made it
         loop = self._loop_from_thread(PatchError, "applied")
         if loop is None:

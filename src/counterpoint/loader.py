@@ -32,6 +32,7 @@ from typing import Any
 import pydantic_core
 
 from .errors import SourceError, UserError
+from .failures import exception_text, failure_location
 from .graph import Graph, GraphSource, step_key
 
 FileLoader = Callable[[Path], ModuleType]
@@ -180,7 +181,7 @@ def find_graph(module: ModuleType, attr: str | None, *, name: str | None = None,
             raise SourceError(f"{where}: has no attribute {attr!r}; graphs here: "
                               f"{_graph_names(module) or 'none'}")
         if callable(target) and not isinstance(target, Graph):
-            target = target()
+            target = _built(target, f"{where}:{attr}")
         if not isinstance(target, Graph):
             raise SourceError(f"{where}:{attr} is {type(target).__name__}, not a Graph")
         return _found_in(target, module)
@@ -211,6 +212,27 @@ def _found_in(graph: Graph, module: ModuleType) -> Graph:
         graph.source = GraphSource(module=module.__name__,
                                    file=getattr(module, "__file__", None), name=graph.name)
     return graph
+
+
+def _built(builder: Callable[..., Any], where: str) -> Any:
+    """What the function ``FILE.py:NAME`` names returns when called with no arguments; a
+    function that needs some, or that raises, is a :class:`SourceError` saying so."""
+    try:
+        needed = [p.name for p in inspect.signature(builder).parameters.values()
+                  if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY,
+                                                         p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    except (TypeError, ValueError):  # no signature to read (a builtin): just call it
+        needed = []
+    if needed:
+        raise SourceError(f"{where} is a function that needs arguments ({', '.join(needed)}); "
+                          "name a Graph, or a function of no arguments that returns one")
+    try:
+        return builder()
+    except Exception as exc:
+        location = failure_location(exc)
+        at = f" at {location['file']}:{location['line']}" if location else ""
+        raise SourceError(f"{where}: calling it to build the graph raised "
+                          f"{type(exc).__name__}{at}: {exception_text(exc)}") from exc
 
 
 def _graph_names(module: ModuleType) -> str:

@@ -259,3 +259,14 @@ def _input_from_data(data: Mapping[str, Any]) -> Any:
     if "$input" in data:
         return InputRef(str(data["$input"]))
     return data["$lit"]
+
+
+def require_edit(edit: object, where: str) -> Edit:
+    """``edit`` if it is an :class:`Edit`, else a :class:`~counterpoint.errors.PatchError`
+    saying what ``apply`` takes (``Edit.add`` returns a reference, not the edit)."""
+    if not isinstance(edit, Edit):
+        raise PatchError(f"{where}: apply takes a cp.Edit, not {type(edit).__name__}; "
+                         "Edit.add returns a reference to the node it adds (to wire other "
+                         "nodes to), so build the edit first: edit = cp.Edit(); "
+                         "edit.add(...); apply(edit)")
+    return edit

@@ -57,3 +57,17 @@ def test_sys_exit_in_a_step_fails_its_node_once(step: Any, code: str) -> None:
     message = (odd.error or {})["message"]
     assert f"node 'odd': the step raised SystemExit({code}): sys.exit() was called" in message
     assert result["other"] == "fine"
+
+
+def test_applying_what_edit_add_returned_says_what_apply_takes() -> None:
+    async def planner(ctx: cp.NodeContext) -> int:
+        ctx.apply(cp.Edit().add("more", _fine))  # type: ignore[arg-type]
+        return 0
+
+    graph = cp.Graph("edits")
+    graph.add("plan", planner)
+    result = cp.run_sync(graph, store=cp.MemoryStore())
+    error = result.nodes["plan"].error or {}
+    assert error["type"] == "PatchError"
+    assert "node 'plan': apply takes a cp.Edit, not NodeRef; Edit.add returns a reference" \
+        in error["message"]

@@ -8,7 +8,7 @@ from dataclasses import replace
 from ..errors import PatchError
 from ..events import NODE_CANCELLED, PATCH_APPLIED, RUN_STOPPING, Event
 from ..ids import NodeId
-from ..patch import Edit, Patch, patch_to_data
+from ..patch import Edit, Patch, patch_to_data, require_edit
 from ..rules import check_patch
 from ..state import RUNNING, TERMINAL
 from .core import JOIN
@@ -23,6 +23,7 @@ class Control(Success):
 
     def apply(self, edit: Edit) -> int:
         """Validate ``edit`` against the current state and apply it as one event."""
+        edit = require_edit(edit, f"run {self.run_id}")
         patch = edit.build(self.state.graph, self.state.specs(), self.graph.inputs)
         return self.apply_patch(patch)
 
