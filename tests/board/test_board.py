@@ -199,8 +199,13 @@ async def test_each_mistake_gets_one_clear_error() -> None:
     assert typo.startswith("BoardConflict False: run ") and \
         "blackboard key 'typo': the graph's Board declares no such key (and no default); " \
         "declared: ['bag', 'total']" in typo
-    assert text.endswith("blackboard key 'total' (policy sum) takes a finite number, got '3'")
-    assert bag.endswith("blackboard key 'bag' (policy merge) takes a dict, got list")
+    # where (run, node, attempt) and what to do, as every other board error says
+    assert text.startswith("BoardConflict False: run ") and text.endswith(
+        "node 's', attempt 1: blackboard key 'total' (policy sum) takes a finite number, "
+        "got '3'; write a number, which is added to the key")
+    assert bag.startswith("BoardConflict False: run ") and bag.endswith(
+        "node 's', attempt 1: blackboard key 'bag' (policy merge) takes a dict, got list; "
+        "write a dict of the entries to merge into the key")
     assert unjson.startswith("OutputNotSerializable False: run ") and \
         "node 's', attempt 1: blackboard key 'total': output of type object" in unjson
     assert result.board.entries == {}
