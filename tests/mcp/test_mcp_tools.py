@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from conftest import STDIO, alive
-from support import wait_until
+from support import free_port, wait_until
 
 import counterpoint as cp
 from counterpoint.agents import Agent
@@ -137,6 +137,16 @@ async def test_a_server_that_exits_at_start_shows_its_stderr() -> None:
     message = str(raised.value)
     assert "MCP server 'quitter'" in message and "failed to start" in message
     assert "refusing to start (MCP_FIXTURE_EXIT is set)" in message
+
+
+async def test_a_url_where_nothing_listens_says_what_to_check() -> None:
+    url = f"http://127.0.0.1:{free_port()}/mcp"
+    tools = mcp_tools(url=url, name="away", start_timeout=30)
+    with pytest.raises(MCPServerError) as raised:
+        await tools.resolve_tools(None)
+    message = str(raised.value)
+    assert message.startswith(f"MCP server 'away' ({url}) failed to start: ")
+    assert message.endswith(f"; check that the server runs and serves MCP at {url}")
 
 
 def test_misconfigured_servers_are_user_errors() -> None:

@@ -111,8 +111,10 @@ async def connect(config: ServerConfig) -> AsyncIterator[Connection]:
             except Exception as exc:
                 if started:
                     raise
+                hint = "" if config.command else (f"; check that the server runs and "
+                                                  f"serves MCP at {config.url}")
                 raise MCPServerError(f"{config.describe()} failed to start: {_cause(exc)}"
-                                     f"{_said(config, stderr)}") from exc
+                                     f"{_said(config, stderr)}{hint}") from exc
         if scope.cancelled_caught and not started:
             raise MCPServerError(f"{config.describe()} did not answer within "
                                  f"{config.start_timeout:g}s{_said(config, stderr)}; check "
