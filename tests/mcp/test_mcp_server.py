@@ -194,6 +194,21 @@ def _start_http(tmp_path: Path, port: int) -> subprocess.Popen[bytes]:
         time.sleep(0.05)
 
 
+def test_a_port_in_use_is_a_user_error(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        ran = subprocess.run(
+            [sys.executable, "-m", "counterpoint.cli", "mcp", "--http", str(port), "--db",
+             str(tmp_path / "runs.db")], env=_env(tmp_path), cwd=tmp_path,
+            capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 2, ran.stderr  # not 3, which says "waiting for approvals"
+    assert ran.stderr.strip() == (
+        f"error: counterpoint mcp --http {port}: cannot serve on 127.0.0.1:{port} "
+        "(something else listens on it); pick another port")
+
+
 async def test_the_server_over_streamable_http(tmp_path: Path) -> None:
     port = free_port()
     (tmp_path / "graphs.py").write_text(GRAPH)
