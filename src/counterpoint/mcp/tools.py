@@ -173,7 +173,18 @@ class MCPTools:
             chosen = [listed[n] for n in self.include]
         else:
             chosen = list(listed.values())
-        return [self._tool(t) for t in chosen if t.name not in self.exclude]
+        tools = [self._tool(t) for t in chosen if t.name not in self.exclude]
+        remote: dict[str, str] = {}
+        for listed_tool, tool in zip((t for t in chosen if t.name not in self.exclude), tools,
+                                     strict=True):
+            other = remote.setdefault(tool.name, str(listed_tool.name))
+            if other != listed_tool.name:
+                raise MCPServerError(
+                    f"{self.config.describe()}: its tools {other!r} and "
+                    f"{listed_tool.name!r} both become {tool.name!r} (a tool's name may hold "
+                    "only letters, digits, _ and -); exclude= one of them",
+                    retryable=False)
+        return tools
 
     def _tool(self, listed: Any) -> Tool:
         remote = str(listed.name)
