@@ -155,6 +155,9 @@ async def test_history_and_board_at_read_any_moment_back_from_the_store(tmp_path
         assert cp.board_at(store, result.run_id, "notes", seqs[0] - 1) == cp.Versioned(None, 0)
     finally:
         store.close()
+    # where the store is, as cp.approvals takes it: opened for the call
+    assert cp.board_at(str(tmp_path / "runs.db"), result.run_id, "notes", seqs[1]) == \
+        cp.Versioned(["a", "b"], 2)
 
 
 async def test_a_resumed_run_rebuilds_the_board_from_its_log() -> None:
