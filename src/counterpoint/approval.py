@@ -117,7 +117,20 @@ class Approval:
 
 
 def digest_of(question: str, payload: Any) -> str:
-    """The digest an answer is bound to: of the question and the payload, as JSON."""
+    """The digest an answer is bound to: of the question and the payload, as JSON.
+
+    Raises :class:`~counterpoint.UserError` if the payload cannot be logged as JSON: the
+    request would not be durable, and a re-run would ask about other content.
+    """
+    from . import codec
+    from .errors import OutputNotSerializable
+    try:
+        codec.encode(payload)
+    except OutputNotSerializable as exc:
+        cause = exc.__cause__ or exc
+        raise UserError(f"ctx.ask({question!r}): the payload cannot be stored as JSON "
+                        f"({cause}); give JSON data (a dict, a list, text, numbers), a "
+                        "dataclass or a pydantic model") from None
     body = json.dumps([question, payload], sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(body.encode()).hexdigest()
 

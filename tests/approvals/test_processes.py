@@ -176,3 +176,26 @@ def test_cli_errors_are_one_line_and_exit_2(cli: Cli) -> None:
     assert again.returncode == 2 and "rejected already" in again.stderr
     proc.communicate(timeout=60)
     assert proc.returncode == 0  # the step was told "no" and returned normally
+
+
+def test_approvals_take_last_and_answers_take_a_unique_start_of_an_id(cli: Cli) -> None:
+    ran = cli("run", f"{GRAPHS}:parallel", "--detach-waiting", "--quiet")
+    assert ran.returncode == 3, ran.stderr
+    pending = {a.node: a for a in cli.pending(2)}
+    listed = cli("approvals", "last")  # as `show last` takes it
+    assert listed.returncode == 0, listed.stderr
+    assert pending["a"].id in listed.stdout and pending["b"].id in listed.stdout
+    serial = pending["a"].run_id.rpartition("-")[2]
+    assert pending["b"].id in cli("approvals", serial[:8]).stdout
+    ids = [pending["a"].id, pending["b"].id]
+    common = next(n for n in range(len(ids[0])) if ids[0][n] != ids[1][n])
+    ambiguous = cli("approve", ids[0][:common], "--no-resume")  # starts both ids
+    assert ambiguous.returncode == 2 and "Traceback" not in ambiguous.stderr
+    assert ("is ambiguous: it starts 2 approvals" if common > len("ap-")
+            else f"no approval {ids[0][:common]} ") in ambiguous.stderr
+    short = cli("approve", ids[0][:common + 1], "--no-resume")
+    assert short.returncode == 0, short.stderr
+    assert f"approved {ids[0]} " in short.stdout
+    again = cli("reject", ids[0][:common + 1], "--reason", "late")
+    assert again.returncode == 2 and f"approval {ids[0]} " in again.stderr
+    assert "approved already" in again.stderr

@@ -85,3 +85,17 @@ async def test_a_bad_timeout_policy_fails_the_node_saying_what_is_wrong() -> Non
     assert result.status is cp.RunStatus.FAILED
     error = result.state.nodes[cp.NodeId("gate")].error or {}
     assert "on_timeout must be 'reject', 'approve' or Escalate(to=...)" in str(error)
+
+
+async def test_a_timeout_that_passed_while_the_run_was_detached_applies_on_its_resume(
+        ) -> None:
+    store = cp.MemoryStore()
+    graph = _gate(timeout=60)
+    with cp.use_clock(ManualClock()):  # its deadline is long past on the wall clock
+        first = await cp.run(graph, store=store,
+                             options=cp.RunOptions(detach_when_waiting=True))
+    assert first.status is cp.RunStatus.RUNNING and list(first.state.asking) == ["gate"]
+    resumed = await cp.resume(first.run_id, store=store, graph=graph)
+    assert resumed.status is cp.RunStatus.SUCCEEDED, list(resumed.state.asking)
+    assert resumed.outputs["gate"] == {"approved": False, "by": "timeout",
+                                       "reason": "no answer within 60s", "timed_out": True}

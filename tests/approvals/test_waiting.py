@@ -198,3 +198,19 @@ async def test_two_people_answering_at_once_through_sqlite_one_wins(tmp_path: Pa
     assert resumed.outputs["gate"] is (int(winner[1:]) % 2 == 1)
     [approval] = cp.approvals(db, result.run_id)
     assert approval.answer is not None and approval.answer.by == winner
+
+
+async def test_a_payload_that_is_not_json_fails_the_ask_instead_of_waiting_unlogged() -> None:
+    store = cp.MemoryStore()
+    g = cp.Graph("opaque")
+
+    async def gate(ctx: cp.NodeContext) -> bool:
+        return (await ctx.ask("ship it?", {"build": object()})).approved
+    g.add("gate", gate)
+    result = await cp.run(g, store=store, options=cp.RunOptions(detach_when_waiting=True))
+    assert result.status is cp.RunStatus.FAILED  # not waiting for an approval nobody sees
+    error = str(result.state.nodes[cp.NodeId("gate")].error or {})
+    assert "ctx.ask('ship it?'): the payload cannot be stored as JSON" in error
+    assert "give JSON data (a dict, a list, text, numbers), a dataclass or a pydantic " \
+        "model" in error
+    assert cp.approvals(store, result.run_id) == []

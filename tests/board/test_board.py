@@ -155,6 +155,9 @@ async def test_history_and_board_at_read_any_moment_back_from_the_store(tmp_path
         assert cp.board_at(store, result.run_id, "notes", seqs[0] - 1) == cp.Versioned(None, 0)
     finally:
         store.close()
+    # where the store is, as cp.approvals takes it: opened for the call
+    assert cp.board_at(str(tmp_path / "runs.db"), result.run_id, "notes", seqs[1]) == \
+        cp.Versioned(["a", "b"], 2)
 
 
 async def test_a_resumed_run_rebuilds_the_board_from_its_log() -> None:
@@ -199,8 +202,13 @@ async def test_each_mistake_gets_one_clear_error() -> None:
     assert typo.startswith("BoardConflict False: run ") and \
         "blackboard key 'typo': the graph's Board declares no such key (and no default); " \
         "declared: ['bag', 'total']" in typo
-    assert text.endswith("blackboard key 'total' (policy sum) takes a finite number, got '3'")
-    assert bag.endswith("blackboard key 'bag' (policy merge) takes a dict, got list")
+    # where (run, node, attempt) and what to do, as every other board error says
+    assert text.startswith("BoardConflict False: run ") and text.endswith(
+        "node 's', attempt 1: blackboard key 'total' (policy sum) takes a finite number, "
+        "got '3'; write a number, which is added to the key")
+    assert bag.startswith("BoardConflict False: run ") and bag.endswith(
+        "node 's', attempt 1: blackboard key 'bag' (policy merge) takes a dict, got list; "
+        "write a dict of the entries to merge into the key")
     assert unjson.startswith("OutputNotSerializable False: run ") and \
         "node 's', attempt 1: blackboard key 'total': output of type object" in unjson
     assert result.board.entries == {}

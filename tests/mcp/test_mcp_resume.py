@@ -56,10 +56,10 @@ def test_a_side_effect_through_mcp_runs_once_across_sigkill_and_resume(
             first.kill()
     assert effects.read_text() == "once\n"
     (killed_server,) = [int(p) for p in pids.read_text().split()]
-    # the orphaned server sees its stdin close and exits once its call returns
-    (tmp_path / "gate").touch()
+    # the server dies with the killed run, although its call (wait_for) is still in flight
     wait_until(lambda: not alive(killed_server), "the killed run's MCP server to exit",
                timeout=60)
+    (tmp_path / "gate").touch()
 
     second = _runner("resume", db, tmp_path)
     out, err = second.communicate(timeout=120)

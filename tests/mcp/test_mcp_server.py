@@ -58,14 +58,14 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 
 @asynccontextmanager
-async def _serve(tmp_path: Path) -> AsyncIterator[Client]:
+async def _serve(tmp_path: Path, **env: str) -> AsyncIterator[Client]:
     """`counterpoint mcp` on stdio, and the SDK's client on it (entered and exited in the
     test's own task, as anyio wants: not a pytest fixture)."""
     (tmp_path / "graphs.py").write_text(GRAPH)
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "counterpoint.cli", "mcp", "--db",
                                       str(tmp_path / "runs.db")],
-        env=_env(tmp_path), cwd=str(tmp_path))
+        env={**_env(tmp_path), **env}, cwd=str(tmp_path))
     async with Client(params) as the_client:
         yield the_client
 
@@ -159,6 +159,25 @@ async def test_user_mistakes_are_one_line_tool_errors(tmp_path: Path) -> None:
         assert "missing.py" in message and "Traceback" not in message
 
 
+async def test_blank_targets_and_goals_and_bad_rounds_are_refused_and_secrets_hidden(
+        tmp_path: Path) -> None:
+    secret = "tok-0123456789-never-shown"
+    (tmp_path / "leaky.py").write_text(
+        "import os\nraise ValueError('cannot log in with ' + os.environ['DEMO_TOKEN'])\n")
+    async with _serve(tmp_path, DEMO_TOKEN=secret) as client:
+        message = await _error(client, "start_workflow", target="leaky.py")
+        assert "leaky.py: importing it raised ValueError: cannot log in with ***" in message
+        assert secret not in message
+        message = await _error(client, "start_workflow", target=" ")
+        assert "start_workflow: target is empty; give a workflow file (FILE.yaml) or a " \
+            "Python graph (FILE.py[:GRAPH])" in message
+        message = await _error(client, "start_goal", goal="  ")
+        assert "start_goal: goal is empty; give the goal as a sentence" in message
+        message = await _error(client, "start_goal", goal="Compare two cities", rounds=-1)
+        assert "start_goal: rounds must be >= 0 (0: no verification), got -1" in message
+        assert await _call(client, "list_runs") == []  # none of them started a run
+
+
 def _start_http(tmp_path: Path, port: int) -> subprocess.Popen[bytes]:
     """`counterpoint mcp --http PORT`, once it accepts connections."""
     process = subprocess.Popen(
@@ -173,6 +192,21 @@ def _start_http(tmp_path: Path, port: int) -> subprocess.Popen[bytes]:
         assert process.poll() is None, process.stderr.read() if process.stderr else ""
         assert time.monotonic() < deadline, "the HTTP server did not start"
         time.sleep(0.05)
+
+
+def test_a_port_in_use_is_a_user_error(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        ran = subprocess.run(
+            [sys.executable, "-m", "counterpoint.cli", "mcp", "--http", str(port), "--db",
+             str(tmp_path / "runs.db")], env=_env(tmp_path), cwd=tmp_path,
+            capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 2, ran.stderr  # not 3, which says "waiting for approvals"
+    assert ran.stderr.strip() == (
+        f"error: counterpoint mcp --http {port}: cannot serve on 127.0.0.1:{port} "
+        "(something else listens on it); pick another port")
 
 
 async def test_the_server_over_streamable_http(tmp_path: Path) -> None:

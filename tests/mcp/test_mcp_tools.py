@@ -4,12 +4,13 @@ tests, the events their calls leave, error results, filters, and the servers' li
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import STDIO, alive
-from support import wait_until
+from support import free_port, wait_until
 
 import counterpoint as cp
 from counterpoint.agents import Agent
@@ -137,6 +138,38 @@ async def test_a_server_that_exits_at_start_shows_its_stderr() -> None:
     message = str(raised.value)
     assert "MCP server 'quitter'" in message and "failed to start" in message
     assert "refusing to start (MCP_FIXTURE_EXIT is set)" in message
+
+
+async def test_a_url_where_nothing_listens_says_what_to_check() -> None:
+    url = f"http://127.0.0.1:{free_port()}/mcp"
+    tools = mcp_tools(url=url, name="away", start_timeout=30)
+    with pytest.raises(MCPServerError) as raised:
+        await tools.resolve_tools(None)
+    message = str(raised.value)
+    assert message.startswith(f"MCP server 'away' ({url}) failed to start: ")
+    assert message.endswith(f"; check that the server runs and serves MCP at {url}")
+
+
+async def test_two_remote_names_that_become_one_name_are_one_clear_error(
+        tmp_path: Path) -> None:
+    server = tmp_path / "twins.py"
+    server.write_text("from mcp.server.mcpserver import MCPServer\n"
+                      "server = MCPServer('twins')\n"
+                      "@server.tool(name='notes.add')\n"
+                      "def dotted() -> str:\n    return 'dotted'\n"
+                      "@server.tool(name='notes_add')\n"
+                      "def plain() -> str:\n    return 'plain'\n"
+                      "server.run('stdio')\n")
+    tools = mcp_tools(command=[sys.executable, str(server)], name="twins")
+    with pytest.raises(MCPServerError) as raised:
+        await tools.resolve_tools(None)
+    assert str(raised.value).endswith(
+        "its tools 'notes.add' and 'notes_add' both become 'notes_add' (a tool's name may "
+        "hold only letters, digits, _ and -); exclude= one of them")
+    assert raised.value.retryable is False
+    kept = await mcp_tools(command=[sys.executable, str(server)],
+                           exclude=["notes.add"]).resolve_tools(None)
+    assert [t.name for t in kept] == ["notes_add"]
 
 
 def test_misconfigured_servers_are_user_errors() -> None:

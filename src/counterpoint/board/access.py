@@ -161,7 +161,10 @@ class BoardAccess:
                                 key=key, retryable=False)
         board = link.board
         based = read if read is not None else board.reads.get((link.node, link.attempt, key), 0)
-        decision = decide(key, spec, board.entries.get(key), value, based, link.node)
+        try:
+            decision = decide(key, spec, board.entries.get(key), value, based, link.node)
+        except BoardConflict as exc:  # a value the policy cannot combine: say where
+            raise BoardConflict(f"{link.where}: {exc}", key=key, retryable=False) from None
         if decision.refused:
             assert decision.conflict is not None
             link.emit(EventKind.BOARD_CONFLICT, decision.conflict)

@@ -94,7 +94,9 @@ def _check_combinable(name: str, policy: str, value: Any) -> None:
     if policy == "sum" and (isinstance(value, bool) or not isinstance(value, int | float)
                             or (isinstance(value, float) and not math.isfinite(value))):
         raise BoardConflict(f"blackboard key {name!r} (policy sum) takes a finite number, "
-                            f"got {value!r}", key=name, retryable=False)
+                            f"got {value!r}; write a number, which is added to the key",
+                            key=name, retryable=False)
     if policy == "merge" and not isinstance(value, dict):
         raise BoardConflict(f"blackboard key {name!r} (policy merge) takes a dict, got "
-                            f"{type(value).__name__}", key=name, retryable=False)
+                            f"{type(value).__name__}; write a dict of the entries to merge "
+                            "into the key", key=name, retryable=False)

@@ -56,9 +56,9 @@ def approvals_command(
     with reported():
         store = _open(db)
         try:
-            if run_id is not None:
-                from ..ids import RunId
-                store.run(RunId(run_id))  # an unknown run is an error, not an empty list
+            if run_id is not None:  # `last` or a start of an id, as `show` takes
+                from .recorded import resolve_run
+                run_id = resolve_run(store, run_id)  # an unknown run is an error
             found = approvals(store, run_id)
         finally:
             store.close()
@@ -118,6 +118,7 @@ def _answer(db: str | None, approval_id: str, given: Answer, *, resume: bool,
     out = make_console()
     store = _open(db)
     try:
+        approval_id = _approval_id(store, approval_id)
         answered = answer(store, approval_id, given)
         verb = "approved" if given.approved else "rejected"
         record = store.run(answered.run_id)
@@ -174,6 +175,28 @@ def waiting(run_id: str, nodes: list[Any], out: Console) -> int:
               "`counterpoint approve ID` or `counterpoint reject ID --reason ...`",
               soft_wrap=True)
     return WAITING_EXIT
+
+
+def _approval_id(store: RunStore, given: str) -> str:
+    """The approval ``given`` means: its whole id, or a unique start of the id of one of
+    an unfinished run (as `approvals` lists them); else ``given`` (answering then says
+    what is wrong with it)."""
+    from ..answering import approvals
+    given = given.strip()
+    if len(given) <= len("ap-"):
+        return given
+    known = {a.id for a in approvals(store)}
+    if given in known:
+        return given
+    starting = sorted(aid for aid in known if aid.startswith(given))
+    if len(starting) == 1:
+        return starting[0]
+    if len(starting) > 1:
+        shown = ", ".join(starting[:5]) + (f" and {len(starting) - 5} more"
+                                           if len(starting) > 5 else "")
+        fail(f"approval {given!r} is ambiguous: it starts {len(starting)} approvals "
+             f"({shown}); give more of the id")
+    return given
 
 
 def _read_edit(path: Path) -> Any:

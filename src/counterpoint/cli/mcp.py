@@ -39,6 +39,8 @@ def mcp_command(
 
         from ..mcp.server import build_server
         from ..store import default_location, open_store
+        if http is not None:
+            _check_port(http)
         store = open_store(db or default_location())
         try:
             server = build_server(store, model=model)
@@ -51,3 +53,19 @@ def mcp_command(
             pass  # runs it still ran stopped where they were: resumable
         finally:
             store.close()
+
+
+def _check_port(port: int) -> None:
+    """Refuse a port something already listens on (the HTTP server would log an error
+    and exit with code 3, which is the CLI's "waiting for approvals")."""
+    import errno
+    import socket
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            why = "something else listens on it" if exc.errno == errno.EADDRINUSE \
+                else exc.strerror or str(exc)
+            raise UserError(f"counterpoint mcp --http {port}: cannot serve on "
+                            f"127.0.0.1:{port} ({why}); pick another port") from None

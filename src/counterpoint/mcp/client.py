@@ -111,8 +111,10 @@ async def connect(config: ServerConfig) -> AsyncIterator[Connection]:
             except Exception as exc:
                 if started:
                     raise
+                hint = "" if config.command else (f"; check that the server runs and "
+                                                  f"serves MCP at {config.url}")
                 raise MCPServerError(f"{config.describe()} failed to start: {_cause(exc)}"
-                                     f"{_said(config, stderr)}") from exc
+                                     f"{_said(config, stderr)}{hint}") from exc
         if scope.cancelled_caught and not started:
             raise MCPServerError(f"{config.describe()} did not answer within "
                                  f"{config.start_timeout:g}s{_said(config, stderr)}; check "
@@ -130,9 +132,29 @@ def _transport(config: ServerConfig, stderr: IO[str]) -> Any:
     if found is None and os.sep not in program:
         raise MCPServerError(f"{config.describe()}: command {program!r} not found on PATH; "
                              "install it or give its full path")
-    return stdio_client(StdioServerParameters(command=found or program, args=args,
+    command, args = _dies_with_us(found or program, args)
+    return stdio_client(StdioServerParameters(command=command, args=args,
                                               env=dict(config.env) or None, cwd=config.cwd),
                         errlog=cast("TextIO", stderr))
+
+
+_ORPHAN_GUARD = ("import ctypes, os, signal, sys; "
+                 "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL); "
+                 "os.getppid() == int(sys.argv[1]) or os._exit(70); "
+                 "os.execvp(sys.argv[2], sys.argv[2:])")
+"""Run as ``python -c``: ask Linux to kill this process when its parent dies
+(``PR_SET_PDEATHSIG``, kept across ``exec``), unless it died already, then become the
+server."""
+
+
+def _dies_with_us(program: str, args: list[str]) -> tuple[str, list[str]]:
+    """The command that starts ``program`` so that it is killed if this process is (a
+    SIGKILLed run cannot stop its servers, and one busy in a call would not notice its
+    stdin close). Linux only; elsewhere the server is started as it is."""
+    import sys
+    if not sys.platform.startswith("linux"):
+        return program, args
+    return sys.executable, ["-c", _ORPHAN_GUARD, str(os.getpid()), program, *args]
 
 
 async def _list_tools(client: Any) -> list[Any]:

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from ..errors import CounterpointError
+from ..errors import CounterpointError, UserError
 from ..ids import RunId
 
 if TYPE_CHECKING:
@@ -105,10 +105,11 @@ def build_server(store: RunStore, *, model: str | None = None) -> MCPServer:
 
         @functools.wraps(fn)
         async def wrapped(*args: Any, **kwargs: Any) -> Any:
+            from ..secrets import redact
             try:
                 return await fn(*args, **kwargs)
-            except CounterpointError as exc:
-                raise ToolError(str(exc).splitlines()[0] if str(exc) else
+            except CounterpointError as exc:  # a user's code may put a secret in its error
+                raise ToolError(redact(str(exc).splitlines()[0]) if str(exc) else
                                 type(exc).__name__) from None
         return wrapped
 
@@ -120,6 +121,9 @@ def build_server(store: RunStore, *, model: str | None = None) -> MCPServer:
         background and answer its run id; `inputs` are the graph's inputs by name."""
         from ..cli.goals import target_kind, workflow_graph
         from ..loader import load_target, split_target
+        if not target.strip():
+            raise UserError("start_workflow: target is empty; give a workflow file "
+                            "(FILE.yaml) or a Python graph (FILE.py[:GRAPH])")
         given = dict(inputs or {})
         if target_kind(target) == "workflow":
             # a workflow converts text to its inputs' declared types, as on the command line
@@ -135,6 +139,11 @@ def build_server(store: RunStore, *, model: str | None = None) -> MCPServer:
         """Plan a goal into subtasks that run in parallel, verify and re-plan (up to
         `rounds` rounds), in the background; answers the run id."""
         from ..cli.goals import goal_run_graph, team
+        if not goal.strip():
+            raise UserError("start_goal: goal is empty; give the goal as a sentence")
+        if rounds < 0:
+            raise UserError(f"start_goal: rounds must be >= 0 (0: no verification), got "
+                            f"{rounds}")
         graph = goal_run_graph(goal, team(runs.model, None, None, None, None),
                                rounds=rounds, budget_tokens=None, budget_usd=None,
                                deadline=None, max_subtasks=6)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -100,6 +101,10 @@ class MCPTools:
     """Tools an agent asks a person about before calling: all side-effecting ones
     (``True``) or these remote names."""
     _own: Resources | None = field(default=None, init=False, repr=False)
+    _broken: weakref.WeakKeyDictionary[Resources, int] = field(
+        default_factory=weakref.WeakKeyDictionary, init=False, repr=False)
+    """Per holder (a run's resources, or the block's): how many of its connections broke;
+    the next use opens a new one under the next key (the dead one closes with the rest)."""
 
     @property
     def name(self) -> str:
@@ -114,7 +119,7 @@ class MCPTools:
                             "`async with` block at a time")
         self._own = Resources()
         try:
-            await self._own.get(self, self._opener)
+            await self._own.get((self, 0), self._opener)  # as connection() keys it
         except BaseException:
             await self._own.close()
             self._own = None
@@ -138,11 +143,19 @@ class MCPTools:
         held = ctx.resources if ctx is not None else None
         held = held if held is not None else self._own
         if held is not None:
+            broken = self._broken.get(held, 0)
             try:
-                yield await held.get(self, self._opener)
-                return
+                conn = await held.get((self, broken), self._opener)
             except ResourcesClosed:
-                pass  # the run is ending; a use after that gets a server of its own
+                conn = None  # the run is ending; a use after that gets a server of its own
+            if conn is not None:
+                try:
+                    yield conn
+                except MCPServerError:  # it stopped answering: the next use starts anew
+                    if self._broken.get(held, 0) == broken:
+                        self._broken[held] = broken + 1
+                    raise
+                return
         async with connect(self.config) as conn:
             yield conn
 
@@ -160,7 +173,18 @@ class MCPTools:
             chosen = [listed[n] for n in self.include]
         else:
             chosen = list(listed.values())
-        return [self._tool(t) for t in chosen if t.name not in self.exclude]
+        tools = [self._tool(t) for t in chosen if t.name not in self.exclude]
+        remote: dict[str, str] = {}
+        for listed_tool, tool in zip((t for t in chosen if t.name not in self.exclude), tools,
+                                     strict=True):
+            other = remote.setdefault(tool.name, str(listed_tool.name))
+            if other != listed_tool.name:
+                raise MCPServerError(
+                    f"{self.config.describe()}: its tools {other!r} and "
+                    f"{listed_tool.name!r} both become {tool.name!r} (a tool's name may hold "
+                    "only letters, digits, _ and -); exclude= one of them",
+                    retryable=False)
+        return tools
 
     def _tool(self, listed: Any) -> Tool:
         remote = str(listed.name)
@@ -216,10 +240,19 @@ def _call_failed(config: ServerConfig, tool: str, exc: Exception,
     """A call the protocol refused (an MCP error) is the model's to read; a broken
     connection is the node's failure, retried with a fresh server."""
     from mcp import MCPError
-    if isinstance(exc, MCPError):
-        return ToolError(f"{config.describe()}: tool {tool} was refused: {exc}")
+    from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
     tail = conn.stderr_tail()
     said = f"; its stderr ends with:\n{tail}" if tail else ""
+    code = exc.code if isinstance(exc, MCPError) else None
+    if code == REQUEST_TIMEOUT:
+        return ToolError(f"{config.describe()}: tool {tool} did not answer within "
+                         f"{config.call_timeout:g}s (call_timeout); raise call_timeout if "
+                         "it needs longer")
+    if code == CONNECTION_CLOSED:  # the server exited or crashed in the middle of the call
+        return MCPServerError(f"{config.describe()} closed the connection while tool {tool} "
+                              f"ran (did it crash or exit?){said}")
+    if isinstance(exc, MCPError):
+        return ToolError(f"{config.describe()}: tool {tool} was refused: {exc}")
     return MCPServerError(f"{config.describe()}: calling tool {tool} failed: "
                           f"{type(exc).__name__}: {exc}{said}")
 
