@@ -214,3 +214,58 @@ async def test_a_payload_that_is_not_json_fails_the_ask_instead_of_waiting_unlog
     assert "give JSON data (a dict, a list, text, numbers), a dataclass or a pydantic " \
         "model" in error
     assert cp.approvals(store, result.run_id) == []
+
+
+async def test_a_run_detaches_when_only_a_sub_run_waits_and_resumes_after_the_answer(
+        tmp_path: Path) -> None:
+    """``detach_when_waiting`` with the asking node inside a sub-graph: the whole run tree
+    ends its execution (it used to wait forever), the approval stays pending, and once it
+    is answered a resume finishes the run."""
+    db = str(tmp_path / "runs.db")
+
+    async def gate(ctx: cp.NodeContext) -> bool:
+        return (await ctx.ask("go?")).approved
+
+    inner = cp.Graph("inner")
+    inner.add("gate", gate)
+
+    async def after(ok: bool) -> str:
+        return f"approved={ok}"
+
+    outer = cp.Graph("outer")
+    outer.add("report", after, ok=outer.add("sub", inner))
+    result = await asyncio.wait_for(
+        cp.run(outer, store=db, options=cp.RunOptions(detach_when_waiting=True)), 60)
+    assert result.status is cp.RunStatus.RUNNING  # detached, not finished
+    [pending] = cp.approvals(db)
+    assert pending.run_id == f"{result.run_id}/sub" and pending.status == "pending"
+    cp.approve(db, pending.id, by="lead")
+    resumed = await asyncio.wait_for(cp.resume(result.run_id, store=db, graph=outer), 60)
+    assert resumed.ok and resumed["report"] == "approved={'gate': True}"
+
+
+async def test_the_run_tree_detaches_once_its_other_branches_end(tmp_path: Path) -> None:
+    """The sub-run asks while a branch of the top-level run still works: the tree detaches
+    when that branch ends, its output recorded."""
+    db = str(tmp_path / "runs.db")
+    asked = asyncio.Event()
+
+    async def gate(ctx: cp.NodeContext) -> bool:
+        asked.set()
+        return (await ctx.ask("go?")).approved
+
+    async def busy() -> str:
+        await asked.wait()  # still working when the sub-run asks
+        await asyncio.sleep(0)
+        return "done"
+
+    inner = cp.Graph("inner")
+    inner.add("gate", gate)
+    outer = cp.Graph("outer")
+    outer.add("sub", inner)
+    outer.add("busy", busy)
+    result = await asyncio.wait_for(
+        cp.run(outer, store=db, options=cp.RunOptions(detach_when_waiting=True)), 60)
+    assert result.status is cp.RunStatus.RUNNING
+    assert result["busy"] == "done"
+    assert [a.run_id for a in cp.approvals(db)] == [f"{result.run_id}/sub"]

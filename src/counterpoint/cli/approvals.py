@@ -170,7 +170,8 @@ def finished(result: RunResult, out: Console) -> int:
 
 def waiting(run_id: str, nodes: list[Any], out: Console) -> int:
     """Say that ``run_id`` waits for approvals of ``nodes``; :data:`WAITING_EXIT`."""
-    out.print(f"run {run_id} is waiting for approvals (nodes {sorted(map(str, nodes))}); "
+    where = f"nodes {sorted(map(str, nodes))}" if nodes else "asked in its sub-runs"
+    out.print(f"run {run_id} is waiting for approvals ({where}); "
               f"list them with `counterpoint approvals {run_id}`, answer with "
               "`counterpoint approve ID` or `counterpoint reject ID --reason ...`",
               soft_wrap=True)

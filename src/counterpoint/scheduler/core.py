@@ -62,7 +62,8 @@ class ExecutionCore:
     __slots__ = ("__weakref__", "_cancelling", "_capacity", "_children", "_deadline", "_done",
                  "_emitting", "_group", "_heir", "_held", "_inline_async", "_loop", "_outbox",
                  "_pending", "_rng", "_sending", "_sends", "_seq", "_subscribers", "_tasks",
-                 "_thread", "_timers", "_unlogged", "_waits", "approvals", "backend",
+                 "_thread", "_timers", "_tree_asks", "_unlogged", "_waits", "approvals",
+                 "backend",
                  "deadline_at", "graph",
                  "inputs", "journal", "ledgers", "options", "owns_store", "parent", "resources",
                  "run_id", "state", "store")
@@ -129,6 +130,9 @@ class ExecutionCore:
         self.journal: dict[NodeId, list[Event]] = {}
         """Per node, what its interrupted attempt recorded before a crash (on resume)."""
         self._children: dict[NodeId, RunHandle] = {}
+        self._tree_asks = False
+        """Whether a sub-run of this (top-level) run has nodes waiting for people: its
+        events then look whether the run tree can detach (see :mod:`.waiting`)."""
         self.resources = Resources()
         """What the run's steps opened for the whole run (MCP servers): closed at its end."""
         """Sub-graph nodes running now -> the handle of their sub-run."""

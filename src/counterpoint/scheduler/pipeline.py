@@ -53,8 +53,8 @@ class Pipeline(ExecutionCore):
             self._abort(exc)
         finally:
             self._emitting = False
-        if self.state.asking:  # nodes wait for people: the run may have nothing else to do
-            self.approvals.idle_check()
+        if self.state.asking or self._tree_asks:  # nodes wait for people (here or in a
+            self.approvals.idle_check()  # sub-run): the run may have nothing else to do
 
     def _log_and_send(self) -> None:
         """After a dispatch: log the held ``node_ready`` events, send the outbox later."""

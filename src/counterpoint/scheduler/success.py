@@ -73,7 +73,7 @@ class Success(Pipeline):
             self._abort(exc)
         finally:
             self._emitting = False
-        if state.asking:
+        if state.asking or self._tree_asks:
             self.approvals.idle_check()
 
     def _apply_success(self, ns: NodeState, output: Any, value: str | None,

@@ -246,25 +246,45 @@ class ApprovalDesk:
     # ------------------------------------------------------------------ detaching
     def idle_check(self) -> None:
         """After events while nodes wait: with ``detach_when_waiting``, look (once the loop
-        has run what is ready now) whether the run has anything left but waiting."""
+        has run what is ready now) whether the run has anything left but waiting. A
+        sub-run's asks are looked at by its top-level run: the run tree detaches as one."""
         ex = self._execution
-        if self._check_due or not ex.options.detach_when_waiting or ex.parent is not None \
-                or ex._loop is None:
+        if ex.parent is not None:
+            members = ex._capacity.members  # the top-level run first
+            root = members[0] if members else None
+            if root is not None and root is not ex and ex.state.asking:
+                root._tree_asks = True  # its events look again while this sub-run asks
+                root.approvals.idle_check()
+            return
+        if self._check_due or not ex.options.detach_when_waiting or ex._loop is None:
             return
         self._check_due = True
         ex._loop.call_soon(self._detach_if_idle)
 
     def _detach_if_idle(self) -> None:
-        """End the execution if nothing is left to do but wait for people."""
+        """End the execution if nothing is left to do in the run tree but wait for people:
+        the top-level run's and its running sub-runs' (no node running but graph nodes
+        waiting for their sub-run, none ready or waiting to retry, some node asking)."""
         self._check_due = False
         ex = self._execution
         state = ex.state
-        if self.detached or state.status.terminal or not state.asking or state.running \
-                or state.ready or ex._timers or ex._children or state.stop_reason:
+        if self.detached or state.status.terminal or state.stop_reason:
             return
-        self.detached = True
-        for queue in ex._subscribers:  # this execution's events end here
-            queue.put_nowait(None)
+        members = ex._capacity.members
+        tree = list(members) if ex in members else [ex]
+        asking = [m for m in tree if m.state.asking]
+        ex._tree_asks = any(m is not ex for m in asking)
+        if not asking:
+            return
+        for m in tree:
+            s = m.state
+            if s.running > len(m._children) or s.ready or m._timers or s.stop_reason or any(
+                    child._execution not in tree for child in m._children.values()):
+                return  # (a sub-run just started has not joined the tree's capacity yet)
+        for m in tree:  # the waiting asks are left pending, not withdrawn, as they end
+            m.approvals.detached = True
+            for queue in m._subscribers:  # these executions' events end here
+                queue.put_nowait(None)
         done = ex._done
         if done is not None and not done.done():
             done.set_result(None)  # the waiting tasks are cancelled as the run ends
