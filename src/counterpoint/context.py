@@ -14,7 +14,7 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -318,9 +318,10 @@ class NodeContext:
         # sees the loop add a node in the middle (which would stop a plain iteration)
         return {k: v.status for k, v in list(self._execution.state.nodes.items())}
 
-    async def ask(self, question: str, payload: Any = None, *,
-                  timeout: float | None = None,  # noqa: ASYNC109 (not the await's: a policy)
-                  on_timeout: OnTimeout = "reject", key: str | None = None) -> Answer:
+    def ask(self, question: str, payload: Any = None, *,
+            timeout: float | None = None,
+            on_timeout: OnTimeout = "reject", key: str | None = None
+            ) -> Coroutine[Any, Any, Answer]:
         """Wait for a person to approve or reject ``question`` about ``payload`` (any JSON
         value); returns their :class:`~counterpoint.Answer`.
 
@@ -333,10 +334,10 @@ class NodeContext:
         within the attempt, tells asks apart); a different payload is a new approval.
         Async steps only (a sync step's thread cannot await a person).
         """
-        if self._execution.foreign_loop() is not None:
+        if self._execution.foreign_loop() is not None:  # checked on the call, not the await:
             raise UserError(f"run {self.run_id}, node {self.node!r}: ctx.ask needs an async "
                             "step (`async def`); a sync step cannot wait for a person")
-        return await self._execution.approvals.ask(
+        return self._execution.approvals.ask(
             self.node, self.attempt, question, payload, key=key, timeout=timeout,
             on_timeout=on_timeout)
 

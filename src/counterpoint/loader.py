@@ -250,11 +250,14 @@ def split_target(target: str) -> tuple[str, str | None]:
 def load_target(target: str) -> Graph:
     """Load ``FILE.py[:ATTR]`` or ``package.module[:ATTR]``."""
     path, attr = split_target(target)
+    if not path.strip():
+        raise SourceError(f"{target!r} names no file or module; give FILE.py[:GRAPH], "
+                          "package.module[:GRAPH] or a workflow file")
     if path.endswith(".py") or "/" in path or Path(path).is_file():
         return find_graph(load_file(path), attr or None, where=path)
     try:
         module = importlib.import_module(path)
-    except ImportError as exc:
+    except (ImportError, ValueError, TypeError) as exc:  # a name such as ".x" or "a..b"
         raise SourceError(f"{path}: no such file or importable module ({exc})") from exc
     return find_graph(module, attr or None, where=path)
 

@@ -269,3 +269,17 @@ async def test_the_run_tree_detaches_once_its_other_branches_end(tmp_path: Path)
     assert result.status is cp.RunStatus.RUNNING
     assert result["busy"] == "done"
     assert [a.run_id for a in cp.approvals(db)] == [f"{result.run_id}/sub"]
+
+
+def test_ctx_ask_in_a_sync_step_fails_the_node_saying_why() -> None:
+    """A plain ``def`` step cannot await a person; its call of ctx.ask is refused at once
+    (it used to return a coroutine nobody awaited: no approval, and the step went on)."""
+    def gate(ctx: cp.NodeContext) -> str:
+        ctx.ask("go?")  # a sync step: no await possible
+        return "went on"
+
+    g = cp.Graph("sync-ask")
+    g.add("gate", gate)
+    result = cp.run_sync(g, store=cp.MemoryStore())
+    assert result.nodes["gate"].status is cp.NodeStatus.FAILED
+    assert "ctx.ask needs an async step (`async def`)" in str(result.nodes["gate"].error)

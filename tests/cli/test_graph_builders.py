@@ -58,3 +58,10 @@ def test_a_builder_of_no_arguments_runs(tmp_path: Path) -> None:
     (tmp_path / "builders.py").write_text(BUILDERS)
     done = run_cli("run", "builders.py:fine", "-q", "--db", "runs.db", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("target", ["", " ", ".hidden"])
+def test_a_target_that_names_nothing_is_a_clear_error(tmp_path: Path, target: str) -> None:
+    done = run_cli("run", target, "--db", "runs.db", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and "error:" in done.stderr
