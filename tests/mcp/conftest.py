@@ -3,21 +3,16 @@ streamable HTTP on 127.0.0.1 (tests/fixtures/mcp_server.py)."""
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
+from mcp_support import SERVER
 from support import free_port
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-SERVER = str(FIXTURES / "mcp_server.py")
-STDIO = [sys.executable, SERVER, "stdio"]
-"""The command that starts the fixture server on stdio."""
 START_SECONDS = 60.0
 
 
@@ -46,16 +41,3 @@ def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(10)
-
-
-def alive(pid: int) -> bool:
-    """Whether process ``pid`` still exists (and is not a zombie)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False

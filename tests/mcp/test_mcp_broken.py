@@ -8,7 +8,7 @@ import os
 import signal
 from pathlib import Path
 
-from conftest import STDIO, alive
+from mcp_support import STDIO, alive
 from support import wait_until
 
 import counterpoint as cp

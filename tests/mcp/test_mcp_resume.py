@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import FIXTURES, alive
+from mcp_support import FIXTURES, alive
 from support import wait_until
 
 from counterpoint.events import EventKind

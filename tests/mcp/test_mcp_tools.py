@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import STDIO, alive
+from mcp_support import STDIO, alive
 from support import free_port, wait_until
 
 import counterpoint as cp

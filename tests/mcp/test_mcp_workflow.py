@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import SERVER, alive
+from mcp_support import SERVER, alive
 
 import counterpoint as cp
 from counterpoint.models import Model, ScriptedModel, ToolCall
