@@ -112,6 +112,10 @@ def test_a_detached_run_exits_waiting_and_its_answers_resume_it(cli: Cli) -> Non
     assert cli.lines("steps.txt") == ["c"]  # the branch that needed nobody ran
     shown = cli("show", pending["a"].run_id)
     assert shown.returncode == 0 and "waiting" in shown.stdout and pending["a"].id in shown.stdout
+    header = shown.stdout.splitlines()[:3]  # not "interrupted ... its process is gone"
+    assert header[0].endswith("waiting") and "waiting for 2 approval(s)" in header[2], header
+    listed = cli("runs").stdout.splitlines()
+    assert any(line.startswith(pending["a"].run_id) and " waiting " in line for line in listed)
     first = cli("approve", pending["b"].id, "--no-resume")
     assert first.returncode == 0 and "continues when it is resumed" in first.stdout
     second = cli("reject", pending["a"].id, "--reason", "not yet", "--quiet")

@@ -104,7 +104,7 @@ def runs(
 ) -> None:
     """List runs, newest first."""
     from ..store import default_location, open_store
-    from .recorded import shown_status
+    from .recorded import shown_status, waiting_or
     from .render import runs_table
     out = make_console()
     location = db or default_location()
@@ -115,12 +115,14 @@ def runs(
         store = open_store(location)
         try:
             records = store.runs(limit)
+            if not records:
+                out.print(f"no runs in {store.location}", soft_wrap=True)
+                return
+            table = runs_table(records, lambda record: waiting_or(store, record,
+                                                                    shown_status(record)))
         finally:
             store.close()
-    if not records:
-        out.print(f"no runs in {store.location}", soft_wrap=True)
-        return
-    out.print(runs_table(records, shown_status), soft_wrap=True)
+    out.print(table, soft_wrap=True)
 
 
 # ------------------------------------------------------------------ cancel

@@ -82,6 +82,24 @@ def failed_attempts(events: Sequence[Event]) -> dict[NodeId, list[dict[str, Any]
     return failed
 
 
+def waiting_or(store: RunStore, record: RunRecord, shown: str) -> str:
+    """``waiting`` for a run shown ``interrupted`` whose log has approvals pending (it
+    ended its execution to wait for them), else ``shown``."""
+    if shown == "interrupted" and _pending_approvals(record.run_id,
+                                                     store.events(record.run_id), ()):
+        return "waiting"
+    return shown
+
+
+def _pending_approvals(run_id: RunId, events: Sequence[Event],
+                       sub_runs: Sequence[Sequence[Event]]) -> list[str]:
+    """The ids of the approvals the run (or one of its sub-runs) waits for, per its logs."""
+    from ..approval import PENDING
+    from ..approval import project as approvals_of
+    return [a.id for log in (events, *sub_runs)  # (only the ids are read: any run id does)
+            for a in approvals_of(run_id, log).values() if a.status == PENDING]
+
+
 def sub_run_events(store: RunStore, run_id: str) -> list[list[Event]]:
     """The logs of ``run_id``'s sub-runs (``RUN/node...``), which spend from its budget."""
     prefix = f"{run_id}/"
@@ -111,9 +129,19 @@ def log_report(record: RunRecord, events: Sequence[Event],
         note = f"still running in process {record.owner_pid} on {record.owner_host}"
     else:
         now = projection.last_at
-        status = "interrupted"
-        note = (f"its process ({record.owner_pid}) is gone; continue it with `counterpoint "
-                f"resume {record.run_id}` or end it with `counterpoint cancel {record.run_id}`")
+        waiting = _pending_approvals(record.run_id, events, sub_runs)
+        if waiting:  # it ended its execution to wait (--detach-waiting), or died waiting
+            status = "waiting"
+            shown = ", ".join(waiting[:3]) + (f" and {len(waiting) - 3} more"
+                                              if len(waiting) > 3 else "")
+            note = (f"waiting for {len(waiting)} approval(s) ({shown}); its process has "
+                    "ended: an answer (`counterpoint approve ID`, `counterpoint reject ID "
+                    f"--reason ...`) resumes it, or `counterpoint resume {record.run_id}`")
+        else:
+            status = "interrupted"
+            note = (f"its process ({record.owner_pid}) is gone; continue it with "
+                    f"`counterpoint resume {record.run_id}` or end it with `counterpoint "
+                    f"cancel {record.run_id}`")
     return Report(run_id=record.run_id, graph=state.graph if state.graph != "?" else record.graph,
                   status=status, state=state, metrics=compute(state, now),
                   deps_known=projection.deps_known, declared=projection.declared, note=note,
