@@ -55,3 +55,18 @@ def test_a_secret_of_the_environment_in_the_output_is_masked(
     g.add("leak", lambda: f"the key is {key}")
     text = _shown(g)
     assert key not in text and '"leak": "the key is ***"' in text
+
+
+def test_a_secret_of_the_environment_is_masked_in_json_output_too(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from counterpoint import secrets
+    from counterpoint.cli.render import dumps
+
+    key = "sk-test-json-0123456789SECRET"
+    monkeypatch.setenv("QA_JSON_API_KEY", key)
+    secrets.register_environment()
+    text = dumps({"outputs": {"leak": f"the key is {key}"}})
+    assert key not in text
+    assert json.loads(text) == {"outputs": {"leak": "the key is ***"}}

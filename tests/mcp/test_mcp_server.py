@@ -124,6 +124,12 @@ async def test_start_follow_show_and_list_a_run(tmp_path: Path) -> None:
         # following from the end gives nothing new, and says the run is over
         page = await _call(client, "follow_run", run_id=run_id, after_seq=events[-1]["seq"])
         assert page == {"events": [], "next_seq": events[-1]["seq"], "finished": True}
+        # runs are named as on the command line: last, or a unique start of the id
+        assert (await _call(client, "show_run", run_id="last"))["run_id"] == run_id
+        assert (await _call(client, "show_run", run_id=run_id[:-3]))["run_id"] == run_id
+        tail = await _call(client, "follow_run", run_id="last", after_seq=events[-2]["seq"])
+        assert [e["seq"] for e in tail["events"]] == [events[-1]["seq"]]
+        assert await _call(client, "list_approvals", run_id="last") == []
 
 
 async def test_follow_is_bounded_and_resumes_from_next_seq(tmp_path: Path) -> None:

@@ -470,8 +470,10 @@ def _output(ns: NodeState) -> Any:
 
 
 def dumps(data: Any) -> str:
-    """JSON text for ``--json`` (anything not JSON-native is written as its ``str``)."""
-    return json.dumps(data, indent=2, default=str)
+    """JSON text for ``--json`` (anything not JSON-native is written as its ``str``), with
+    every configured secret masked, as in everything else the CLI prints (a registered
+    secret holds no character JSON escapes, so the text stays valid JSON)."""
+    return redact(json.dumps(data, indent=2, default=str))
 
 
 

@@ -70,13 +70,11 @@ class Runs:
         handle = await start_resume(run_id, store=self.store)
         self.handles[handle.run_id] = handle
 
-    def events(self, run_id: str) -> list[Any]:
-        return self.store.events(self._known(run_id))
-
     def _known(self, run_id: str) -> RunId:
-        rid = RunId(run_id)
-        self.store.run(rid)  # raises RunNotFound with what to do
-        return rid
+        """The run ``run_id`` names: its id, a unique start of it, or ``last`` (as on the
+        command line); raises RunNotFound / RunAmbiguous with what to do."""
+        from ..cli.recorded import resolve_run
+        return resolve_run(self.store, run_id)
 
 
 def build_server(store: RunStore, *, model: str | None = None) -> MCPServer:
@@ -175,10 +173,11 @@ def build_server(store: RunStore, *, model: str | None = None) -> MCPServer:
         `finished` says the run has ended and its log is complete."""
         limit = max(1, min(limit, FOLLOW_LIMIT))
         deadline = time.monotonic() + max(0.0, min(wait_seconds, FOLLOW_WAIT))
+        rid = runs._known(run_id)
         while True:
-            events = runs.events(run_id)
+            events = store.events(rid)
             new = [e for e in events if e.seq > after_seq][:limit]
-            finished = store.run(RunId(run_id)).status != "running"
+            finished = store.run(rid).status != "running"
             if new or finished or time.monotonic() >= deadline:
                 break
             await asyncio.sleep(_POLL)  # the store has no wake-up for other processes' runs
@@ -195,9 +194,8 @@ def build_server(store: RunStore, *, model: str | None = None) -> MCPServer:
         run, node, question, payload, status; `pending_only=false` lists answered ones."""
         from ..answering import approvals
         from ..cli.approvals_view import approval_dict
-        if run_id is not None:
-            runs._known(run_id)
-        found = await asyncio.to_thread(approvals, store, run_id)
+        rid = None if run_id is None else runs._known(run_id)
+        found = await asyncio.to_thread(approvals, store, rid)
         return [approval_dict(a) for a in found if not pending_only or a.status == "pending"]
 
     @server.tool()
