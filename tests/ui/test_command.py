@@ -97,3 +97,20 @@ def test_a_host_that_cannot_be_bound_names_the_host_not_the_port(
 def test_a_store_in_memory_is_refused(tmp_path: Path) -> None:
     done = _cli("ui", "--db", "memory", cwd=tmp_path)
     assert done.returncode == 2 and "needs a store that other processes write" in done.stderr
+
+
+def test_every_address_says_the_url_for_other_machines(tmp_path: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "counterpoint.cli", "ui", "--db",
+                             str(tmp_path / "runs.db"), "--host", "0.0.0.0", "--port", "0"],
+                            cwd=tmp_path, env=ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        first, second = proc.stdout.readline(), proc.stdout.readline()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    url = first.split()[2]
+    port_and_token = url.partition("0.0.0.0")[2]
+    assert second.strip() == f"from other machines: http://{socket.gethostname()}" \
+        f"{port_and_token}"

@@ -61,6 +61,11 @@ def ui_command(
             raise
     out.print(f"counterpoint ui: {server.url}  (store {store.location}; Ctrl-C stops)",
               soft_wrap=True)
+    if host.strip("[]") in ("0.0.0.0", "::"):  # every address: say the one to use elsewhere
+        import socket
+        from urllib.parse import urlsplit
+        there = urlsplit(server.url)._replace(netloc=f"{socket.gethostname()}:{server.port}")
+        out.print(f"  from other machines: {there.geturl()}", soft_wrap=True)
     if open_browser:
         webbrowser.open(server.url)
     try:
