@@ -106,7 +106,11 @@ def test_every_address_says_the_url_for_other_machines(tmp_path: Path) -> None:
                             stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
-        first, second = proc.stdout.readline(), proc.stdout.readline()
+        first = ""
+        while "counterpoint ui:" not in first:  # blocks until the server prints its URL
+            first = proc.stdout.readline()
+            assert first, "counterpoint ui exited"
+        second = proc.stdout.readline()
     finally:
         proc.terminate()
         proc.wait(timeout=30)
