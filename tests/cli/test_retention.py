@@ -90,3 +90,14 @@ def test_a_store_that_is_not_there_is_a_clear_error(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "store missing.db does not exist" in done.stderr
     assert not (tmp_path / "missing.db").exists()
+
+
+def test_runs_lists_top_level_runs_unless_asked_for_sub_runs(
+        three_runs: tuple[Path, list[str]]) -> None:
+    cwd, ids = three_runs
+    listed = run_cli("runs", "--db", "runs.db", cwd=cwd).stdout
+    assert all(run in listed for run in ids) and "/sub" not in listed
+    two = run_cli("runs", "--limit", "2", "--db", "runs.db", cwd=cwd).stdout
+    assert ids[2] in two and ids[1] in two and ids[0] not in two  # the two newest roots
+    everything = run_cli("runs", "--sub-runs", "--db", "runs.db", cwd=cwd).stdout
+    assert all(f"{run}/sub" in everything for run in ids)

@@ -16,7 +16,7 @@ from .stores import missing_file, open_existing
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from ..store import RunStore
+    from ..store import RunRecord, RunStore
 
 CANCEL_POLL_SECONDS = 0.1
 
@@ -101,8 +101,10 @@ def runs(
     db: Db = None,
     limit: Annotated[int, typer.Option("--limit", metavar="N", min=1,
                                        help="Most runs to list.")] = 20,
+    sub_runs: Annotated[bool, typer.Option(
+        "--sub-runs", help="List sub-runs (RUN/node) too, each a row of its own.")] = False,
 ) -> None:
-    """List runs, newest first."""
+    """List runs, newest first (sub-runs with --sub-runs)."""
     from ..store import default_location, open_store
     from .recorded import shown_status, waiting_or
     from .render import runs_table
@@ -114,7 +116,7 @@ def runs(
             return
         store = open_store(location)
         try:
-            records = store.runs(limit)
+            records = store.runs(limit) if sub_runs else _top_level(store, limit)
             if not records:
                 out.print(f"no runs in {store.location}", soft_wrap=True)
                 return
@@ -123,6 +125,18 @@ def runs(
         finally:
             store.close()
     out.print(table, soft_wrap=True)
+
+
+def _top_level(store: RunStore, limit: int) -> list[RunRecord]:
+    """The ``limit`` newest runs that are not sub-runs (a map over a sub-graph has a
+    sub-run per item: they would fill the list)."""
+    asked = limit * 4
+    while True:
+        records = store.runs(asked)
+        top = [r for r in records if r.parent is None]
+        if len(top) >= limit or len(records) < asked:
+            return top[:limit]
+        asked *= 8
 
 
 # ------------------------------------------------------------------ cancel
