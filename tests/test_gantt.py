@@ -121,3 +121,33 @@ def test_a_run_whose_process_died_is_drawn_up_to_its_last_event() -> None:
     assert "still running" in live.note
     running = {row.node: row for row in live.rows}[NodeId("last")].bars[-1]
     assert running.outcome == "running" and running.end == live.end
+
+
+def test_waiting_for_an_approval_is_drawn_over_the_attempt_that_asked() -> None:
+    async def gate(ctx: cp.NodeContext) -> bool:
+        return (await ctx.ask("ship it?")).approved
+
+    g = cp.Graph("release")
+    g.add("gate", gate)
+    store = cp.MemoryStore()
+
+    async def scenario() -> cp.RunResult:
+        handle = await cp.start(g, store=store)
+        async for event in handle.events():
+            if event.kind is EventKind.APPROVAL_REQUESTED:
+                cp.approve(store, (event.data or {})["id"], by="lead")
+                break
+        return await handle.result()
+
+    result = asyncio.run(scenario())
+    assert result.ok
+    line = timeline(result.run_id, store.events(result.run_id))
+    [row] = line.rows
+    kinds = sorted(bar.kind for bar in row.bars)
+    assert kinds == ["approval", "run"]
+    run = next(b for b in row.bars if b.kind == "run")
+    wait = next(b for b in row.bars if b.kind == "approval")
+    assert run.start <= wait.start <= wait.end <= run.end  # inside the attempt
+    svg = gantt_svg(line)
+    assert svg.index('class="bar run succeeded"') < svg.index('class="bar approval"')
+    assert "waiting for a person (an approval)" in svg and ">approval</text>" in svg

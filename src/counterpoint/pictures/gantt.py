@@ -26,7 +26,10 @@ AXIS = 28
 COLOURS = {"succeeded": "#2f9e44", "failed": "#e03131", "cancelled": "#f08c00",
            "running": "#1c7ed6", "interrupted": "#868e96", "fallback": "#e03131"}
 WAIT = {"queued": ("#d0ebff", "ready, waiting for a slot or resource"),
-        "backoff": ("#ffe3e3", "waiting to retry (back-off)")}
+        "backoff": ("#ffe3e3", "waiting to retry (back-off)"),
+        "approval": ("#ffd43b", "waiting for a person (an approval)")}
+"""Stretches of waiting, drawn thinner than attempts; ``approval`` lies over the attempt
+that asked (the node holds no slot meanwhile)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -34,7 +37,7 @@ class Bar:
     """One stretch of a node's time."""
 
     kind: str
-    """``run`` (an attempt), ``queued`` or ``backoff``."""
+    """``run`` (an attempt), ``queued``, ``backoff`` or ``approval``."""
     start: float
     end: float
     attempt: int
@@ -84,6 +87,7 @@ def timeline(run_id: str, events: Sequence[Event], *, critical: Iterable[NodeId]
     rows: dict[NodeId, Row] = {}
     open_run: dict[NodeId, tuple[float, int]] = {}
     waiting: dict[NodeId, tuple[str, float]] = {}
+    asks: dict[tuple[NodeId, str], tuple[float, int]] = {}  # (node, approval) -> since
     graph, status, start, finished = "?", "running", 0.0, None
     for ev in events:
         kind, node, data = ev.kind, ev.node, ev.data or {}
@@ -97,6 +101,10 @@ def timeline(run_id: str, events: Sequence[Event], *, critical: Iterable[NodeId]
                                           attempt=attempt, outcome="interrupted"))
             open_run.clear()
             waiting.clear()
+            for (key, _), (since, attempt) in asks.items():
+                rows[key].bars.append(Bar(kind="approval", start=since, end=ev.at,
+                                          attempt=attempt))
+            asks.clear()
         if node is None:
             continue
         row = rows.get(node)
@@ -122,6 +130,13 @@ def timeline(run_id: str, events: Sequence[Event], *, critical: Iterable[NodeId]
             row.status = outcome if final else "retrying"
             if not final and not data.get("fallback"):
                 waiting[node] = ("backoff", ev.at)
+        elif kind is EventKind.APPROVAL_REQUESTED:
+            asks[node, str(data.get("id"))] = (ev.at, ev.attempt or 0)
+        elif kind is EventKind.APPROVAL_ANSWERED or kind is EventKind.APPROVAL_WITHDRAWN:
+            asked = asks.pop((node, str(data.get("id"))), None)
+            if asked is not None and ev.at > asked[0]:
+                row.bars.append(Bar(kind="approval", start=asked[0], end=ev.at,
+                                    attempt=asked[1]))
         elif kind is EventKind.NODE_SKIPPED:
             row.status = "skipped"
         elif kind is EventKind.NODE_BLOCKED:
@@ -143,6 +158,9 @@ def timeline(run_id: str, events: Sequence[Event], *, critical: Iterable[NodeId]
     for node, (what, since) in waiting.items():
         if end > since:
             rows[node].bars.append(Bar(kind=what, start=since, end=end, attempt=0))
+    for (node, _), (since, attempt) in asks.items():
+        if end > since:
+            rows[node].bars.append(Bar(kind="approval", start=since, end=end, attempt=attempt))
     ordered = sorted(rows.values(), key=lambda r: (r.bars[0].start if r.bars else r.first))
     return Timeline(run_id=run_id, graph=graph, status=status, start=start or (
         events[0].at if events else 0.0), end=end, rows=tuple(ordered),
@@ -212,7 +230,7 @@ def gantt_svg(line: Timeline, *, width: int = 1100) -> str:
         out.append(f'<text class="node" x="{left - 8:.1f}" y="{y + 15}" text-anchor="end"'
                    f'{weight}>{xml_text(_clip(str(row.node), label_w))}<title>'
                    f"{xml_text(f'{row.node}: {row.status}')}</title></text>")
-        for bar in row.bars:
+        for bar in sorted(row.bars, key=lambda b: b.kind == "approval"):  # over attempts
             out.append(_bar(bar, x(bar.start), max(x(bar.end) - x(bar.start), 1.5), y,
                             row.node, critical, line.start))
         if not row.bars:  # skipped or blocked: it never ran; say so where the log did
@@ -260,7 +278,7 @@ def _legend(left: float, y: float) -> str:
     items = [(COLOURS["succeeded"], "succeeded"), (COLOURS["failed"], "failed attempt"),
              (COLOURS["cancelled"], "cancelled"), (COLOURS["running"], "running"),
              (COLOURS["interrupted"], "interrupted"), (WAIT["queued"][0], "queued"),
-             (WAIT["backoff"][0], "retry back-off")]
+             (WAIT["backoff"][0], "retry back-off"), (WAIT["approval"][0], "approval")]
     parts = ['<g class="legend" font-size="11" fill="#333">']
     for colour, text in items:
         parts.append(f'<rect x="{left:.1f}" y="{y:.1f}" width="14" height="10" rx="2" '
