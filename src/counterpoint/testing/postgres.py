@@ -25,6 +25,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
@@ -82,7 +83,8 @@ class PostgresServer:
         """``initdb`` a fresh cluster and start it; returns once it accepts connections."""
         self._bin = find_binaries()
         self._user = _RUN_AS if os.geteuid() == 0 else None
-        self.folder = Path(tempfile.mkdtemp(prefix="counterpoint-pg-"))
+        remove_stale_folders()
+        self.folder = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
         data, pwfile = self.folder / "data", self.folder / "pwfile"
         pwfile.write_text(PASSWORD + "\n")
         if self._user is not None:  # the server's user must own its folder
@@ -161,3 +163,39 @@ class PostgresServer:
                         f"pg_stat_activity WHERE datname = '{database}' AND "
                         "pid <> pg_backend_pid()")
         return int(out or 0)
+
+
+FOLDER_PREFIX = "counterpoint-pg-"
+STALE_SECONDS = 3600.0
+"""A server folder this old whose server does not run was left by a killed process."""
+
+
+def remove_stale_folders(now: float | None = None) -> list[Path]:
+    """Remove the folders of servers that a process killed before :meth:`stop` left in the
+    temporary directory (hundreds of MB each): older than :data:`STALE_SECONDS`, and no
+    live postmaster in them. Returns the folders removed."""
+    removed = []
+    now = time.time() if now is None else now
+    for folder in Path(tempfile.gettempdir()).glob(FOLDER_PREFIX + "*"):
+        try:
+            if now - folder.stat().st_mtime < STALE_SECONDS or _postmaster_alive(folder):
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
+
+
+def _postmaster_alive(folder: Path) -> bool:
+    try:
+        pid = int((folder / "data" / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
