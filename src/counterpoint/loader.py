@@ -34,6 +34,7 @@ import pydantic_core
 from .errors import SourceError, UserError
 from .failures import exception_text, failure_location
 from .graph import Graph, GraphSource, step_key
+from .texts import some
 
 FileLoader = Callable[[Path], ModuleType]
 """Loads a graph file of a registered suffix: returns the module that holds its graph
@@ -344,9 +345,7 @@ def _changes(shape: Mapping[str, Any] | None, graph: Graph) -> str:
                          ("inputs changed", [n for n in now if n in then
                                              and sorted(now[n]) != sorted(then[n])])):
         if names:
-            shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more"
-                                            if len(names) > 5 else "")
-            parts.append(f"{label}: {shown}")
+            parts.append(f"{label}: {some(names)}")
     return "; ".join(parts) or "a node's step or kind changed"
 
 

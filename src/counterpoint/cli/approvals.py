@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from ..texts import some
 from .console import fail, make_console, reported
 
 if TYPE_CHECKING:
@@ -193,10 +194,8 @@ def _approval_id(store: RunStore, given: str) -> str:
     if len(starting) == 1:
         return starting[0]
     if len(starting) > 1:
-        shown = ", ".join(starting[:5]) + (f" and {len(starting) - 5} more"
-                                           if len(starting) > 5 else "")
         fail(f"approval {given!r} is ambiguous: it starts {len(starting)} approvals "
-             f"({shown}); give more of the id")
+             f"({some(starting)}); give more of the id")
     return given
 
 

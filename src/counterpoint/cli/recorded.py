@@ -16,6 +16,7 @@ from ..ids import NodeId, RunId
 from ..metrics import compute
 from ..store import RunRecord, RunStore
 from ..store.owners import run_owner_alive as owner_alive
+from ..texts import some
 from .render import Report
 
 __all__ = ["failed_attempts", "log_report", "mark_cancelled", "resolve_run",
@@ -58,9 +59,8 @@ def resolve_run(store: RunStore, name: str) -> RunId:
         return tops[0]
     if not tops:
         raise missing
-    shown = ", ".join(sorted(tops)[:CANDIDATES]) + (
-        f" and {len(tops) - CANDIDATES} more" if len(tops) > CANDIDATES else "")
-    raise RunAmbiguous(f"run {name!r} is ambiguous: it starts {len(tops)} runs ({shown}); "
+    raise RunAmbiguous(f"run {name!r} is ambiguous: it starts {len(tops)} runs "
+                       f"({some(sorted(tops), CANDIDATES)}); "
                        "give more of the id")
 
 
@@ -132,11 +132,10 @@ def log_report(record: RunRecord, events: Sequence[Event],
         waiting = _pending_approvals(record.run_id, events, sub_runs)
         if waiting:  # it ended its execution to wait (--detach-waiting), or died waiting
             status = "waiting"
-            shown = ", ".join(waiting[:3]) + (f" and {len(waiting) - 3} more"
-                                              if len(waiting) > 3 else "")
-            note = (f"waiting for {len(waiting)} approval(s) ({shown}); its process has "
-                    "ended: an answer (`counterpoint approve ID`, `counterpoint reject ID "
-                    f"--reason ...`) resumes it, or `counterpoint resume {record.run_id}`")
+            note = (f"waiting for {len(waiting)} approval(s) ({some(waiting, 3)}); its "
+                    "process has ended: an answer (`counterpoint approve ID`, `counterpoint "
+                    "reject ID --reason ...`) resumes it, or `counterpoint resume "
+                    f"{record.run_id}`")
         else:
             status = "interrupted"
             note = (f"its process ({record.owner_pid}) is gone; continue it with "

@@ -21,6 +21,7 @@ from ..plan_text import round_lines as round_lines
 from ..secrets import redact
 from ..state import ModelTally, NodeState, NodeStatus, RunState
 from ..store import ForkPoint, RunRecord
+from ..texts import some
 from .board import board_payload, board_section
 
 if TYPE_CHECKING:
@@ -315,8 +316,7 @@ def failure_lines(state: RunState, attempts: Mapping[NodeId, Sequence[Mapping[st
     if nodes > limit:
         lines.append(Text(f"  ... and {nodes - limit} more failed nodes", style="dim"))
     for (status, why), names in list(groups.items())[:limit]:
-        named = ", ".join(repr(n) for n in names[:5]) + (
-            f" and {len(names) - 5} more" if len(names) > 5 else "")
+        named = some([repr(n) for n in names])
         label = f"{len(names)} nodes" if len(names) > 1 else "node"
         lines.append(Text.assemble(f"  {label} ", (named, "bold"), (f" {status}", STYLES[status]),
                                    f": {why}" if why else ""))

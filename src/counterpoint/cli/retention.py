@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..errors import UserError
+from ..texts import some
 from .args import Db
 from .console import make_console, reported
 from .stores import open_existing
@@ -113,9 +114,7 @@ def prune_command(
 def _deleted_line(done: Deletion) -> str:
     if not done.runs:
         return "no runs matched: nothing was deleted"
-    shown = ", ".join(done.runs[:5]) + (f" and {len(done.runs) - 5} more"
-                                         if len(done.runs) > 5 else "")
-    return (f"deleted {len(done.runs)} run(s) ({shown}): {done.events} event(s), "
+    return (f"deleted {len(done.runs)} run(s) ({some(done.runs)}): {done.events} event(s), "
             f"{done.blobs} blob(s) nothing else referred to")
 
 
