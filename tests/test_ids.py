@@ -36,3 +36,10 @@ def test_a_forked_child_makes_ids_of_its_own() -> None:
     os.waitpid(pid, 0)
     assert SHAPE.fullmatch(theirs)
     assert theirs != mine  # the same second and, without a fresh start, the same serial
+
+
+def test_parents_are_the_runs_a_sub_run_is_under() -> None:
+    from counterpoint.ids import parents
+    assert parents("r-1") == []
+    assert parents("r-1/sub") == ["r-1"]
+    assert parents("r-1/sub/each[2]") == ["r-1", "r-1/sub"]

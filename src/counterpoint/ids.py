@@ -16,6 +16,12 @@ NodeId = NewType("NodeId", str)
 _SERIAL_BITS = 48
 
 
+def parents(run_id: str) -> list[str]:
+    """The ids of the runs that ``run_id`` is a sub-run of, outermost first (``R`` and
+    ``R/a`` for ``R/a/b``): a sub-run's id is its parent's, ``/``, and its node."""
+    return [run_id[:i] for i, c in enumerate(run_id) if c == "/"]
+
+
 class _RunIds:
     """Run ids of this process: a random 48-bit start drawn per process, then counting up.
 

@@ -12,7 +12,7 @@ from ..budget import account
 from ..errors import RunAmbiguous, RunNotFound
 from ..events import Event, EventKind
 from ..history import mark_cancelled, project, shown_status
-from ..ids import NodeId, RunId
+from ..ids import NodeId, RunId, parents
 from ..metrics import compute
 from ..store import RunRecord, RunStore
 from ..store.owners import run_owner_alive as owner_alive
@@ -54,7 +54,7 @@ def resolve_run(store: RunStore, name: str) -> RunId:
     matches = [r.run_id for r in store.runs(_EVERY_RUN)
                if r.run_id.startswith(name) or _serial(r.run_id).startswith(name)]
     found = set(matches)  # a match under another (its sub-run, RUN/node) is not a top one
-    tops = [m for m in matches if not any(m[:i] in found for i in _slashes(m))]
+    tops = [m for m in matches if not any(p in found for p in parents(m))]
     if len(tops) == 1:
         return tops[0]
     if not tops:
@@ -62,11 +62,6 @@ def resolve_run(store: RunStore, name: str) -> RunId:
     raise RunAmbiguous(f"run {name!r} is ambiguous: it starts {len(tops)} runs "
                        f"({some(sorted(tops), CANDIDATES)}); "
                        "give more of the id")
-
-
-def _slashes(run_id: str) -> list[int]:
-    """Where ``run_id`` has a ``/``: the ends of the ids of the runs it is under."""
-    return [i for i, c in enumerate(run_id) if c == "/"]
 
 
 def _serial(run_id: str) -> str:

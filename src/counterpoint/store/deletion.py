@@ -29,13 +29,13 @@ import abc
 import re
 import sys
 import time
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from ..errors import RunClaimed, UserError
-from ..ids import RunId
+from ..ids import RunId, parents
 from .index import RunIndex, RunRecord
-from .owners import owner_alive, owner_of
+from .owners import owner_alive, owner_of, run_owner_alive
 
 BLOB_GRACE = 3600.0
 """Seconds a blob is kept after it was last stored, whether or not an event refers to it."""
@@ -69,11 +69,27 @@ class RunDeletion(abc.ABC):
         more (stored more than ``blob_grace`` seconds ago), in one transaction."""
 
 
+def doomed(run_ids: Iterable[RunId], record_of: Callable[[RunId], RunRecord | None],
+           not_found: Callable[[RunId], Exception],
+           sub_runs: Callable[[], Iterable[str]]) -> list[RunId]:
+    """What deleting ``run_ids`` deletes: each of them, checked (``record_of`` finds its
+    record; it must be a root run that no live process runs), then the sub-runs under
+    them, from ``sub_runs`` (every sub-run id of the store, oldest first). Raises before
+    anything is deleted: ``not_found(run_id)`` for an unknown id, :func:`refuse_live`'s."""
+    named: dict[RunId, None] = {}
+    for run_id in run_ids:
+        record = record_of(run_id)
+        if record is None:
+            raise not_found(run_id)
+        refuse_live(record)
+        named[run_id] = None
+    return [*named, *(RunId(sub) for sub in under(named, sub_runs()) if sub not in named)]
+
+
 def under(roots: Collection[str], sub_runs: Iterable[str]) -> list[str]:
     """Those of ``sub_runs`` (ids ``RUN/node...``) that are under one of ``roots``: one
     look-up per ``/`` of each id, not a comparison with every root."""
-    return [sub for sub in sub_runs
-            if any(c == "/" and sub[:i] in roots for i, c in enumerate(sub))]
+    return [sub for sub in sub_runs if any(p in roots for p in parents(sub))]
 
 
 def refuse_live(record: RunRecord) -> None:
@@ -120,13 +136,8 @@ def prune(store: RunIndex, *, older_than: float | None = None, keep: int = 0,
     roots = [r for r in store.runs(sys.maxsize) if r.parent is None and r.status in statuses]
     chosen = [r for r in roots[keep:] if cutoff is None or r.updated_at < cutoff]
     if "running" in statuses:  # interrupted runs only: a live one is never deleted
-        chosen = [r for r in chosen if r.status != "running" or not _live(r)]
+        chosen = [r for r in chosen if r.status != "running" or not run_owner_alive(r)]
     ids: Sequence[RunId] = [r.run_id for r in chosen]
     if dry_run or not ids:
         return Deletion(runs=tuple(ids))
     return store.delete_runs(ids, blob_grace=blob_grace)
-
-
-def _live(record: RunRecord) -> bool:
-    owner = owner_of(record)
-    return owner is not None and owner_alive(owner)

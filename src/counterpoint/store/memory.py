@@ -18,7 +18,7 @@ from ..ids import RunId
 from . import owners
 from .answers import AnswerCallback
 from .base import RunningMeans, RunRecord, RunStore
-from .deletion import BLOB_GRACE, Deletion, digests, refuse_live, under
+from .deletion import BLOB_GRACE, Deletion, digests, doomed
 from .index import fork_point
 
 _INDEXED = frozenset({EventKind.RUN_CREATED, EventKind.RUN_FINISHED, EventKind.RUN_RESUMED})
@@ -200,17 +200,13 @@ class MemoryStore(RunStore):
         if not run_ids:
             return Deletion()
         with self._lock:
-            doomed: dict[RunId, None] = {}
-            for run_id in run_ids:
-                record = self._records.get(run_id)
-                if record is None:
-                    raise RunNotFound(f"run {run_id} not found in the memory store")
-                refuse_live(record)
-                doomed[run_id] = None
-            subs = [r for r, rec in self._records.items() if rec.parent is not None]
-            doomed.update(dict.fromkeys(RunId(s) for s in under(doomed, subs)))
+            ids = doomed(run_ids, self._records.get,
+                         lambda run_id: RunNotFound(f"run {run_id} not found in the memory "
+                                                    "store"),
+                         lambda: [r for r, rec in self._records.items()
+                                  if rec.parent is not None])
             events = 0
-            for run_id in doomed:
+            for run_id in ids:
                 events += len(self._events.pop(run_id, ()))
                 self._records.pop(run_id, None)
                 self._answers.pop(run_id, None)
@@ -222,7 +218,7 @@ class MemoryStore(RunStore):
                                   for log in self._events.values() for e in log)
             for digest in unused:
                 del self._blobs[digest], self._blob_at[digest]
-            return Deletion(runs=tuple(doomed), events=events, blobs=len(unused))
+            return Deletion(runs=tuple(ids), events=events, blobs=len(unused))
 
     def close(self) -> None:
         return None

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import RunNotFound
 from ..ids import RunId
-from .deletion import DIGEST, Deletion, refuse_live, under
-from .index import record_from_row
+from .deletion import DIGEST, Deletion, doomed
+from .index import RunRecord, record_from_row
 from .postgres_schema import RUN_COLUMNS
 
 if TYPE_CHECKING:
@@ -23,17 +23,13 @@ def delete(conn: psycopg.Connection[tuple[Any, ...]], run_ids: Sequence[RunId],
            touched_before: float, not_found: Callable[[RunId], RunNotFound]) -> Deletion:
     """Delete ``run_ids`` with their sub-runs, then the blobs no event refers to that were
     last stored before ``touched_before``; ``not_found`` makes the error of an unknown id."""
-    doomed: dict[RunId, None] = {}
-    for run_id in run_ids:
+    def record_of(run_id: RunId) -> RunRecord | None:  # locked, as a claim reads it
         row = conn.execute(f"SELECT {RUN_COLUMNS} FROM cp_runs WHERE run_id = %s FOR UPDATE",
                            (run_id,)).fetchone()
-        if row is None:
-            raise not_found(run_id)
-        refuse_live(record_from_row(row))
-        doomed[run_id] = None
-    subs = [str(r) for (r,) in conn.execute("SELECT run_id FROM cp_runs WHERE parent IS NOT "
-                                            "NULL ORDER BY created_at")]
-    ids = [*doomed, *(RunId(sub) for sub in under(doomed, subs) if sub not in doomed)]
+        return None if row is None else record_from_row(row)
+
+    ids = doomed(run_ids, record_of, not_found, lambda: [str(r) for (r,) in conn.execute(
+        "SELECT run_id FROM cp_runs WHERE parent IS NOT NULL ORDER BY created_at")])
     events = conn.execute("DELETE FROM cp_events WHERE run_id = ANY(%s)", (ids,)).rowcount
     conn.execute("DELETE FROM cp_commands WHERE run_id = ANY(%s)", (ids,))
     conn.execute("DELETE FROM cp_runs WHERE run_id = ANY(%s)", (ids,))

@@ -8,8 +8,8 @@ from collections.abc import Callable, Sequence
 
 from ..errors import RunNotFound
 from ..ids import RunId
-from .deletion import DIGEST, Deletion, refuse_live, under
-from .index import record_from_row
+from .deletion import DIGEST, Deletion, doomed
+from .index import RunRecord, record_from_row
 from .schema import RUN_COLUMNS
 
 CHUNK = 500
@@ -20,17 +20,13 @@ def delete(conn: sqlite3.Connection, run_ids: Sequence[RunId], touched_before: f
            not_found: Callable[[RunId], RunNotFound]) -> Deletion:
     """Delete ``run_ids`` with their sub-runs, then the blobs no event refers to that were
     last stored before ``touched_before``; ``not_found`` makes the error of an unknown id."""
-    doomed: dict[RunId, None] = {}
-    for run_id in run_ids:
+    def record_of(run_id: RunId) -> RunRecord | None:
         row = conn.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?",
                            (run_id,)).fetchone()
-        if row is None:
-            raise not_found(run_id)
-        refuse_live(record_from_row(row))
-        doomed[run_id] = None
-    subs = [r for (r,) in conn.execute("SELECT run_id FROM runs WHERE parent IS NOT NULL "
-                                       "ORDER BY created_at")]
-    ids = [*doomed, *(RunId(sub) for sub in under(doomed, subs) if sub not in doomed)]
+        return None if row is None else record_from_row(row)
+
+    ids = doomed(run_ids, record_of, not_found, lambda: [r for (r,) in conn.execute(
+        "SELECT run_id FROM runs WHERE parent IS NOT NULL ORDER BY created_at")])
     events = 0
     for start in range(0, len(ids), CHUNK):
         chunk = ids[start:start + CHUNK]
