@@ -19,8 +19,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 import psycopg
@@ -44,6 +45,7 @@ __all__ = ["BLOB_THRESHOLD", "PostgresStore"]
 BLOB_THRESHOLD = 1024
 """Outputs whose JSON is longer than this many characters are stored by content hash."""
 _RUN_LEVEL = frozenset({EventKind.RUN_CREATED, EventKind.RUN_FINISHED, EventKind.RUN_RESUMED})
+T = TypeVar("T")
 
 
 class PostgresStore(RunStore):
@@ -211,16 +213,12 @@ class PostgresStore(RunStore):
         return str(rows[0][0]) if rows else None
 
     def cache_age(self, key: str) -> float | None:
-        import time
-
         if key in self._writer.cache_pending:
             return 0.0  # written moments ago, not yet committed
         rows = self._read("SELECT created_at FROM cp_model_cache WHERE key = %s", (key,))
         return max(0.0, time.time() - float(rows[0][0])) if rows else None
 
     def cache_put(self, key: str, response: str) -> None:
-        import time
-
         self._writer.raise_failure()
         self._start()
         self._writer.cache_pending[key] = response
@@ -288,47 +286,42 @@ class PostgresStore(RunStore):
     def claim(self, run_id: RunId, *, pid: int, host: str) -> None:
         """See :meth:`.RunIndex.claim`: the run's row is read ``FOR UPDATE`` in one
         transaction, so claims from any process or machine are taken one at a time."""
-        import time
-
-        if self._writer.committed < self._writer.appended:
-            self.flush_sync()
-        if not self._ready:
-            raise self._not_found(run_id)
         by = owners.claimant(pid, host)
-        conn = connect(self.url, lock_timeout=self._lock_timeout)
-        try:
-            with conn.transaction():
-                row = conn.execute(f"SELECT {owners.CLAIM_COLUMNS} FROM cp_runs "
-                                   "WHERE run_id = %s FOR UPDATE", (run_id,)).fetchone()
-                if row is None:
-                    raise self._not_found(run_id)
-                if owners.check_claim(run_id, row, by):
-                    conn.execute("UPDATE cp_runs SET owner_pid = %s, owner_host = %s, "
-                                 "owner_token = %s, claimed_at = %s WHERE run_id = %s",
-                                 (by.pid, by.host, by.token, time.time(), run_id))
-        except psycopg.Error as exc:
-            raise explain(self.url, exc, lock_timeout=self._lock_timeout) from None
-        finally:
-            conn.close()
+
+        def take(conn: psycopg.Connection[tuple[Any, ...]]) -> None:
+            row = conn.execute(f"SELECT {owners.CLAIM_COLUMNS} FROM cp_runs "
+                               "WHERE run_id = %s FOR UPDATE", (run_id,)).fetchone()
+            if row is None:
+                raise self._not_found(run_id)
+            if owners.check_claim(run_id, row, by):
+                conn.execute("UPDATE cp_runs SET owner_pid = %s, owner_host = %s, "
+                             "owner_token = %s, claimed_at = %s WHERE run_id = %s",
+                             (by.pid, by.host, by.token, time.time(), run_id))
+
+        self._transaction(run_id, take)
 
     def delete_runs(self, run_ids: Iterable[RunId], *,
                     blob_grace: float = BLOB_GRACE) -> Deletion:
         """See :meth:`.RunDeletion.delete_runs`: one transaction, the runs' rows read ``FOR
         UPDATE`` as a claim reads them (a resume and a delete of one run take turns)."""
-        import time
-
         ids = list(dict.fromkeys(run_ids))
         if not ids:
             return Deletion()
+        return self._transaction(ids[0], lambda conn: postgres_deletion.delete(
+            conn, ids, time.time() - blob_grace, self._not_found))
+
+    def _transaction(self, run_id: RunId,
+                     action: Callable[[psycopg.Connection[tuple[Any, ...]]], T]) -> T:
+        """``action`` in one transaction on a connection of its own, after this store's
+        own events are durable (it sees them)."""
         if self._writer.committed < self._writer.appended:
             self.flush_sync()
         if not self._ready:
-            raise self._not_found(ids[0])
+            raise self._not_found(run_id)
         conn = connect(self.url, lock_timeout=self._lock_timeout)
         try:
             with conn.transaction():
-                return postgres_deletion.delete(conn, ids, time.time() - blob_grace,
-                                                self._not_found)
+                return action(conn)
         except psycopg.Error as exc:
             raise explain(self.url, exc, lock_timeout=self._lock_timeout) from None
         finally:
