@@ -478,66 +478,64 @@ def _sigint_as_at_a_terminal() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def test_ctrl_c_stops_the_run_cleanly_and_it_resumes(work: Workdir) -> None:
-    """Ctrl-C reaches the terminal's whole foreground process group; the store's writer
-    process must survive it to commit what the interrupted run recorded."""
+def _stopped_by_a_signal(work: Workdir, stop: Callable[[subprocess.Popen[str]], None],
+                         **popen: Any) -> tuple[str, int, str]:
+    """Start ``run slow.py``, wait for its first node's success to reach the log, then
+    ``stop`` it: (run id, exit code, stderr)."""
     work.write("slow.py", SLOW)
-    # as at a terminal, SIGINT is not ignored in the run's process: a test suite started in
-    # the background of a non-interactive shell (`bash -c '... &'`) inherits SIGINT ignored,
-    # and a process started with it ignored keeps ignoring it (as nohup'd commands do)
     proc = subprocess.Popen(work.argv("run", "slow.py", "--quiet", "--db", work.db),
                             cwd=work.path, env=_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            preexec_fn=_sigint_as_at_a_terminal)
+                            stderr=subprocess.PIPE, text=True, **popen)
     try:
         run_id = _running_run(work)
         wait_until(lambda: work.show(run_id)["nodes"]["first"]["status"] == "succeeded",
                    "first's success to reach the log")
-        os.killpg(proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+        stop(proc)
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 130, err
-    assert f"interrupted: run {run_id} stopped; continue it with `counterpoint resume " \
-           f"{run_id}" in err
-    assert "writing failed" not in err
+    return run_id, proc.returncode, err
+
+
+def _resumes_keeping_first(work: Workdir, run_id: str) -> None:
+    """The stopped run is interrupted, and a resume finishes it without running its first
+    node again."""
     assert work.show(run_id)["status"] == "interrupted"
     (work.path / "release").touch()
     done = work.cli("resume", run_id)
     assert done.returncode == 0, done.stdout + done.stderr
     assert work.show(run_id)["status"] == "succeeded"
     assert work.executions() == ["first", "wait", "wait", "last"]  # first's success kept
+
+
+def test_ctrl_c_stops_the_run_cleanly_and_it_resumes(work: Workdir) -> None:
+    """Ctrl-C reaches the terminal's whole foreground process group; the store's writer
+    process must survive it to commit what the interrupted run recorded."""
+    # as at a terminal, SIGINT is not ignored in the run's process: a test suite started in
+    # the background of a non-interactive shell (`bash -c '... &'`) inherits SIGINT ignored,
+    # and a process started with it ignored keeps ignoring it (as nohup'd commands do)
+    run_id, code, err = _stopped_by_a_signal(
+        work, lambda proc: os.killpg(proc.pid, signal.SIGINT),  # what the terminal does
+        start_new_session=True, preexec_fn=_sigint_as_at_a_terminal)
+    assert code == 130, err
+    assert f"interrupted: run {run_id} stopped; continue it with `counterpoint resume " \
+           f"{run_id}" in err
+    assert "writing failed" not in err
+    _resumes_keeping_first(work, run_id)
 
 
 def test_sigterm_stops_the_run_cleanly_and_it_resumes(work: Workdir) -> None:
     """What ``docker stop`` or ``systemctl stop`` send: the run stops as on Ctrl-C, says
     how to continue, exits 143, and its log keeps every success recorded before."""
-    work.write("slow.py", SLOW)
-    proc = subprocess.Popen(work.argv("run", "slow.py", "--quiet", "--db", work.db),
-                            cwd=work.path, env=_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        run_id = _running_run(work)
-        wait_until(lambda: work.show(run_id)["nodes"]["first"]["status"] == "succeeded",
-                   "first's success to reach the log")
-        proc.send_signal(signal.SIGTERM)  # to the run's process alone
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 143, err
+    run_id, code, err = _stopped_by_a_signal(
+        work, lambda proc: proc.send_signal(signal.SIGTERM))  # to the run's process alone
+    assert code == 143, err
     assert f"terminated (SIGTERM): run {run_id} stopped; continue it with `counterpoint " \
            f"resume {run_id}" in err
     assert "Traceback" not in err and "writing failed" not in err
-    assert work.show(run_id)["status"] == "interrupted"
-    (work.path / "release").touch()
-    done = work.cli("resume", run_id)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert work.show(run_id)["status"] == "succeeded"
-    assert work.executions() == ["first", "wait", "wait", "last"]  # first's success kept
+    _resumes_keeping_first(work, run_id)
 
 
 def test_cancel_a_killed_run(work: Workdir, killed_run: str) -> None:
