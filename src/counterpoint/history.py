@@ -28,7 +28,7 @@ from typing import Any
 from .events import Event, EventKind
 from .graph import NodeKind, NodeSpec
 from .ids import NodeId, RunId
-from .state import NodeState, RunState, RunStatus
+from .state import NodeState, RunState, RunStatus, add_specs
 from .store import RunRecord, RunStore
 from .store.owners import run_owner_alive
 from .transitions import evolve
@@ -148,28 +148,13 @@ def _node(state: RunState, node: NodeId | None) -> NodeId:
 
 
 def _add(state: RunState, items: Iterable[tuple[NodeId, Iterable[NodeId]]]) -> None:
-    nodes = state.nodes
-    added: list[NodeState] = []
-    for node, deps in items:
-        ns = NodeState(spec=_spec(node, deps), order=len(nodes))
-        nodes[node] = ns
-        added.append(ns)
-    for ns in list(added):
-        for dep in ns.spec.deps:
-            if dep not in nodes:  # keep the graph closed even if the log is not
-                extra = NodeState(spec=_spec(dep), order=len(nodes))
-                nodes[dep] = extra
-                added.append(extra)
-    new_dependents: dict[NodeId, list[NodeId]] = {}
-    for ns in added:  # as _wire does, with one new tuple per source (a map of n items: not n^2)
-        ns.unmet = 0
-        for dep in ns.spec.deps:
-            new_dependents.setdefault(dep, []).append(ns.spec.id)
-            if not nodes[dep].status.terminal:
-                ns.unmet += 1
-    for dep, more in new_dependents.items():
-        nodes[dep].dependents = (*nodes[dep].dependents, *more)
-    state.open += len(added)
+    """Add the nodes ``(id, dependencies)`` to ``state``, wired as the run's own state
+    is (:func:`~counterpoint.state.add_specs`), with a placeholder for each dependency the
+    log has not declared (the graph stays closed even if the log is not)."""
+    specs = [_spec(node, deps) for node, deps in items]
+    known = set(state.nodes).union(spec.id for spec in specs)
+    missing = dict.fromkeys(dep for spec in specs for dep in spec.deps if dep not in known)
+    add_specs(state, [*specs, *(_spec(dep) for dep in missing)], count=False)
 
 
 def _wire(state: RunState, ns: NodeState) -> None:
