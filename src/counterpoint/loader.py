@@ -23,6 +23,7 @@ import importlib.util
 import inspect
 import re
 import sys
+import traceback
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -149,6 +150,10 @@ def load_file(path: str | Path) -> ModuleType:
     return _import_python(file, str(path))
 
 
+_PACKAGE = str(Path(__file__).resolve().parent)
+"""Where counterpoint's own modules are: a frame there is not where a user's mistake is."""
+
+
 def _import_python(file: Path, path: str) -> ModuleType:
     name = module_name_for(file)
     if name in sys.modules:
@@ -168,8 +173,25 @@ def _import_python(file: Path, path: str) -> ModuleType:
         raise
     except Exception as exc:
         sys.modules.pop(name, None)
-        raise SourceError(f"{path}: importing it raised {type(exc).__name__}: {exc}") from exc
+        raise SourceError(f"{_raised_at(exc, file, path)}: importing it raised "
+                          f"{type(exc).__name__}: {exception_text(exc)}") from exc
     return module
+
+
+def _raised_at(exc: BaseException, file: Path, path: str) -> str:
+    """``path:LINE``, the line of ``file`` that was running when importing it raised
+    ``exc`` (the last such frame), with where it was raised if that is another file's
+    (outside counterpoint); ``path`` alone if no frame of ``file`` is on the traceback."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    mine = str(file.resolve())
+    own = [f for f in frames if f.filename == mine]
+    if not own:
+        return path
+    where = f"{path}:{own[-1].lineno}"
+    deepest = frames[-1]
+    if deepest.filename != mine and not deepest.filename.startswith(_PACKAGE):
+        where += f" (raised at {deepest.filename}:{deepest.lineno})"
+    return where
 
 
 def find_graph(module: ModuleType, attr: str | None, *, name: str | None = None,
@@ -361,7 +383,7 @@ def _rebuild(builder: str, arguments: Mapping[str, Any], where: str) -> Graph:
         graph = target(**arguments)
     except Exception as exc:
         raise SourceError(f"{where}: rebuilding its graph with {builder} raised "
-                          f"{type(exc).__name__}: {exc}") from exc
+                          f"{type(exc).__name__}: {exception_text(exc)}") from exc
     if not isinstance(graph, Graph):
         raise SourceError(f"{where}: {builder} returned {type(graph).__name__}, not a Graph")
     return graph

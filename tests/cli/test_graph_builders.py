@@ -65,3 +65,18 @@ def test_a_target_that_names_nothing_is_a_clear_error(tmp_path: Path, target: st
     done = run_cli("run", target, "--db", "runs.db", cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr and "error:" in done.stderr
+
+
+def test_a_file_that_raises_on_import_names_its_line(tmp_path: Path) -> None:
+    (tmp_path / "wrong.py").write_text('import counterpoint as cp\n\ng = cp.Graph("wrong")\n\n\n'
+                                       'async def a() -> int:\n    return 1\n\ng.add(a)\n')
+    (tmp_path / "decodes.py").write_text('import json\n\nCONFIG = json.loads("{")\n')
+    done = run_cli("run", "wrong.py", "--db", "runs.db", cwd=tmp_path)
+    assert done.returncode == 2
+    assert ("wrong.py:9: importing it raised TypeError: Graph.add() missing 1 required "
+            "positional argument: 'fn'") in done.stderr
+    done = run_cli("run", "decodes.py", "--db", "runs.db", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "decodes.py:3 (raised at " in done.stderr and "json/decoder.py:" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "runs.db").exists()

@@ -172,7 +172,7 @@ async def test_blank_targets_and_goals_and_bad_rounds_are_refused_and_secrets_hi
         "import os\nraise ValueError('cannot log in with ' + os.environ['DEMO_TOKEN'])\n")
     async with _serve(tmp_path, DEMO_TOKEN=secret) as client:
         message = await _error(client, "start_workflow", target="leaky.py")
-        assert "leaky.py: importing it raised ValueError: cannot log in with ***" in message
+        assert "leaky.py:2: importing it raised ValueError: cannot log in with ***" in message
         assert secret not in message
         message = await _error(client, "start_workflow", target=" ")
         assert "start_workflow: target is empty; give a workflow file (FILE.yaml) or a " \
