@@ -175,6 +175,9 @@ def test_cli_errors_are_one_line_and_exit_2(cli: Cli) -> None:
     edited = cli("approve", pending.id, "--edit", str(bad))
     assert edited.returncode == 2 and f"{bad}:3:" in edited.stderr
     assert "Traceback" not in edited.stderr
+    for blank in ("", "  "):  # refused, and the approval is still pending
+        refused = cli("reject", pending.id, "--reason", blank)
+        assert refused.returncode == 2 and "--reason is empty; say why" in refused.stderr
     assert cli("reject", pending.id, "--reason", "no").returncode == 0
     again = cli("approve", pending.id)
     assert again.returncode == 2 and "rejected already" in again.stderr

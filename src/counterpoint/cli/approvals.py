@@ -106,8 +106,11 @@ def reject_command(
     quiet: Quiet = False,
 ) -> None:
     from ..approval import Answer
+    if not reason.strip():  # the step (or the model) would be told nothing
+        fail(f"reject {approval_id}: --reason is empty; say why, e.g. --reason "
+             "'wrong target' (the step, or the model for a tool call, is told it)")
     with reported():
-        code = _answer(db, approval_id, Answer(approved=False, by=by, reason=reason),
+        code = _answer(db, approval_id, Answer(approved=False, by=by, reason=reason.strip()),
                        resume=not no_resume, quiet=quiet)
     raise typer.Exit(code)
 
