@@ -206,3 +206,16 @@ def test_approvals_take_last_and_answers_take_a_unique_start_of_an_id(cli: Cli) 
     again = cli("reject", ids[0][:common + 1], "--reason", "late")
     assert again.returncode == 2 and f"approval {ids[0]} " in again.stderr
     assert "approved already" in again.stderr
+
+
+def test_a_run_that_waits_in_a_sub_run_names_the_node_that_asked(cli: Cli) -> None:
+    ran = cli("run", f"{GRAPHS}:nested", "--detach-waiting", "--quiet")
+    assert ran.returncode == 3, ran.stderr
+    [pending] = cli.pending(1)
+    assert pending.run_id.endswith("/inner")
+    assert (f"is waiting for approvals (node 'a' of sub-run {pending.run_id}); list them "
+            in ran.stdout)
+    done = cli("reject", pending.id, "--reason", "not today", "--quiet")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(cli("show", pending.run_id.split("/")[0], "--json").stdout)
+    assert report["outputs"]["report"] == [{"a": "a:no (not today)"}, "-", "-"]

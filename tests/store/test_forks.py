@@ -52,3 +52,15 @@ def test_a_file_from_before_forks_is_migrated_with_no_lineage(tmp_path: Path) ->
         assert store.forks(RunId("r-old")) == []
     finally:
         store.close()
+
+
+def test_sub_runs_are_the_runs_under_a_run_at_any_depth(store: RunStore) -> None:
+    """``sub_runs`` finds ``RUN/...`` (deeper levels and retried ones ``~2`` too), oldest
+    first, and nothing whose id merely starts like the run's."""
+    ids = ["r", "r/a", "r/a/b", "r/a~2", "r/b", "ra", "r0", "r.x", "other", "other/r"]
+    for at, run in enumerate(ids, start=1):
+        store.append(RunId(run), created(at=float(at)))
+    store.flush_sync()
+    assert [r.run_id for r in store.sub_runs(RunId("r"))] == ["r/a", "r/a/b", "r/a~2", "r/b"]
+    assert [r.run_id for r in store.sub_runs(RunId("r/a"))] == ["r/a/b"]
+    assert store.sub_runs(RunId("r/b")) == [] and store.sub_runs(RunId("nothing")) == []

@@ -372,7 +372,7 @@ def _run(graph: Graph, options: RunOptions, inputs: dict[str, Any], store: RunSt
             raise
         raise _store_failed(exc, started[0], db) from exc
     if not result.status.terminal:  # it ended its execution to wait for people
-        return approvals_cli.waiting(result.run_id, list(result.state.asking), out)
+        return approvals_cli.waiting(result.run_id, list(result.state.asking), out, store)
     code = _finish(_result_report(result, events=store.events(result.run_id),
                                   sub_runs=sub_run_events(store, result.run_id)),
                    db=db, as_json=as_json, out=out)
@@ -468,7 +468,7 @@ def _resume(run_id: str, store: RunStore, *, db: str | None, quiet: bool, as_jso
     except StoreError as exc:
         raise _store_failed(exc, run_id, db) from exc
     if not result.status.terminal:  # it ended its execution to wait for people
-        return approvals_cli.waiting(result.run_id, list(result.state.asking), out)
+        return approvals_cli.waiting(result.run_id, list(result.state.asking), out, store)
     code = _finish(_result_report(result, events=store.events(result.run_id),
                                   sub_runs=sub_run_events(store, result.run_id)),
                    db=db, as_json=as_json, out=out)

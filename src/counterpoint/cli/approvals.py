@@ -160,26 +160,38 @@ def _resume(store: RunStore, run_id: str, out: Console, *, quiet: bool) -> int:
         out.print(f"run {run_id} was resumed by another process, which continues it",
                   soft_wrap=True)
         return 0
-    return finished(result, out)
+    return finished(result, out, store)
 
 
-def finished(result: RunResult, out: Console) -> int:
+def finished(result: RunResult, out: Console, store: RunStore) -> int:
     """Print how an execution ended; its exit code (:data:`WAITING_EXIT` while waiting)."""
     from ..state import RunStatus
     if result.status is RunStatus.RUNNING:
-        return waiting(result.run_id, list(result.state.asking), out)
+        return waiting(result.run_id, list(result.state.asking), out, store)
     out.print(f"run {result.run_id} {result.status.value}", soft_wrap=True)
     return 0 if result.status is RunStatus.SUCCEEDED else 1
 
 
-def waiting(run_id: str, nodes: list[Any], out: Console) -> int:
-    """Say that ``run_id`` waits for approvals of ``nodes``; :data:`WAITING_EXIT`."""
-    where = f"nodes {sorted(map(str, nodes))}" if nodes else "asked in its sub-runs"
+def waiting(run_id: str, nodes: list[Any], out: Console, store: RunStore) -> int:
+    """Say that ``run_id`` waits for approvals of ``nodes`` (none: its sub-runs' nodes,
+    found in ``store``); :data:`WAITING_EXIT`."""
+    where = f"nodes {sorted(map(str, nodes))}" if nodes else _asked_below(store, run_id)
     out.print(f"run {run_id} is waiting for approvals ({where}); "
               f"list them with `counterpoint approvals {run_id}`, answer with "
               "`counterpoint approve ID` or `counterpoint reject ID --reason ...`",
               soft_wrap=True)
     return WAITING_EXIT
+
+
+def _asked_below(store: RunStore, run_id: str) -> str:
+    """Which nodes of ``run_id``'s sub-runs wait for approvals, per the store."""
+    from ..answering import approvals
+    from ..approval import PENDING
+    from ..ids import RunId
+    asked = sorted({f"{a.node!r} of sub-run {a.run_id}" for sub in store.sub_runs(RunId(run_id))
+                    for a in approvals(store, sub.run_id) if a.status == PENDING})
+    return f"node {some(asked)}" if len(asked) == 1 else \
+        f"nodes {some(asked)}" if asked else "asked in its sub-runs"
 
 
 def _approval_id(store: RunStore, given: str) -> str:

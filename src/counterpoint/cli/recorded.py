@@ -97,9 +97,7 @@ def _pending_approvals(run_id: RunId, events: Sequence[Event],
 
 def sub_run_events(store: RunStore, run_id: str) -> list[list[Event]]:
     """The logs of ``run_id``'s sub-runs (``RUN/node...``), which spend from its budget."""
-    prefix = f"{run_id}/"
-    return [store.events(r.run_id) for r in store.runs(limit=_EVERY_RUN)
-            if r.run_id.startswith(prefix)]
+    return [store.events(r.run_id) for r in store.sub_runs(RunId(run_id))]
 
 
 def log_report(record: RunRecord, events: Sequence[Event],

@@ -8,7 +8,6 @@ was spent (:func:`~counterpoint.budget.spent_in_log`), the sub-runs' logs includ
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 
 from ..budget import ZERO, Amount, Ledger, current_ledger, spent_in_log
@@ -60,12 +59,11 @@ def resumed_ledgers(run_id: RunId, options: RunOptions, store: RunStore,
     total, nodes = spent_in_log(events)
     if budgeted:
         prefix = f"{run_id}/"
-        for record in store.runs(limit=sys.maxsize):
-            if record.run_id.startswith(prefix):
-                spent, _ = spent_in_log(store.events(record.run_id))
-                total = total + spent
-                node = NodeId(record.run_id[len(prefix):].split("/", 1)[0].split("~", 1)[0])
-                nodes[node] = nodes.get(node, ZERO) + spent
+        for record in store.sub_runs(run_id):
+            spent, _ = spent_in_log(store.events(record.run_id))
+            total = total + spent
+            node = NodeId(record.run_id[len(prefix):].split("/", 1)[0].split("~", 1)[0])
+            nodes[node] = nodes.get(node, ZERO) + spent
     parent = current_ledger() if sub_run else None
     where = f"run {run_id}"
     ledger = parent.child(options.budget, where=where, deadline_at=parent.deadline_at,

@@ -9,7 +9,8 @@ Contract for every implementation:
   call from any thread.
 * A record's :attr:`~RunRecord.forked_from` comes from its ``run_created`` event, and
   :meth:`~RunIndex.forks` finds a run's forks from the records alone: the parent's own
-  log is never rewritten.
+  log is never rewritten; :meth:`~RunIndex.sub_runs` finds the runs under a run (ids
+  ``RUN/...``) the same way.
 * :meth:`~RunIndex.claim` is synchronous and decisive: it checks and takes ownership in
   one step that no other claim, in any process, interleaves with.
 """
@@ -108,6 +109,17 @@ class RunIndex(abc.ABC):
         """
         found = [r for r in self.runs(limit=sys.maxsize)
                  if r.forked_from is not None and r.forked_from.run == run_id]
+        return sorted(found, key=lambda r: r.created_at)
+
+    def sub_runs(self, run_id: RunId) -> list[RunRecord]:
+        """The runs under ``run_id`` (its sub-runs ``RUN/node``, theirs, and so on),
+        oldest first (empty if it has none, or is not in the store).
+
+        This default reads every record; stores override it with a lookup of the ids
+        that start with ``RUN/``.
+        """
+        prefix = f"{run_id}/"
+        found = [r for r in self.runs(limit=sys.maxsize) if r.run_id.startswith(prefix)]
         return sorted(found, key=lambda r: r.created_at)
 
     @abc.abstractmethod

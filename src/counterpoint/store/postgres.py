@@ -342,6 +342,12 @@ class PostgresStore(RunStore):
             f"SELECT {RUN_COLUMNS} FROM cp_runs WHERE fork_of = %s ORDER BY created_at",
             (run_id,))]
 
+    def sub_runs(self, run_id: RunId) -> list[RunRecord]:
+        # compared as bytes: the database's collation may order "/" anywhere
+        return [record_from_row(r) for r in self._read(
+            f"SELECT {RUN_COLUMNS} FROM cp_runs WHERE starts_with(run_id, %s) "
+            "ORDER BY created_at", (f"{run_id}/",))]
+
     def _not_found(self, run_id: RunId) -> RunNotFound:
         return RunNotFound(f"run {run_id} not found in store {self.location}; list runs "
                            "with `counterpoint runs`")

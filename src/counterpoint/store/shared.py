@@ -225,6 +225,9 @@ class SharedStore(RunStore):
     def forks(self, run_id: RunId) -> list[RunRecord]:
         return self._store.forks(run_id)
 
+    def sub_runs(self, run_id: RunId) -> list[RunRecord]:
+        return self._store.sub_runs(run_id)
+
     def claim(self, run_id: RunId, *, pid: int, host: str) -> None:
         self._store.claim(run_id, pid=pid, host=host)
 
@@ -320,6 +323,9 @@ class _Closed(RunStore):
         raise self._closed()
 
     def forks(self, run_id: RunId) -> list[RunRecord]:
+        raise self._closed()
+
+    def sub_runs(self, run_id: RunId) -> list[RunRecord]:
         raise self._closed()
 
     def claim(self, run_id: RunId, *, pid: int, host: str) -> None:

@@ -440,6 +440,17 @@ class SQLiteStore(Shipper, RunStore):
                                   "ORDER BY created_at", (run_id,)).fetchall()
         return [record_from_row(r) for r in rows]
 
+    def sub_runs(self, run_id: RunId) -> list[RunRecord]:
+        # the ids between "RUN/" and "RUN0" ("0" follows "/"): a range of the primary key
+        with self._read_lock:
+            reader = self._open_reader()
+            if reader is None:
+                return []
+            rows = reader.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id > ? AND "
+                                  "run_id < ? ORDER BY created_at",
+                                  (f"{run_id}/", f"{run_id}0")).fetchall()
+        return [record_from_row(r) for r in rows]
+
     def _not_found(self, run_id: RunId) -> RunNotFound:
         if self._reader is None:
             return RunNotFound(f"run {run_id} not found in store {self.path} (it holds no "
