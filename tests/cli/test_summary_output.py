@@ -3,6 +3,7 @@ lines and in characters, whatever the graph returned."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 
 import pytest
@@ -70,3 +71,20 @@ def test_a_secret_of_the_environment_is_masked_in_json_output_too(
     text = dumps({"outputs": {"leak": f"the key is {key}"}})
     assert key not in text
     assert json.loads(text) == {"outputs": {"leak": "the key is ***"}}
+
+
+def test_the_ratio_to_a_critical_path_under_a_millisecond_says_what_it_measures() -> None:
+    """A graph of instant steps: makespan / critical path is large and means the run's own
+    overhead, which the summary says; a step of a few milliseconds gets no such note."""
+    instant = cp.Graph("instant")
+    instant.add("one", lambda: 1)
+    assert "the ratio is mostly the run's own start and logging" in _shown(instant)
+
+    async def slow() -> int:
+        await asyncio.sleep(0.005)  # the critical path is at least this long
+        return 1
+
+    longer = cp.Graph("longer")
+    longer.add("one", slow)
+    text = _shown(longer)
+    assert "makespan / critical path" in text and "mostly the run's own" not in text

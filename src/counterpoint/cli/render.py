@@ -338,6 +338,11 @@ def recovered_lines(state: RunState, attempts: Mapping[NodeId, Sequence[Mapping[
     return lines
 
 
+TINY_PATH = 0.001
+"""A critical path shorter than this (seconds) makes its ratio to the makespan a measure
+of the runtime's overhead, and the summary says so."""
+
+
 def metrics_table(metrics: Metrics, *, deps_known: bool = True) -> RenderableType:
     """Makespan, critical path and their ratio, parallel width, run time and retries."""
     grid = Table.grid(padding=(0, 2))
@@ -351,7 +356,11 @@ def metrics_table(metrics: Metrics, *, deps_known: bool = True) -> RenderableTyp
         grid.add_row("critical path", Text(f"{seconds(metrics.critical_path)}"
                                            + (f"  ({named})" if named else "")))
         ratio = metrics.makespan_over_critical_path
-        grid.add_row("makespan / critical path", f"{ratio:.2f}x" if ratio is not None else "-")
+        shown = Text(f"{ratio:.2f}x" if ratio is not None else "-")
+        if ratio is not None and metrics.critical_path < TINY_PATH:
+            shown.append("  (a critical path under 1 ms: the ratio is mostly the run's own "
+                         "start and logging)", style="dim")
+        grid.add_row("makespan / critical path", shown)
     else:
         grid.add_row("critical path", "see the run summary (this log does not record the "
                                       "nodes' dependencies)")
