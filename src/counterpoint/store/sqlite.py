@@ -423,32 +423,22 @@ class SQLiteStore(Shipper, RunStore):
         return record_from_row(row)
 
     def runs(self, limit: int = 50) -> list[RunRecord]:
-        with self._read_lock:
-            reader = self._open_reader()
-            if reader is None:
-                return []
-            rows = reader.execute(f"SELECT {RUN_COLUMNS} FROM runs ORDER BY created_at DESC "
-                                  "LIMIT ?", (limit,)).fetchall()
-        return [record_from_row(r) for r in rows]
+        return self._records("ORDER BY created_at DESC LIMIT ?", (limit,))
 
     def forks(self, run_id: RunId) -> list[RunRecord]:
-        with self._read_lock:
-            reader = self._open_reader()
-            if reader is None:
-                return []
-            rows = reader.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE fork_of = ? "
-                                  "ORDER BY created_at", (run_id,)).fetchall()
-        return [record_from_row(r) for r in rows]
+        return self._records("WHERE fork_of = ? ORDER BY created_at", (run_id,))
 
     def sub_runs(self, run_id: RunId) -> list[RunRecord]:
         # the ids between "RUN/" and "RUN0" ("0" follows "/"): a range of the primary key
+        return self._records("WHERE run_id > ? AND run_id < ? ORDER BY created_at",
+                             (f"{run_id}/", f"{run_id}0"))
+
+    def _records(self, clauses: str, params: tuple[object, ...]) -> list[RunRecord]:
         with self._read_lock:
             reader = self._open_reader()
             if reader is None:
                 return []
-            rows = reader.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id > ? AND "
-                                  "run_id < ? ORDER BY created_at",
-                                  (f"{run_id}/", f"{run_id}0")).fetchall()
+            rows = reader.execute(f"SELECT {RUN_COLUMNS} FROM runs {clauses}", params).fetchall()
         return [record_from_row(r) for r in rows]
 
     def _not_found(self, run_id: RunId) -> RunNotFound:
