@@ -66,7 +66,7 @@ def test_runs_are_listed_with_tokens_and_filtered(client: TestClient, run_id: Ru
     assert [r["graph"] for r in rows] == ["other", "api"]  # newest first
     api_row = rows[1]
     assert api_row["run_id"] == run_id and api_row["status"] == "failed"
-    assert api_row["tokens"] > 0 and api_row["nodes"] == 3 and api_row["duration"] > 0
+    assert api_row["duration"] > 0  # tokens and nodes: test_ui_rows (the stream fills them)
     assert [r["graph"] for r in client.get("/api/runs?status=failed").json()["runs"]] == ["api"]
     assert [r["graph"] for r in client.get("/api/runs?q=oth").json()["runs"]] == ["other"]
     assert client.get("/api/runs?q=nothing-like-it").json()["runs"] == []

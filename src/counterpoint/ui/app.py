@@ -2,8 +2,8 @@
 
 =====================================  ==================================================
 ``GET /``                              the page (``static/``: no build step, no CDN)
-``GET /api/runs?q=&status=&limit=``    the runs list, filtered and searched
-``GET /api/runs/stream``               the runs list again whenever the index changes (SSE)
+``GET /api/runs?q=&status=&limit=``    the runs list (from the run index), filtered, searched
+``GET /api/runs/stream``               the runs list, again as runs or their totals change
 ``GET /api/runs/{run}``                a run: header, nodes, metrics, critical path
 ``GET /api/runs/{run}/stream``        the run, then what changes in it (SSE)
 ``GET /api/runs/{run}/nodes/{node}``   one node: inputs, output, attempts, calls, rounds
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -54,6 +53,7 @@ from ..store import RunStore
 from . import control
 from .cache import RunCache
 from .projection import RunView, matches, node_detail, run_row
+from .rows import RunRows
 from .tail import POLL_SECONDS, follow
 
 STATIC = Path(__file__).parent / "static"
@@ -62,50 +62,15 @@ SHOWN_STATUSES = frozenset({*(s.value for s in RunStatus), "interrupted"})
 """What the runs list's ``?status=`` filter takes: a run's status as ``show`` tells it."""
 LIST_LIMIT = 200
 """Most runs the list holds."""
-LIVE_ROW_SECONDS = 5.0
-"""A running run's tokens and cost in the runs list are at most this old."""
-
-
-class _Rows:
-    """Runs-list rows. A row's tokens and cost need the run's whole log: a finished run's
-    are computed once (its log no longer changes), a running one's at most every
-    :data:`LIVE_ROW_SECONDS` (its status and times follow the index at every look)."""
-
-    def __init__(self, store: RunStore) -> None:
-        self.store = store
-        self.done: dict[str, dict[str, Any]] = {}
-        self.live: dict[str, tuple[float, dict[str, Any]]] = {}
-
-    def rows(self, limit: int) -> list[dict[str, Any]]:
-        out = []
-        now = time.monotonic()
-        for record in self.store.runs(limit):
-            row = self.done.get(record.run_id)
-            if row is None:
-                seen = self.live.get(record.run_id)
-                if seen is not None and now - seen[0] < LIVE_ROW_SECONDS and \
-                        record.status == RunStatus.RUNNING:
-                    row = {**seen[1], **run_row(record), **{
-                        k: seen[1][k] for k in ("tokens", "cost", "nodes")}}
-                else:
-                    try:
-                        row = run_row(record, self.store.events(record.run_id))
-                    except RunNotFound:
-                        row = run_row(record)
-                    if record.status != RunStatus.RUNNING:
-                        self.done[record.run_id] = row
-                        self.live.pop(record.run_id, None)
-                    else:
-                        self.live[record.run_id] = (now, row)
-            out.append(row)
-        return out
+FILL_SECONDS = 0.25
+"""The runs stream reads logs for the list's totals for about this long between frames."""
 
 
 def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = None,
                poll: float = POLL_SECONDS) -> Starlette:
     """The web view over ``store``; ``token`` (if given) guards the API; ``cwd`` is where
     a resumed run's process starts (where its graph is importable from)."""
-    rows = _Rows(store)
+    rows = RunRows(store)
     cache = RunCache(store)
     workdir = cwd or Path.cwd()
 
@@ -119,7 +84,7 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         if status and status not in SHOWN_STATUSES:
             return _error(400, f"unknown status {status!r} in ?status=; use one of "
                                f"{', '.join(sorted(SHOWN_STATUSES))}")
-        found = await read(rows.rows, limit)
+        found = rows.rows(await read(rows.records, limit))  # the index only: no log is read
         return _JSON({"runs": [r for r in found if matches(r, query, status)],
                              "store": store.location})
 
@@ -129,12 +94,17 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         async def frames() -> AsyncIterator[str]:
             seen: Any = None
             while True:
-                found = await read(rows.rows, limit)
-                key = [(r["run_id"], r["status"], r["updated_at"]) for r in found]
+                records = await read(rows.records, limit)
+                found = rows.rows(records)
+                key = [(r["run_id"], r["status"], r["updated_at"], r["nodes"], r["tokens"],
+                        r["cost"]) for r in found]
                 if key != seen:
                     seen = key
                     yield _frame("runs", {"runs": found, "store": store.location})
-                await asyncio.sleep(poll * 5)
+                # then the totals the rows lack, a few logs at a time: the list is sent
+                # at once, and each run's totals as they are read
+                if not await read(rows.fill, records, FILL_SECONDS):
+                    await asyncio.sleep(poll * 5)
         return _stream(frames())
 
     async def run(request: Request) -> Response:

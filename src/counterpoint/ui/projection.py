@@ -23,7 +23,7 @@ from ..metrics import compute
 from ..models.sampling import sampling_by_node, sampling_line
 from ..plan_text import plan_tree, round_lines
 from ..routing.trail import routing_by_node
-from ..state import NodeState, RunState
+from ..state import NodeState, RunState, RunStatus
 from ..store import RunRecord
 from ..store.owners import run_owner_alive
 from . import subset
@@ -44,31 +44,37 @@ _ATTEMPT_EVENTS = frozenset({EventKind.NODE_READY, EventKind.NODE_STARTED,
 
 
 def run_row(record: RunRecord, events: Sequence[Event] | None = None) -> dict[str, Any]:
-    """One line of the runs list; with the run's ``events``, also its tokens and cost."""
+    """One line of the runs list, from the run's index record (a finished run's duration
+    too); with the run's ``events``, also its nodes, tokens and cost (:func:`run_totals`)."""
+    status = shown_status(record)
     row: dict[str, Any] = {
-        "run_id": record.run_id, "graph": record.graph, "status": shown_status(record),
+        "run_id": record.run_id, "graph": record.graph, "status": status,
         "created_at": record.created_at, "updated_at": record.updated_at,
-        "parent": record.parent, "duration": None, "tokens": None, "cost": None,
-        "nodes": None}
+        "parent": record.parent, "tokens": None, "cost": None, "nodes": None,
+        # the index's updated_at is the time of the last status change: a finished
+        # run's end
+        "duration": record.updated_at - record.created_at
+        if record.status != RunStatus.RUNNING else None}
     if events is not None:
-        tokens = 0
-        cost = 0.0
-        nodes = 0
-        finished: float | None = None
-        for ev in events:
-            if ev.kind is EventKind.MODEL_CALL and ev.data and "input_tokens" in ev.data:
-                tokens += int(ev.data.get("input_tokens") or 0) + \
-                    int(ev.data.get("output_tokens") or 0)
-                cost += float(ev.data.get("cost") or 0.0)
-            elif ev.kind is EventKind.RUN_CREATED:
-                nodes = int((ev.data or {}).get("nodes") or 0)
-            elif ev.kind is EventKind.MAP_EXPANDED:
-                nodes += int((ev.data or {}).get("count") or 0)
-            elif ev.kind is EventKind.RUN_FINISHED:
-                finished = ev.at
-        row.update(tokens=tokens, cost=cost, nodes=nodes,
-                   duration=(finished - record.created_at) if finished else None)
+        row.update(run_totals(events))
     return row
+
+
+def run_totals(events: Iterable[Event]) -> dict[str, Any]:
+    """A run's nodes, tokens and cost, from its log."""
+    tokens = 0
+    cost = 0.0
+    nodes = 0
+    for ev in events:
+        if ev.kind is EventKind.MODEL_CALL and ev.data and "input_tokens" in ev.data:
+            tokens += int(ev.data.get("input_tokens") or 0) + \
+                int(ev.data.get("output_tokens") or 0)
+            cost += float(ev.data.get("cost") or 0.0)
+        elif ev.kind is EventKind.RUN_CREATED:
+            nodes = int((ev.data or {}).get("nodes") or 0)
+        elif ev.kind is EventKind.MAP_EXPANDED:
+            nodes += int((ev.data or {}).get("count") or 0)
+    return {"tokens": tokens, "cost": cost, "nodes": nodes}
 
 
 def matches(row: Mapping[str, Any], query: str, status: str) -> bool:
