@@ -91,6 +91,10 @@ class Display:
 
     refresh: bool = False
     """Whether :meth:`tick` should be called every :data:`REFRESH_SECONDS`."""
+    listens: bool = False
+    """Whether :meth:`event` shows anything: if not, the run is not subscribed to (a
+    ``run -q`` of 100,000 nodes spent ~0.05 s of 2.5 s handing events to a display that
+    dropped them)."""
 
     def begin(self, state: RunState) -> None:
         """The run started; :meth:`event` then gets every event from its first."""
@@ -107,6 +111,8 @@ class Display:
 
 class LineDisplay(Display):
     """One plain line per node that ends (and per failed attempt), for logs and pipes."""
+
+    listens = True
 
     def __init__(self, console: Console) -> None:
         self.console = console
@@ -148,6 +154,7 @@ class LiveView(Display):
     """A progress bar and a table of running, recently finished and failed nodes."""
 
     refresh = True
+    listens = True
 
     def __init__(self, console: Console) -> None:
         self.tally = Tally()
@@ -224,11 +231,12 @@ def render_live(state: RunState, tally: Tally, started: float, now: float) -> Re
 async def follow(handle: RunHandle, display: Display) -> RunResult:
     """Show the run behind ``handle`` on ``display`` until it finishes; return its result."""
     display.begin(handle.state)
-    consumer = asyncio.create_task(_consume(handle, display))
+    consumer = asyncio.create_task(_consume(handle, display)) if display.listens else None
     ticker = asyncio.create_task(_tick(handle, display)) if display.refresh else None
     try:
         result = await handle.result()
-        await asyncio.wait({consumer}, timeout=1.0)  # the last events are already queued
+        if consumer is not None:  # the last events are already queued
+            await asyncio.wait({consumer}, timeout=1.0)
     finally:
         helpers = [t for t in (consumer, ticker) if t is not None]
         for task in helpers:
