@@ -85,3 +85,19 @@ def test_an_edit_that_adds_a_bad_node_names_the_edit_s_line_only() -> None:
     added.add("late", work, x=1, retries=2)
     [spec] = added.build("g", {}).add
     assert spec.where.startswith(f"{__file__}:") and spec.policy.retries == 2
+
+
+def test_an_edit_whose_node_reads_an_unknown_node_names_where_it_was_added() -> None:
+    line = sys._getframe().f_lineno + 4
+
+    async def grow(ctx: cp.NodeContext) -> int:
+        edit = cp.Edit()
+        edit.add("late", echo, x=cp.NodeRef(cp.NodeId("nowhere")))
+        return ctx.apply(edit)
+
+    g = cp.Graph("unknown-dep")
+    g.add("grow", grow)
+    result = cp.run_sync(g, store="memory")
+    message = (result.nodes["grow"].error or {}).get("message", "")
+    assert f"node 'late' (added at {__file__}:{line}) depends on unknown node 'nowhere'; " \
+        "add it in the same edit" in message, message
