@@ -57,6 +57,34 @@ def _adapter(annotation: Any) -> pydantic.TypeAdapter[Any]:
     return pydantic.TypeAdapter(annotation)
 
 
+@lru_cache(maxsize=512)
+def _checker(annotation: Any) -> pydantic.TypeAdapter[Any] | None:
+    try:
+        return pydantic.TypeAdapter(annotation)
+    except (pydantic.PydanticSchemaGenerationError, TypeError):  # a class pydantic cannot check
+        return None
+
+
+def conform(value: Any, annotation: Any) -> Any:
+    """``value`` validated as ``annotation`` by pydantic, in its lax mode (``"3"`` for an
+    ``int`` is ``3``); ``value`` as it is when ``annotation`` is ``Any`` or a type pydantic
+    cannot check. Raises ``ValueError`` with pydantic's reason when ``value`` does not fit."""
+    if annotation is Any or annotation is None:
+        return value
+    try:
+        checker = _checker(annotation)
+    except TypeError:  # an annotation that cannot be a cache key
+        return value
+    if checker is None:
+        return value
+    try:
+        return checker.validate_python(value)
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        at = ".".join(str(p) for p in first.get("loc", ()))
+        raise ValueError(f"{first['msg']}" + (f" (at {at})" if at else "")) from None
+
+
 def decode(text: str, annotation: Any = Any) -> Any:
     """Decode JSON text written by :func:`encode`, validated as ``annotation`` when known."""
     if annotation is Any or annotation is None:

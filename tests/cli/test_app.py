@@ -301,15 +301,44 @@ def test_run_json_with_inputs_and_function_target(work: Workdir) -> None:
                                       "peak_parallel_width", "total_run_time"}
 
 
+REPEAT = """
+from counterpoint import Graph
+
+def repeat(word, times: int) -> str:
+    return word * times
+
+graph = Graph("repeat")
+graph.add("repeat", repeat, word=graph.input("word"), times=graph.input("times", int))
+"""
+
+
 def test_text_input_and_quiet(work: Workdir) -> None:
-    work.write("scaled.py", SCALED)
-    done = work.cli("run", "scaled.py:build", "--input", "n=oops", "--input", "factor=2",
+    work.write("repeat.py", REPEAT)
+    done = work.cli("run", "repeat.py", "--input", "word=oops", "--input", 'times="2"',
                     "--quiet")
     assert done.returncode == 0, done.stderr
-    assert "scale succeeded" not in done.stdout  # no progress lines with --quiet
+    assert "repeat succeeded" not in done.stdout  # no progress lines with --quiet
     assert "makespan" in done.stdout
     run_id = _run_id(done.stdout)
-    assert work.show(run_id)["outputs"] == {"scale": "oopsoops"}  # not JSON: passed as text
+    # "oops" is not JSON: passed as text; the JSON string "2" fits the input's int
+    assert work.show(run_id)["outputs"] == {"repeat": "oopsoops"}
+
+
+def test_an_input_that_does_not_fit_its_declared_type_is_refused_before_the_run(
+        work: Workdir) -> None:
+    """Regression: ``--input n=oops`` for an input declared ``int`` started the run, and
+    its step failed with ``TypeError`` (or, for a step that multiplies, succeeded with
+    "oopsoops")."""
+    work.write("scaled.py", SCALED)
+    for given, reason in [("n=oops", "unable to parse string as an integer"),
+                          ("n=2.5", "got a number with a fractional part"),
+                          ("n=1e400", "Input should be a finite number")]:
+        done = work.cli("run", "scaled.py:build", "--input", given, "--input", "factor=2")
+        assert done.returncode == 2, done.stdout
+        assert "scaled.py: graph 'scaled', input 'n' must be int, got " in done.stderr
+        assert reason in done.stderr and "Traceback" not in done.stderr
+    runs = work.cli("runs")
+    assert "scaled" not in runs.stdout  # nothing was recorded
 
 
 def test_run_module_target(work: Workdir) -> None:

@@ -985,3 +985,29 @@ def test_a_sync_step_that_edits_after_its_run_ended_gets_an_error_not_a_hang() -
     assert "event loop has stopped, so nothing more can be applied" in str(outcome[0])
     assert isinstance(outcome[1], cp.UserError), outcome
     assert "event loop has stopped, so nothing more can be recorded" in str(outcome[1])
+
+
+def test_inputs_are_checked_against_their_declared_types() -> None:
+    """A run's inputs, and a sub-graph's, fit the types the graph declared them with:
+    ``"3"`` for an ``int`` is 3, a value that does not fit is refused before anything
+    runs (for a sub-graph: its node fails, naming the input)."""
+    async def double(n: int) -> int:
+        return 2 * n
+
+    g = cp.Graph("typed")
+    g.add("d", double, n=g.input("n", int))
+    store = cp.MemoryStore()
+    assert cp.run_sync(g, inputs={"n": "3"}, store=store)["d"] == 6
+    with pytest.raises(cp.UserError, match=r"graph 'typed', input 'n' must be int, got 'x' "
+                                           r"\(Input should be a valid integer"):
+        cp.run_sync(g, inputs={"n": "x"}, store=store)
+    assert len(store.runs()) == 1  # the refused run left nothing
+
+    async def word() -> str:
+        return "many"
+
+    outer = cp.Graph("outer")
+    outer.add("inner", g, n=outer.add("word", word))
+    result = cp.run_sync(outer, store="memory")
+    error = result.nodes["inner"].error or {}
+    assert "input 'n' must be int, got 'many'" in error.get("message", ""), error

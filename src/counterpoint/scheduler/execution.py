@@ -164,8 +164,11 @@ def resumed_event(execution: Execution) -> Event | None:
     return Event(RUN_RESUMED, time.time(), data={"pid": os.getpid()})
 
 
-def check_inputs(graph: Graph, inputs: Mapping[str, Any], options: RunOptions) -> None:
-    """Raise :class:`UserError` if ``graph`` cannot run with ``inputs`` under ``options``."""
+def check_inputs(graph: Graph, inputs: Mapping[str, Any],
+                 options: RunOptions) -> Mapping[str, Any]:
+    """Raise :class:`UserError` if ``graph`` cannot run with ``inputs`` under ``options``;
+    else ``inputs``, each validated as the type the graph declared it with
+    (:func:`counterpoint.codec.conform`: ``"3"`` for an ``int`` input is ``3``)."""
     if inputs or graph.inputs:
         missing = sorted(set(graph.inputs) - set(inputs))
         if missing:
@@ -176,10 +179,31 @@ def check_inputs(graph: Graph, inputs: Mapping[str, Any], options: RunOptions) -
         if unknown:
             raise UserError(f"{graph.source.origin}: graph {graph.name!r} has no input(s) "
                             f"{unknown}; declared: {sorted(graph.inputs) or 'none'}")
+        inputs = _conformed(graph, inputs)
     if options.limits:
         excess = over_limit(graph.nodes.values(), options.limits)
         if excess:
             raise UserError(f"{excess[0].where}: {excess[1]}; raise the limit")
+    return inputs
+
+
+def _conformed(graph: Graph, inputs: Mapping[str, Any]) -> Mapping[str, Any]:
+    typed = [(k, a) for k, a in graph.inputs.items() if a is not Any and a is not None]
+    if not typed:
+        return inputs
+    out = dict(inputs)
+    for name, annotation in typed:
+        try:
+            out[name] = codec.conform(inputs[name], annotation)
+        except ValueError as exc:
+            shown = repr(inputs[name])
+            shown = shown if len(shown) <= 80 else shown[:77] + "..."
+            kind = getattr(annotation, "__name__", None) or str(annotation)
+            raise UserError(f"{graph.source.origin}: graph {graph.name!r}, input {name!r} "
+                            f"must be {kind}, got {shown} ({exc}); pass a value of that "
+                            f"type (on the command line: --input {name}=VALUE, read as "
+                            "JSON when it parses)") from None
+    return out
 
 
 def check_backend(backend: Backend, graph: Graph) -> None:
@@ -204,7 +228,7 @@ def prepare_run(graph: Graph, inputs: Mapping[str, Any], options: RunOptions,
             options.deadline is None and graph.deadline is not None):  # a workflow's own
         options = dataclasses.replace(options, budget=options.budget or graph.budget,
                                       deadline=options.deadline or graph.deadline)
-    check_inputs(graph, inputs, options)
+    inputs = check_inputs(graph, inputs, options)
     backend = backend or options.backend or DEFAULT_BACKEND
     check_backend(backend, graph)
     owns = not isinstance(store, RunStore)

@@ -136,7 +136,7 @@ def prepare_fork(parent: RunId, store: RunStore, *, at: int | str | None = None,
     new_inputs = {**old_inputs, **(inputs or {})}
     opts = options or RunOptions.from_data(record.options)
     try:
-        check_inputs(the_graph, new_inputs, opts)
+        new_inputs = dict(check_inputs(the_graph, new_inputs, opts))
     except UserError as exc:
         raise ForkError(f"{where}: {exc}") from None
     seen = _Parent(the_graph, parent, events[:cut])
