@@ -5,7 +5,9 @@
 ``GET /api/runs?q=&status=&limit=``    the runs list (from the run index), filtered, searched
 ``GET /api/runs/stream``               the runs list, again as runs or their totals change
 ``GET /api/runs/{run}``                a run: header, nodes, metrics, critical path
-``GET /api/runs/{run}/stream``        the run, then what changes in it (SSE)
+``GET /api/runs/{run}/stream?watch=``  the run, then what changes in it (SSE); with
+                                       ``watch=1`` it stays open once the run ended
+                                       and says ``deleted`` if another process deletes it
 ``GET /api/runs/{run}/nodes/{node}``   one node: inputs, output, attempts, calls, rounds
 ``GET /api/runs/{run}/values/{node}``  a node's whole output (the page shows it clipped)
 ``GET /api/blobs/{sha256}``            a stored text: a model call's request or response
@@ -49,12 +51,12 @@ from ..errors import CounterpointError, RunNotFound
 from ..ids import NodeId, RunId
 from ..secrets import redact
 from ..state import NodeState, RunStatus
-from ..store import RunStore
+from ..store import RunRecord, RunStore
 from . import control
-from .cache import RunCache
+from .cache import RunCache, deleted_message
 from .projection import RunView, matches, node_detail, run_row
 from .rows import RunRows
-from .tail import POLL_SECONDS, follow
+from .tail import POLL_SECONDS, WATCH_SECONDS, follow, until_deleted
 
 STATIC = Path(__file__).parent / "static"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
@@ -67,9 +69,10 @@ FILL_SECONDS = 0.25
 
 
 def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = None,
-               poll: float = POLL_SECONDS) -> Starlette:
+               poll: float = POLL_SECONDS, watch: float = WATCH_SECONDS) -> Starlette:
     """The web view over ``store``; ``token`` (if given) guards the API; ``cwd`` is where
-    a resumed run's process starts (where its graph is importable from)."""
+    a resumed run's process starts (where its graph is importable from); ``poll`` and
+    ``watch``: how often a running run's and a finished run's streams look again."""
     rows = RunRows(store)
     cache = RunCache(store)
     workdir = cwd or Path.cwd()
@@ -117,32 +120,44 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
 
     async def run_stream(request: Request) -> Response:
         run_id = _run_param(request)
+        watching = request.query_params.get("watch") == "1"
         record = await read(store.run, run_id)  # an unknown run is a 404, not a stream
 
         async def frames() -> AsyncIterator[str]:
-            # the first frame is the whole run, so a page that reconnects starts afresh
-            if record.status != RunStatus.RUNNING:  # a finished run: one frame, cached
-                data = await read(_snapshot, cache, run_id, False)
-                yield _frame("update", {
-                    **data, "children": await read(_children, store, run_id),
-                    "forks": [run_row(r) for r in await read(store.forks, run_id)]})
-                yield _frame("end", {"seq": data["seq"]})
-                return
-            view = RunView(record)
-            first = True
-            async for batch in follow(store, run_id, 0, poll=poll):
-                view.feed(batch.events, batch.record)
-                if first:
-                    update: dict[str, Any] | None = {
-                        **view.snapshot(), "children": await read(_children, store, run_id),
-                        "forks": [run_row(r) for r in await read(store.forks, run_id)]}
-                else:
-                    update = view.update()
-                first = False
-                if update is not None:
-                    yield _frame("update", update)
-            yield _frame("end", {"seq": view.seq})
+            try:
+                async for frame in run_frames(run_id, record):
+                    yield frame
+                if watching:  # the page stays open on the run: say if it is deleted
+                    await until_deleted(store, run_id, poll=watch)
+                    raise RunNotFound(run_id)
+            except RunNotFound:
+                cache.forget(run_id)
+                yield _frame("deleted", {"error": deleted_message(run_id, store.location)})
         return _stream(frames())
+
+    async def run_frames(run_id: RunId, record: RunRecord) -> AsyncIterator[str]:
+        # the first frame is the whole run, so a page that reconnects starts afresh
+        if record.status != RunStatus.RUNNING:  # a finished run: one frame, cached
+            data = await read(_snapshot, cache, run_id, False)
+            yield _frame("update", {
+                **data, "children": await read(_children, store, run_id),
+                "forks": [run_row(r) for r in await read(store.forks, run_id)]})
+            yield _frame("end", {"seq": data["seq"]})
+            return
+        view = RunView(record)
+        first = True
+        async for batch in follow(store, run_id, 0, poll=poll):
+            view.feed(batch.events, batch.record)
+            if first:
+                update: dict[str, Any] | None = {
+                    **view.snapshot(), "children": await read(_children, store, run_id),
+                    "forks": [run_row(r) for r in await read(store.forks, run_id)]}
+            else:
+                update = view.update()
+            first = False
+            if update is not None:
+                yield _frame("update", update)
+        yield _frame("end", {"seq": view.seq})
 
     async def node(request: Request) -> Response:
         run_id = _run_param(request)

@@ -19,6 +19,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
+from ..errors import RunNotFound
 from ..events import Event
 from ..ids import RunId
 from ..state import RunStatus
@@ -26,6 +27,8 @@ from ..store import RunRecord, RunStore, is_file_location
 
 POLL_SECONDS = 0.1
 """How often a follower looks for new events of a running run."""
+WATCH_SECONDS = 1.0
+"""How often the stream of a finished run looks whether the run was deleted."""
 RECHECK_POLLS = 20
 """Every this many looks, the run's record is read even if the file did not change: its
 process may have died (the run is then shown interrupted)."""
@@ -99,6 +102,25 @@ async def follow(store: RunStore, run_id: RunId, seq: int = 0, *,
             if record.status != RunStatus.RUNNING:
                 return
         await asyncio.sleep(max(poll, 2 * took))
+
+
+async def until_deleted(store: RunStore, run_id: RunId, *,
+                        poll: float = WATCH_SECONDS) -> None:
+    """Returns once ``run_id`` is no longer in the store: another process deleted it
+    (``counterpoint delete``, ``prune``). The run's record is read when the store's file
+    changed, and every :data:`RECHECK_POLLS` looks in any case; a finished run's log is
+    never read again. Never returns while the run exists."""
+    probe = _Probe(store)
+    probe.changed()
+    looks = 0
+    while True:
+        await asyncio.sleep(poll)
+        looks += 1
+        if probe.changed() or looks % RECHECK_POLLS == 0:
+            try:
+                await asyncio.to_thread(store.run, run_id)
+            except RunNotFound:
+                return
 
 
 def _read(store: RunStore, run_id: RunId) -> tuple[RunRecord, list[Event]]:

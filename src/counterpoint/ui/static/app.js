@@ -56,7 +56,10 @@ function stream(url, handlers) {
     live(false);
     if (es.readyState === EventSource.CLOSED && handlers.failed) handlers.failed();
   };
-  es.addEventListener("end", () => { es.close(); live(false); });
+  // a stream with a `deleted` handler was opened with ?watch=1: the server keeps it open
+  // once the run ended, to say if the run is deleted, and ends it then
+  es.addEventListener("end", () => { if (!handlers.deleted) { es.close(); live(false); } });
+  es.addEventListener("deleted", () => { es.close(); live(false); });
   closeStream = () => es.close();
 }
 
@@ -194,13 +197,22 @@ function runPage(runId, nodeParam) {
         " ", c.graph)))));
   };
   if (state.selected) showNode(detail, runId, state.selected);
-  stream("/api/runs/" + enc(runId) + "/stream", {update: u => {
+  stream("/api/runs/" + enc(runId) + "/stream?watch=1", {update: u => {
     children(u.children);
     if (u.forks) state.forks = u.forks;  // sent with the first frame, like children
     apply(u);
   },
+    deleted: d => gone(d.error),
     failed: () => api("/api/runs/" + enc(runId)).catch(err =>
       main.replaceChildren(h("p", {class: "error"}, err.message)))});
+}
+
+// The run was deleted (by another process) while its page was open: say so, and lead
+// back to the list.
+function gone(message) {
+  main.replaceChildren(h("p", {class: "error", id: "deleted"}, message),
+    h("p", {}, h("a", {href: "/", onclick: e => { e.preventDefault(); go("/"); }},
+      "back to the runs list")));
 }
 
 function header(host, u, runId, forks) {

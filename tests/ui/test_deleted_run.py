@@ -1,0 +1,54 @@
+"""A run deleted by another process (``counterpoint delete``) while the web view shows it,
+in a real headless chromium: it leaves the runs list, its open page says it was deleted,
+and the API says so too (not only "not found")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ui_support import Workdir
+
+import counterpoint as cp
+from counterpoint.store import RunStore
+from counterpoint.ui.server import Server
+
+
+def _pair() -> cp.Graph:
+    def one() -> int:
+        return 1
+
+    def two(x: int) -> int:
+        return x + 1
+
+    g = cp.Graph("pair")
+    g.add("two", two, x=g.add("one", one))
+    return g
+
+
+def test_a_run_deleted_elsewhere_leaves_the_list_and_its_open_page_says_so(
+        work: Workdir, served: Server, ui_store: RunStore, page: Any) -> None:
+    kept = cp.run_sync(_pair(), store=ui_store)
+    doomed = cp.run_sync(_pair(), store=ui_store)
+    listing = page.context.new_page()
+    listing.goto(served.url)
+    listing.wait_for_selector(f'tr[data-run="{doomed.run_id}"]')
+    page.goto(f"{served.base}/runs/{doomed.run_id}?node=two")
+    page.wait_for_selector('#dag [data-node="two"][data-status="succeeded"]')
+    page.wait_for_selector("#detail h3")
+
+    deleting = work.start("delete", doomed.run_id)
+    _, err = deleting.communicate(timeout=60)
+    assert deleting.returncode == 0, err.decode()
+
+    listing.wait_for_selector(f'tr[data-run="{doomed.run_id}"]', state="detached")
+    assert listing.locator(f'tr[data-run="{kept.run_id}"]').count() == 1
+    said = page.wait_for_selector("#deleted").inner_text()
+    assert f"run {doomed.run_id} was deleted" in said and "counterpoint delete" in said
+    page.click("text=back to the runs list")
+    page.wait_for_selector(f'tr[data-run="{kept.run_id}"]')
+
+    # the server saw the run: asking for it again says it was deleted
+    answer = page.request.get(f"{served.base}/api/runs/{doomed.run_id}")
+    assert answer.status == 404 and "was deleted" in answer.json()["error"]
+    node = page.request.get(f"{served.base}/api/runs/{doomed.run_id}/nodes/two")
+    assert node.status == 404 and "was deleted" in node.json()["error"]
