@@ -86,8 +86,10 @@ def matches(row: Mapping[str, Any], query: str, status: str) -> bool:
     return all(word in hay for word in query.lower().split())
 
 
-def node_view(ns: NodeState, state: RunState) -> dict[str, Any]:
-    """What the DAG and the timeline draw for one node."""
+def node_view(ns: NodeState, state: RunState,
+              asked: Sequence[list[float | None]] = ()) -> dict[str, Any]:
+    """What the DAG and the timeline draw for one node; ``asked``: the stretches it
+    waited for a person (:class:`ApprovalWaits`)."""
     spans: list[list[float | None]] = [[start, stop] for start, stop in ns.intervals]
     if ns.started_at is not None and ns.stopped_at is None:
         spans.append([ns.started_at, None])  # the attempt running now
@@ -98,6 +100,7 @@ def node_view(ns: NodeState, state: RunState) -> dict[str, Any]:
         "status": ns.status.value, "attempts": ns.attempt,
         "ready_at": ns.first_ready_at, "started_at": ns.first_started_at,
         "finished_at": ns.finished_at, "spans": spans, "waited": dict(ns.waited or {}),
+        "asked": [list(a) for a in asked],
         "error": f"{error.get('type', '')}: {error.get('message', '')}"
                  if error.get("type") else error.get("reason"),
         "calls": tally.calls + tally.cache_hits if tally else 0,
@@ -139,12 +142,47 @@ def metrics_view(state: RunState, now: float) -> dict[str, Any]:
     return {f.name: getattr(metrics, f.name) for f in fields(metrics) if f.name != "nodes"}
 
 
+class ApprovalWaits:
+    """The stretches each node waited for a person, ``[asked_at, settled_at]`` (``None``:
+    still waiting), as the terminal's Gantt draws them (:mod:`counterpoint.pictures.gantt`):
+    from the approval's request to its answer or withdrawal; a run resumed after its
+    process died ends the waits it had open (they are asked again)."""
+
+    def __init__(self) -> None:
+        self.by_node: dict[str, list[list[float | None]]] = {}
+        self._open: dict[tuple[str, str], list[float | None]] = {}
+
+    def feed(self, events: Iterable[Event]) -> None:
+        for ev in events:
+            kind = ev.kind
+            if kind is EventKind.RUN_RESUMED:
+                for still in self._open.values():
+                    still[1] = ev.at
+                self._open.clear()
+            elif kind not in _WAIT_EVENTS or ev.node is None:
+                continue
+            key = (str(ev.node), str((ev.data or {}).get("id")))
+            if kind is EventKind.APPROVAL_REQUESTED:
+                wait: list[float | None] = [ev.at, None]
+                self._open[key] = wait
+                self.by_node.setdefault(key[0], []).append(wait)
+            else:
+                settled = self._open.pop(key, None)
+                if settled is not None:
+                    settled[1] = ev.at
+
+
+_WAIT_EVENTS = frozenset({EventKind.APPROVAL_REQUESTED, EventKind.APPROVAL_ANSWERED,
+                          EventKind.APPROVAL_WITHDRAWN})
+
+
 class RunView:
     """One run as a page shows it, kept up to date as its events arrive."""
 
     def __init__(self, record: RunRecord) -> None:
         self.record = record
         self.projector = Projector(RunId(record.run_id))
+        self.asked = ApprovalWaits()
         self._changed = True
         self._shown = shown_status(record)
         self._metrics: dict[str, Any] | None = None
@@ -167,7 +205,9 @@ class RunView:
                 self.record = record
                 self._shown = shown
                 self._changed = True
+        events = events if isinstance(events, Sequence) else list(events)
         self.projector.feed(events)
+        self.asked.feed(events)
         self._changed = self._changed or self.projector.seq != before
 
     def snapshot(self, *, full: bool = False) -> dict[str, Any]:
@@ -182,12 +222,12 @@ class RunView:
         if full or not subset.is_large(state):
             self._sent = None
             return {"seq": self.seq, **common,
-                    "nodes": [node_view(ns, state) for ns in state.nodes.values()],
+                    "nodes": [self._node(ns) for ns in state.nodes.values()],
                     "reshaped": True}
         ids, partial = subset.pick(state, common["critical"])
         self._sent = set(ids)
         return {"seq": self.seq, **common,
-                "nodes": [node_view(state.nodes[n], state) for n in ids],
+                "nodes": [self._node(state.nodes[n]) for n in ids],
                 "reshaped": True, "partial": partial}
 
     def update(self) -> dict[str, Any] | None:
@@ -205,18 +245,21 @@ class RunView:
         common = self._common()
         sent = self._sent
         if sent is None:
-            nodes = [node_view(state.nodes[n], state) for n in touched if n in state.nodes]
+            nodes = [self._node(state.nodes[n]) for n in touched if n in state.nodes]
             extra: dict[str, Any] = {}
         else:
             ids, partial = subset.pick(state, common["critical"])
             now = set(ids)
             fresh = [n for n in ids if n not in sent or n in touched]
-            nodes = [node_view(state.nodes[n], state) for n in fresh]
+            nodes = [self._node(state.nodes[n]) for n in fresh]
             extra = {"dropped": sorted(sent - now), "partial": partial}
             self._sent = now
         touched.clear()
         self._changed = False
         return {"seq": self.seq, **common, "nodes": nodes, "reshaped": False, **extra}
+
+    def _node(self, ns: NodeState) -> dict[str, Any]:
+        return node_view(ns, self.projector.state, self.asked.by_node.get(ns.spec.id, ()))
 
     def _common(self) -> dict[str, Any]:
         state = self.projector.state

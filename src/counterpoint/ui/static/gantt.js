@@ -1,7 +1,9 @@
 // The timeline: one row per node, in the order nodes became ready or started. Waiting
 // for a slot (ready -> started) is drawn apart from running, hatched; so is the time an
 // attempt waited inside its run for a thread or a model slot (recorded as totals, drawn
-// at the attempt's start). The critical path's rows are highlighted.
+// at the attempt's start). A node waiting for a person (an approval) is drawn over its
+// attempt in the approval colour, as `counterpoint trace` draws it. The critical path's
+// rows are highlighted; a legend under the chart names each kind of bar.
 "use strict";
 
 const Gantt = (() => {
@@ -17,6 +19,15 @@ const Gantt = (() => {
     for (let i = rows.length - 1; i >= 0 && keep.size < ROWS; i--) keep.add(rows[i]);
     return rows.filter(n => keep.has(n));
   }
+
+  const swatch = (cls, text, hatched) => `<span><svg width="18" height="10"><rect ` +
+    `width="18" height="10" class="${cls}"${hatched ? ' fill="url(#hatch)"' : ""}/></svg> ` +
+    `${text}</span>`;
+  const LEGEND = '<p class="legend" id="gantt-legend">' + [
+    swatch("bar st-running", "running"), swatch("bar st-succeeded", "succeeded"),
+    swatch("bar st-failed", "failed"), swatch("wait", "ready, waiting for a slot", true),
+    swatch("inner-wait", "waited for a thread or a model", true),
+    swatch("approval", "waiting for a person (an approval)")].join("") + "</p>";
 
   const esc = t => String(t).replace(/[&<>"]/g, c => ({"&": "&amp;", "<": "&lt;", ">": "&gt;",
     '"': "&quot;"}[c]));
@@ -77,10 +88,16 @@ const Gantt = (() => {
             `${esc(causes)}</title></rect>`);
         }
       });
+      for (const [a, b] of n.asked || []) {
+        const stop = b ?? run.finished_at ?? now;
+        out.push(`<rect x="${x(a).toFixed(1)}" y="${y + 4}" width="${w(a, stop)}" ` +
+          `height="${ROW - 8}" class="approval"><title>${id} waited for a person (an ` +
+          `approval): ${secs(stop - a)}${b == null ? " so far" : ""}</title></rect>`);
+      }
       out.push("</g>");
     });
     out.push(`<text x="${WIDTH - 4}" y="${height - 4}" text-anchor="end" class="axis">` +
-      `${secs(span)}</text></svg>`);
+      `${secs(span)}</text></svg>`, LEGEND);
     host.innerHTML = out.join("");
     host.onclick = e => {
       if (e.target.id === "gantt-all") return onSelect(null, true);
