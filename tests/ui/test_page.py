@@ -1,6 +1,6 @@
 """The page over finished runs, in a real headless chromium: the runs list's filter and
 search, a map's children folded into one box and unfolded, a failed node's traceback, the
-links between a fork and its parent."""
+links between a fork and its parent (and a fork whose parent was deleted)."""
 
 from __future__ import annotations
 
@@ -83,3 +83,17 @@ def test_a_fork_and_its_parent_link_to_each_other(served: Server, ui_store: RunS
     assert "at node square" in page.inner_text("#forked-from")
     page.goto(f"{served.base}/runs/{parent.run_id}")
     page.wait_for_selector(f'#forks a[href="/runs/{child.run_id}"]')
+
+
+def test_a_fork_whose_parent_was_deleted_names_it_without_a_link(
+        served: Server, ui_store: RunStore, page: Any) -> None:
+    g = _fan(3)
+    parent = cp.run_sync(g, store=ui_store)
+    child = cp.fork_sync(parent.run_id, at="square", store=ui_store, graph=g)
+    ui_store.delete_runs([parent.run_id])
+    page.goto(f"{served.base}/runs/{child.run_id}")
+    said = page.wait_for_selector("#forked-from").inner_text()
+    assert f"forked from {parent.run_id} (deleted)" in said and "at node square" in said
+    assert page.locator("#forked-from a").count() == 0  # no link to a page that 404s
+    answer = page.request.get(f"{served.base}/api/runs/{child.run_id}")
+    assert answer.json()["parent_deleted"] is True

@@ -114,9 +114,7 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         run_id = _run_param(request)
         full = request.query_params.get("full") == "1"
         data = await read(_snapshot, cache, run_id, full)
-        data["children"] = await read(_children, store, run_id)
-        data["forks"] = [run_row(r) for r in await read(store.forks, run_id)]
-        return _JSON(data)
+        return _JSON({**data, **await read(_kin, store, run_id, data["run"])})
 
     async def run_stream(request: Request) -> Response:
         run_id = _run_param(request)
@@ -139,9 +137,7 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         # the first frame is the whole run, so a page that reconnects starts afresh
         if record.status != RunStatus.RUNNING:  # a finished run: one frame, cached
             data = await read(_snapshot, cache, run_id, False)
-            yield _frame("update", {
-                **data, "children": await read(_children, store, run_id),
-                "forks": [run_row(r) for r in await read(store.forks, run_id)]})
+            yield _frame("update", {**data, **await read(_kin, store, run_id, data["run"])})
             yield _frame("end", {"seq": data["seq"]})
             return
         view = RunView(record)
@@ -149,9 +145,9 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         async for batch in follow(store, run_id, 0, poll=poll):
             view.feed(batch.events, batch.record)
             if first:
+                whole = view.snapshot()
                 update: dict[str, Any] | None = {
-                    **view.snapshot(), "children": await read(_children, store, run_id),
-                    "forks": [run_row(r) for r in await read(store.forks, run_id)]}
+                    **whole, **await read(_kin, store, run_id, whole["run"])}
             else:
                 update = view.update()
             first = False
@@ -311,8 +307,20 @@ def _node_state(cache: RunCache, run_id: RunId, node: NodeId) -> NodeState | Non
         return cache.get(run_id).view.projector.state.nodes.get(node)
 
 
-def _children(store: RunStore, run_id: RunId) -> list[dict[str, Any]]:
-    return [run_row(r) for r in store.runs(LIST_LIMIT * 5) if r.parent == run_id]
+def _kin(store: RunStore, run_id: RunId, header: dict[str, Any]) -> dict[str, Any]:
+    """What a run's first frame adds to its snapshot: its sub-runs (``children``), the
+    runs forked from it (``forks``), and whether the run it was forked from has been
+    deleted since (``parent_deleted``: the page then names it without a link)."""
+    point = header.get("forked_from")
+    deleted = False
+    if point is not None:
+        try:
+            store.run(RunId(point["run"]))
+        except RunNotFound:
+            deleted = True
+    return {"children": [run_row(r) for r in store.runs(LIST_LIMIT * 5)
+                         if r.parent == run_id],
+            "forks": [run_row(r) for r in store.forks(run_id)], "parent_deleted": deleted}
 
 
 def _int(text: str | None, default: int) -> int:

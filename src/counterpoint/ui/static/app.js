@@ -155,7 +155,7 @@ function runPage(runId, nodeParam) {
       if (due.critical) state.dag.mark(state.critical, state.selected);  // only what moved
       due.critical = false;
     }
-    header(head, u, runId, state.forks);
+    header(head, u, runId, state.forks, state.parentDeleted);
     metrics(metricsHost, u.metrics);
     const done = !["running"].includes(u.run.status);
     if (done && window.__finishedAt === undefined) window.__finishedAt = Date.now();
@@ -200,6 +200,7 @@ function runPage(runId, nodeParam) {
   stream("/api/runs/" + enc(runId) + "/stream?watch=1", {update: u => {
     children(u.children);
     if (u.forks) state.forks = u.forks;  // sent with the first frame, like children
+    if (u.parent_deleted !== undefined) state.parentDeleted = u.parent_deleted;
     apply(u);
   },
     deleted: d => gone(d.error),
@@ -215,7 +216,7 @@ function gone(message) {
       "back to the runs list")));
 }
 
-function header(host, u, runId, forks) {
+function header(host, u, runId, forks, parentDeleted) {
   const r = u.run;
   // the note outlives the header's redraws: a control's answer stays shown
   const note = host.querySelector("#note") || h("span", {id: "note", class: "muted"});
@@ -235,7 +236,10 @@ function header(host, u, runId, forks) {
       r.stop_reason ? h("span", {}, "stopped: ", r.stop_reason) : null,
       r.parent ? h("a", {href: "/runs/" + enc(r.parent)}, "parent run") : null,
       r.forked_from ? h("span", {id: "forked-from"}, "forked from ",
-        h("a", {href: "/runs/" + enc(r.forked_from.run)}, r.forked_from.run),
+        parentDeleted ? h("span", {class: "muted", title: "deleted from the store " +
+          "(counterpoint delete or prune); this fork's own log is whole"},
+          `${r.forked_from.run} (deleted)`)
+          : h("a", {href: "/runs/" + enc(r.forked_from.run)}, r.forked_from.run),
         r.forked_from.node ? ` at node ${r.forked_from.node}` : "",
         ` (seq ${r.forked_from.seq})`) : null,
       forks && forks.length ? h("span", {id: "forks"}, "forks: ", ...forks.flatMap(
