@@ -97,3 +97,16 @@ def test_a_fork_whose_parent_was_deleted_names_it_without_a_link(
     assert page.locator("#forked-from a").count() == 0  # no link to a page that 404s
     answer = page.request.get(f"{served.base}/api/runs/{child.run_id}")
     assert answer.json()["parent_deleted"] is True
+
+
+def test_a_malformed_run_address_says_what_is_wrong(served: Server, ui_store: RunStore,
+                                                    page: Any) -> None:
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(f"{served.base}/runs/r-2026%E0%A4%A")
+    said = page.wait_for_selector("#bad-address").inner_text()
+    assert "does not name a run" in said and "percent-encoding" in said
+    assert errors == []
+    page.goto(f"{served.base}/runs/r-no-such-run")  # well formed, unknown: the store says
+    assert "run r-no-such-run not found in store" in \
+        page.wait_for_selector("#main p.error").inner_text()

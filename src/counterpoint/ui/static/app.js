@@ -371,8 +371,19 @@ function callView(c, i, keep) {
 function route() {
   closeStream();
   const m = /^\/runs\/([^/]+)/.exec(location.pathname);
-  if (m) runPage(decodeURIComponent(m[1]), new URLSearchParams(location.search).get("node"));
-  else runsPage();
+  if (!m) return runsPage();
+  let runId;
+  try {
+    runId = decodeURIComponent(m[1]);
+  } catch (e) {  // a hand-edited or cut link: say so, rather than a page that never loads
+    document.title = "counterpoint: not a run";
+    return main.replaceChildren(h("p", {class: "error", id: "bad-address"},
+      `the address ${location.pathname} does not name a run: "${m[1]}" is not valid ` +
+      "percent-encoding (a run id is encoded as the runs list links it); check the link, " +
+      "or pick the run from the list"), h("p", {}, h("a", {href: "/", onclick: e => {
+        e.preventDefault(); go("/"); }}, "back to the runs list")));
+  }
+  runPage(runId, new URLSearchParams(location.search).get("node"));
 }
 
 window.addEventListener("popstate", route);
