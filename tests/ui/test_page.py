@@ -110,3 +110,30 @@ def test_a_malformed_run_address_says_what_is_wrong(served: Server, ui_store: Ru
     page.goto(f"{served.base}/runs/r-no-such-run")  # well formed, unknown: the store says
     assert "run r-no-such-run not found in store" in \
         page.wait_for_selector("#main p.error").inner_text()
+
+
+def test_a_long_node_id_and_html_in_values_are_shown_as_text_inside_the_panel(
+        served: Server, ui_store: RunStore, page: Any) -> None:
+    long_id = "step_" + "x" * 300 + '<b>"bold"&amp;'
+
+    def evil() -> str:
+        return "<img src=x onerror=window.__owned=1><script>window.__owned=2</script>"
+
+    def boom(x: str) -> str:
+        raise ValueError("<script>window.__owned=3</script> bad </pre>")
+
+    g = cp.Graph("<i>markup</i>")
+    g.add("then<script>", boom, x=g.add(long_id, evil))
+    run = cp.run_sync(g, store=ui_store)
+    page.goto(f"{served.base}/runs/{run.run_id}?node=then%3Cscript%3E")
+    page.wait_for_selector("#detail .history")
+    assert "<script>window.__owned=3</script> bad </pre>" in page.inner_text("#detail p.error")
+    assert page.inner_text("#run-head h2").startswith("<i>markup</i>")
+    page.locator("#dag [data-node]").filter(has_text="step_").click()
+    page.wait_for_selector("#detail pre.value")
+    assert "<img src=x" in page.inner_text("#detail pre.value")
+    assert page.text_content("#detail h3").startswith(long_id)  # shown upper-cased
+    assert page.evaluate("window.__owned") is None  # nothing the run wrote was run
+    wide = page.evaluate("() => [...document.querySelectorAll('#detail h3, #detail summary')]"
+                         ".filter(e => e.scrollWidth > e.clientWidth + 1).length")
+    assert wide == 0  # the long id wraps inside the panel
