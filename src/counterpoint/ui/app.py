@@ -2,8 +2,9 @@
 
 =====================================  ==================================================
 ``GET /``                              the page (``static/``: no build step, no CDN)
-``GET /api/runs?q=&status=&limit=``    the runs list (from the run index), filtered, searched
-``GET /api/runs/stream``               the runs list, again as runs or their totals change
+``GET /api/runs?q=&status=&limit=``    the runs list (from the run index), filtered, searched;
+                                       sub-runs too with ``&sub_runs=1``
+``GET /api/runs/stream?sub_runs=``     the runs list, again as runs or their totals change
 ``GET /api/runs/{run}``                a run: header, nodes, metrics, critical path
 ``GET /api/runs/{run}/stream?watch=``  the run, then what changes in it (SSE); with
                                        ``watch=1`` it stays open once the run ended
@@ -87,7 +88,7 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         if status and status not in SHOWN_STATUSES:
             return _error(400, f"unknown status {status!r} in ?status=; use one of "
                                f"{', '.join(sorted(SHOWN_STATUSES))}")
-        found = rows.rows(await read(rows.records, limit))  # the index only: no log is read
+        found = rows.rows(await read(_records, rows, limit, request))  # the index only
         return _JSON({"runs": [r for r in found if matches(r, query, status)],
                              "store": store.location})
 
@@ -97,7 +98,7 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         async def frames() -> AsyncIterator[str]:
             seen: Any = None
             while True:
-                records = await read(rows.records, limit)
+                records = await read(_records, rows, limit, request)
                 found = rows.rows(records)
                 key = [(r["run_id"], r["status"], r["updated_at"], r["nodes"], r["tokens"],
                         r["cost"]) for r in found]
@@ -305,6 +306,10 @@ def _node_detail(cache: RunCache, run_id: RunId, node: NodeId) -> dict[str, Any]
 def _node_state(cache: RunCache, run_id: RunId, node: NodeId) -> NodeState | None:
     with cache.lock:
         return cache.get(run_id).view.projector.state.nodes.get(node)
+
+
+def _records(rows: RunRows, limit: int, request: Request) -> list[RunRecord]:
+    return rows.records(limit, sub_runs=request.query_params.get("sub_runs") == "1")
 
 
 def _kin(store: RunStore, run_id: RunId, header: dict[str, Any]) -> dict[str, Any]:

@@ -50,9 +50,19 @@ class RunRows:
         self._filling = threading.Lock()
         """Held by the one caller reading logs: another caller skips, it does not wait."""
 
-    def records(self, limit: int) -> list[RunRecord]:
-        """The newest ``limit`` runs' index records."""
-        return self.store.runs(limit)
+    def records(self, limit: int, *, sub_runs: bool = False) -> list[RunRecord]:
+        """The newest ``limit`` runs' index records; sub-runs (``RUN/node``) only if
+        ``sub_runs``, as ``counterpoint runs`` lists them: a map over a sub-graph has a
+        sub-run per item, which would push every other run out of the list."""
+        if sub_runs:
+            return self.store.runs(limit)
+        asked = limit * 4
+        while True:  # the index has no "top-level only" read: ask for more until enough
+            records = self.store.runs(asked)
+            top = [r for r in records if r.parent is None]
+            if len(top) >= limit or len(records) < asked:
+                return top[:limit]
+            asked *= 8
 
     def rows(self, records: list[RunRecord]) -> list[dict[str, Any]]:
         """The rows of ``records``, with the totals filled in so far (``None`` until then)."""

@@ -72,6 +72,8 @@ function go(path) {
 function runsPage() {
   document.title = "counterpoint: runs";
   const search = h("input", {id: "search", type: "search", placeholder: "search run id or graph"});
+  // sub-runs are listed on their parent's page; here only when asked (as `runs --sub-runs`)
+  const subRuns = h("input", {id: "sub-runs", type: "checkbox"});
   const status = h("select", {id: "status-filter"},
     ["", "running", "interrupted", "succeeded", "failed", "cancelled", "timed_out"]
       .map(s => h("option", {value: s}, s || "any status")));
@@ -79,7 +81,8 @@ function runsPage() {
   const table = h("table", {class: "runs"},
     h("thead", {}, h("tr", {}, ["status", "run", "graph", "started", "duration", "nodes",
       "tokens", "cost"].map(c => h("th", {}, c)))), body);
-  main.replaceChildren(h("section", {class: "toolbar"}, search, status), table);
+  main.replaceChildren(h("section", {class: "toolbar"}, search, status,
+    h("label", {}, subRuns, " sub-runs")), table);
   let rows = [];
   const paint = () => {
     const words = search.value.toLowerCase().split(/\s+/).filter(Boolean);
@@ -100,11 +103,14 @@ function runsPage() {
   };
   search.addEventListener("input", paint);
   status.addEventListener("change", paint);
-  stream("/api/runs/stream", {runs: data => {
-    rows = data.runs;
-    document.getElementById("store").textContent = data.store;
-    paint();
-  }});
+  const follow = () => stream("/api/runs/stream" + (subRuns.checked ? "?sub_runs=1" : ""),
+    {runs: data => {
+      rows = data.runs;
+      document.getElementById("store").textContent = data.store;
+      paint();
+    }});
+  subRuns.addEventListener("change", follow);
+  follow();
 }
 
 // ------------------------------------------------------------------ one run
