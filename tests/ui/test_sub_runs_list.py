@@ -41,3 +41,20 @@ def test_the_runs_list_holds_top_level_runs_and_sub_runs_when_asked(
     page.uncheck("#sub-runs")
     page.wait_for_selector(f'tr[data-run="{first.run_id}"]')
     assert page.locator("tr[data-run]").count() == 2
+
+
+def test_a_runs_page_lists_its_sub_runs_however_many_newer_runs_there_are(
+        served: Server, ui_store: RunStore, page: Any) -> None:
+    outer = cp.Graph("outer")
+    inner = cp.Graph("inner")
+    inner.add("think", lambda: "ok")
+    outer.add("sub", inner)
+    older = cp.run_sync(outer, store=ui_store)
+    mapped = cp.run_sync(_mapped(1001), store=ui_store)  # 1,001 newer sub-runs
+    page.goto(f"{served.base}/runs/{older.run_id}")
+    page.wait_for_selector(f'#children a[href="/runs/{older.run_id}%2Fsub"]')
+    assert page.inner_text("#children summary") == "1 sub-run(s)"
+    page.goto(f"{served.base}/runs/{mapped.run_id}")
+    said = page.wait_for_selector("#children summary").inner_text()
+    assert said.startswith("1001 sub-run(s) (the first 200 listed")
+    assert page.locator("#children a").count() == 200

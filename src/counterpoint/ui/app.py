@@ -313,7 +313,8 @@ def _records(rows: RunRows, limit: int, request: Request) -> list[RunRecord]:
 
 
 def _kin(store: RunStore, run_id: RunId, header: dict[str, Any]) -> dict[str, Any]:
-    """What a run's first frame adds to its snapshot: its sub-runs (``children``), the
+    """What a run's first frame adds to its snapshot: its sub-runs (``children``, the
+    first :data:`LIST_LIMIT` of ``children_total``), the
     runs forked from it (``forks``), and whether the run it was forked from has been
     deleted since (``parent_deleted``: the page then names it without a link)."""
     point = header.get("forked_from")
@@ -323,8 +324,10 @@ def _kin(store: RunStore, run_id: RunId, header: dict[str, Any]) -> dict[str, An
             store.run(RunId(point["run"]))
         except RunNotFound:
             deleted = True
-    return {"children": [run_row(r) for r in store.runs(LIST_LIMIT * 5)
-                         if r.parent == run_id],
+    # its own sub-runs, however many newer runs the store holds (an indexed read)
+    children = [r for r in store.sub_runs(run_id) if r.parent == run_id]
+    return {"children": [run_row(r) for r in children[:LIST_LIMIT]],
+            "children_total": len(children),
             "forks": [run_row(r) for r in store.forks(run_id)], "parent_deleted": deleted}
 
 

@@ -195,16 +195,18 @@ function runPage(runId, nodeParam) {
     due.last = u;
     schedule();
   };
-  const children = list => {
+  const children = (list, total) => {
     if (!list || !list.length) return;
     childrenHost.replaceChildren(h("details", {open: ""}, h("summary", {},
-      `${list.length} sub-run(s)`), h("ul", {}, list.map(c =>
+      `${total} sub-run(s)` + (total > list.length ? ` (the first ${list.length} listed; ` +
+        "tick sub-runs in the runs list and search for this run's id for the rest)" : "")),
+      h("ul", {}, list.map(c =>
       h("li", {}, badge(c.status), " ", h("a", {href: "/runs/" + enc(c.run_id)}, c.run_id),
         " ", c.graph)))));
   };
   if (state.selected) showNode(detail, runId, state.selected);
   stream("/api/runs/" + enc(runId) + "/stream?watch=1", {update: u => {
-    children(u.children);
+    children(u.children, u.children_total);
     if (u.forks) state.forks = u.forks;  // sent with the first frame, like children
     if (u.parent_deleted !== undefined) state.parentDeleted = u.parent_deleted;
     apply(u);
