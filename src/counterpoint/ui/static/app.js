@@ -238,7 +238,7 @@ function header(host, u, runId, forks, parentDeleted) {
     h("h2", {}, r.graph, " ", h("span", {class: "muted"}, r.run_id), " ", badge(r.status)),
     h("div", {class: "facts"},
       h("span", {}, "started ", when(r.created_at)), h("span", {}, "duration ", secs(r.duration)),
-      h("span", {}, `${u.declared} nodes`),
+      h("span", {}, `${Gantt.count(u.declared)} nodes`),
       h("span", {}, `${r.calls} model calls, ${r.tokens} tokens, `, money(r.cost)),
       r.owner ? h("span", {class: "muted"}, r.owner) : null,
       r.stop_reason ? h("span", {}, "stopped: ", r.stop_reason) : null,

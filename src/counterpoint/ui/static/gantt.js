@@ -52,10 +52,10 @@ const Gantt = (() => {
     const w = (a, b) => Math.max(1, x(b) - x(a)).toFixed(1);
     const height = rows.length * ROW + 20;
     const out = [partial ? `<p class="muted" id="gantt-some">${rows.length} of ` +
-      `${partial.total} nodes: the critical path, active and failed nodes, and their ` +
+      `${count(partial.total)} nodes: the critical path, active and failed nodes, and their ` +
       "direct neighbours (as in the graph above).</p>" :
       rows.length < started.length ? `<p class="muted" id="gantt-some">${rows.length}` +
-      ` of ${started.length} nodes: the critical path, active and failed nodes, then the ` +
+      ` of ${count(started.length)} nodes: the critical path, active and failed nodes, then the ` +
       'latest. <button id="gantt-all">show all</button></p>' : "",`<svg xmlns="${SVGNS}" class="gantt" width="${WIDTH}" height="${height}">` +
       '<defs><pattern id="hatch" width="4" height="4" patternUnits="userSpaceOnUse" ' +
       'patternTransform="rotate(45)"><rect width="2" height="4" class="hatch"/></pattern></defs>'];
@@ -110,8 +110,13 @@ const Gantt = (() => {
     if (v == null) return "-";
     if (v < 1) return (v * 1000).toFixed(0) + " ms";
     if (v < 60) return v.toFixed(2) + " s";
-    return Math.floor(v / 60) + "m " + String(Math.floor(v % 60)).padStart(2, "0") + "s";
+    if (v < 3600) return Math.floor(v / 60) + "m " + String(Math.floor(v % 60)).padStart(2, "0") + "s";
+    // summed times (total run time of 50,000 nodes) run to days: "1526m 47s" is unreadable
+    if (v < 86400) return Math.floor(v / 3600) + "h " + String(Math.floor(v % 3600 / 60)).padStart(2, "0") + "m";
+    return Math.floor(v / 86400) + "d " + String(Math.floor(v % 86400 / 3600)).padStart(2, "0") + "h";
   }
 
-  return {draw, secs};
+  const count = n => Number(n).toLocaleString("en-US");
+
+  return {draw, secs, count};
 })();
