@@ -61,7 +61,7 @@ from .tail import POLL_SECONDS, WATCH_SECONDS, follow, until_deleted
 
 STATIC = Path(__file__).parent / "static"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
-SHOWN_STATUSES = frozenset({*(s.value for s in RunStatus), "interrupted"})
+SHOWN_STATUSES = frozenset({*(s.value for s in RunStatus), "interrupted", "waiting"})
 """What the runs list's ``?status=`` filter takes: a run's status as ``show`` tells it."""
 LIST_LIMIT = 200
 """Most runs the list holds."""

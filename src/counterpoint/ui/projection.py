@@ -56,16 +56,29 @@ def run_row(record: RunRecord, events: Sequence[Event] | None = None) -> dict[st
         "duration": record.updated_at - record.created_at
         if record.status != RunStatus.RUNNING else None}
     if events is not None:
-        row.update(run_totals(events))
+        totals = run_totals(events)
+        if totals.pop("asking") and status == "interrupted":
+            row["status"] = "waiting"
+        row.update(totals)
     return row
 
 
 def run_totals(events: Iterable[Event]) -> dict[str, Any]:
-    """A run's nodes, tokens and cost, from its log."""
+    """A run's nodes, tokens and cost, from its log; and ``asking``, how many approvals
+    it waits for (a run shown interrupted that asks is shown ``waiting``: its process
+    ended to wait for a person, ``--detach-waiting``, and an answer resumes it)."""
     tokens = 0
     cost = 0.0
     nodes = 0
+    asked: set[str] = set()
     for ev in events:
+        if ev.kind in _WAIT_EVENTS:
+            aid = str((ev.data or {}).get("id"))
+            if ev.kind is EventKind.APPROVAL_REQUESTED:
+                asked.add(aid)
+            else:
+                asked.discard(aid)
+            continue
         if ev.kind is EventKind.MODEL_CALL and ev.data and "input_tokens" in ev.data:
             tokens += int(ev.data.get("input_tokens") or 0) + \
                 int(ev.data.get("output_tokens") or 0)
@@ -74,7 +87,7 @@ def run_totals(events: Iterable[Event]) -> dict[str, Any]:
             nodes = int((ev.data or {}).get("nodes") or 0)
         elif ev.kind is EventKind.MAP_EXPANDED:
             nodes += int((ev.data or {}).get("count") or 0)
-    return {"tokens": tokens, "cost": cost, "nodes": nodes}
+    return {"tokens": tokens, "cost": cost, "nodes": nodes, "asking": len(asked)}
 
 
 def matches(row: Mapping[str, Any], query: str, status: str) -> bool:
@@ -111,11 +124,19 @@ def node_view(ns: NodeState, state: RunState,
 def run_header(record: RunRecord, state: RunState, last_at: float) -> dict[str, Any]:
     """The run's status line: what it is, where it runs, what can be done with it."""
     status = shown_status(record)
+    note = None
     if state.status.terminal:
         status = state.status.value
         live = False
     else:
         live = run_owner_alive(record)
+        asking = sorted({a for ids in state.asking.values() for a in ids})
+        if status == "interrupted" and asking:  # as `counterpoint show` tells it
+            status = "waiting"
+            note = (f"waiting for {len(asking)} approval(s) ({', '.join(asking[:3])}"
+                    f"{', ...' if len(asking) > 3 else ''}); its process has ended: an "
+                    "answer (`counterpoint approve ID`, `counterpoint reject ID --reason "
+                    "...`; the waiting node's detail says which) resumes it")
     end = state.finished_at or (time.time() if live else last_at)
     tally = state.models
     return {
@@ -130,8 +151,9 @@ def run_header(record: RunRecord, state: RunState, last_at: float) -> dict[str, 
             "run": record.forked_from.run, "seq": record.forked_from.seq,
             "node": record.forked_from.node},
         "tokens": tally.tokens, "cost": tally.cost, "calls": tally.calls,
-        "can_cancel": status in ("running", "interrupted"),
-        "can_resume": status == "interrupted",
+        "note": note,
+        "can_cancel": status in ("running", "interrupted", "waiting"),
+        "can_resume": status in ("interrupted", "waiting"),
     }
 
 

@@ -71,7 +71,10 @@ class RunRows:
             row = run_row(record)
             known = self._totals.get(record.run_id)
             if known is not None:  # a running run's may be a little old: see fill()
-                row.update(known.totals)
+                totals = dict(known.totals)
+                if totals.pop("asking", 0) and row["status"] == "interrupted":
+                    row["status"] = "waiting"  # its process ended to wait for a person
+                row.update(totals)
             out.append(row)
         return out
 

@@ -75,7 +75,7 @@ function runsPage() {
   // sub-runs are listed on their parent's page; here only when asked (as `runs --sub-runs`)
   const subRuns = h("input", {id: "sub-runs", type: "checkbox"});
   const status = h("select", {id: "status-filter"},
-    ["", "running", "interrupted", "succeeded", "failed", "cancelled", "timed_out"]
+    ["", "running", "waiting", "interrupted", "succeeded", "failed", "cancelled", "timed_out"]
       .map(s => h("option", {value: s}, s || "any status")));
   const body = h("tbody", {});
   const table = h("table", {class: "runs"},
@@ -242,6 +242,7 @@ function header(host, u, runId, forks, parentDeleted) {
       h("span", {}, `${r.calls} model calls, ${r.tokens} tokens, `, money(r.cost)),
       r.owner ? h("span", {class: "muted"}, r.owner) : null,
       r.stop_reason ? h("span", {}, "stopped: ", r.stop_reason) : null,
+      r.note ? h("span", {id: "run-note", class: "muted"}, r.note) : null,
       r.parent ? h("a", {href: "/runs/" + enc(r.parent)}, "parent run") : null,
       r.forked_from ? h("span", {id: "forked-from"}, "forked from ",
         parentDeleted ? h("span", {class: "muted", title: "deleted from the store " +
