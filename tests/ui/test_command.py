@@ -132,3 +132,12 @@ def test_a_port_another_web_view_serves_says_which_store_and_its_url(
     assert other.returncode == 2
     assert f"another `counterpoint ui` serves store {tmp_path / 'runs.db'} there" in \
         other.stderr and "pick another --port" in other.stderr
+
+
+def test_a_store_path_no_run_could_create_is_one_error_not_a_promise(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("not a directory")
+    done = _cli("ui", "--db", str(tmp_path / "afile" / "runs.db"), "--port", "0",
+                cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "is a file, not a directory" in done.stderr
+    assert "the page fills in" not in done.stdout  # it said so, then refused the path
