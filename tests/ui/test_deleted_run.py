@@ -52,3 +52,33 @@ def test_a_run_deleted_elsewhere_leaves_the_list_and_its_open_page_says_so(
     assert answer.status == 404 and "was deleted" in answer.json()["error"]
     node = page.request.get(f"{served.base}/api/runs/{doomed.run_id}/nodes/two")
     assert node.status == 404 and "was deleted" in node.json()["error"]
+
+
+def test_a_store_file_replaced_under_the_server_is_said_on_the_open_pages(
+        work: Workdir, served: Server, ui_store: RunStore, page: Any) -> None:
+    import os
+    run = cp.run_sync(_pair(), store=ui_store)
+    listing = page.context.new_page()
+    listing.goto(served.url)
+    listing.wait_for_selector(f'tr[data-run="{run.run_id}"]')
+    page.goto(f"{served.base}/runs/{run.run_id}")
+    page.wait_for_selector('#dag [data-node="two"][data-status="succeeded"]')
+
+    for suffix in ("", "-wal", "-shm"):  # as `rm runs.db*` would
+        if os.path.exists(work.db + suffix):
+            os.remove(work.db + suffix)
+    work.write("pair.py", """
+        import counterpoint as cp
+        graph = cp.Graph("pair")
+        graph.add("one", lambda: 1)
+    """)
+    fresh = work.start("run", "pair.py", "--quiet")  # a new file at the same path
+    _, err = fresh.communicate(timeout=120)
+    assert fresh.returncode == 0, err.decode()
+
+    said = listing.wait_for_selector("#replaced").inner_text()
+    assert f"the store file {work.db} was deleted or replaced" in said
+    assert "restart `counterpoint ui`" in said
+    assert "deleted or replaced" in page.wait_for_selector("#replaced").inner_text()
+    answer = page.request.get(f"{served.base}/api/runs")
+    assert answer.status == 409 and "restart `counterpoint ui`" in answer.json()["error"]

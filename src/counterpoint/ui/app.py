@@ -57,7 +57,7 @@ from . import control
 from .cache import RunCache, deleted_message
 from .projection import RunView, matches, node_detail, run_row
 from .rows import RunRows
-from .tail import POLL_SECONDS, WATCH_SECONDS, follow, until_deleted
+from .tail import POLL_SECONDS, WATCH_SECONDS, StoreFile, follow, until_deleted
 
 STATIC = Path(__file__).parent / "static"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
@@ -76,6 +76,7 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
     ``watch``: how often a running run's and a finished run's streams look again."""
     rows = RunRows(store)
     cache = RunCache(store)
+    file = StoreFile(store)
     workdir = cwd or Path.cwd()
 
     async def read(fn: Callable[..., Any], *args: Any) -> Any:
@@ -88,6 +89,8 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         if status and status not in SHOWN_STATUSES:
             return _error(400, f"unknown status {status!r} in ?status=; use one of "
                                f"{', '.join(sorted(SHOWN_STATUSES))}")
+        if file.replaced():
+            return _error(409, file.message())
         found = rows.rows(await read(_records, rows, limit, request))  # the index only
         return _JSON({"runs": [r for r in found if matches(r, query, status)],
                              "store": store.location})
@@ -98,6 +101,9 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         async def frames() -> AsyncIterator[str]:
             seen: Any = None
             while True:
+                if file.replaced():
+                    yield _frame("replaced", {"error": file.message()})
+                    return
                 records = await read(_records, rows, limit, request)
                 found = rows.rows(records)
                 key = [(r["run_id"], r["status"], r["updated_at"], r["nodes"], r["tokens"],
@@ -113,6 +119,8 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
 
     async def run(request: Request) -> Response:
         run_id = _run_param(request)
+        if file.replaced():
+            return _error(409, file.message())
         full = request.query_params.get("full") == "1"
         data = await read(_snapshot, cache, run_id, full)
         return _JSON({**data, **await read(_kin, store, run_id, data["run"])})
@@ -127,7 +135,9 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
                 async for frame in run_frames(run_id, record):
                     yield frame
                 if watching:  # the page stays open on the run: say if it is deleted
-                    await until_deleted(store, run_id, poll=watch)
+                    if not await until_deleted(store, run_id, poll=watch, file=file):
+                        yield _frame("replaced", {"error": file.message()})
+                        return
                     raise RunNotFound(run_id)
             except RunNotFound:
                 cache.forget(run_id)

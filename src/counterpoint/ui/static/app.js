@@ -60,6 +60,11 @@ function stream(url, handlers) {
   // once the run ended, to say if the run is deleted, and ends it then
   es.addEventListener("end", () => { if (!handlers.deleted) { es.close(); live(false); } });
   es.addEventListener("deleted", () => { es.close(); live(false); });
+  // the store's file was deleted or replaced under the server: nothing more will come
+  es.addEventListener("replaced", ev => {
+    es.close(); live(false);
+    main.replaceChildren(h("p", {class: "error", id: "replaced"}, JSON.parse(ev.data).error));
+  });
   closeStream = () => es.close();
 }
 
