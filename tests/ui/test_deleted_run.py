@@ -82,3 +82,32 @@ def test_a_store_file_replaced_under_the_server_is_said_on_the_open_pages(
     assert "deleted or replaced" in page.wait_for_selector("#replaced").inner_text()
     answer = page.request.get(f"{served.base}/api/runs")
     assert answer.status == 409 and "restart `counterpoint ui`" in answer.json()["error"]
+
+
+def _visibility(page: Any, state: str) -> None:
+    page.evaluate("s => { Object.defineProperty(document, 'visibilityState', "
+                  "{value: s, configurable: true}); "
+                  "document.dispatchEvent(new Event('visibilitychange')); }", state)
+
+
+def test_a_background_tab_gives_its_finished_runs_stream_up_and_catches_up_when_shown(
+        work: Workdir, served: Server, ui_store: RunStore, page: Any) -> None:
+    """A browser holds at most 6 connections to one server: the stream a finished run's
+    page keeps open (to say if the run is deleted) is closed while the tab is hidden."""
+    run = cp.run_sync(_pair(), store=ui_store)
+    page.goto(f"{served.base}/runs/{run.run_id}")
+    page.wait_for_function("window.__streamEnded === true")
+    assert page.get_attribute("#conn", "class") == "on"  # still open after the end
+    _visibility(page, "hidden")
+    page.wait_for_selector("#conn.off")
+    page.evaluate("window.__streamEnded = false")
+    _visibility(page, "visible")  # shown again: the run is sent whole, and drawn
+    page.wait_for_function("window.__streamEnded === true")
+    page.wait_for_selector('#conn.on')
+    page.wait_for_selector('#dag [data-node="two"][data-status="succeeded"]')
+    _visibility(page, "hidden")
+    page.wait_for_selector("#conn.off")
+    ui_store.delete_runs([run.run_id])
+    _visibility(page, "visible")
+    said = page.wait_for_selector("#main p.error").inner_text()
+    assert f"run {run.run_id} was deleted" in said

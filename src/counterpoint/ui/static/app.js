@@ -210,16 +210,34 @@ function runPage(runId, nodeParam) {
         " ", c.graph)))));
   };
   if (state.selected) showNode(detail, runId, state.selected);
-  stream("/api/runs/" + enc(runId) + "/stream?watch=1", {update: u => {
+  let ended = false;
+  const follow = () => stream("/api/runs/" + enc(runId) + "/stream?watch=1", {update: u => {
     children(u.children, u.children_total);
     if (u.forks) state.forks = u.forks;  // sent with the first frame, like children
     if (u.parent_deleted !== undefined) state.parentDeleted = u.parent_deleted;
     apply(u);
   },
+    end: () => { ended = true; window.__streamEnded = true; },
     deleted: d => gone(d.error),
     failed: () => api("/api/runs/" + enc(runId)).catch(err =>
       main.replaceChildren(h("p", {class: "error"}, err.message)))});
+  // A finished run's stream stays open only to say if the run is deleted. A browser
+  // holds at most 6 connections to one server, so a tab in the background gives its
+  // stream up, and opens it again (the first frame is the whole run) when shown.
+  parked = false;
+  onVisibility = () => {
+    if (document.visibilityState === "hidden" && ended && !parked) {
+      parked = true; closeStream(); live(false);
+    } else if (document.visibilityState === "visible" && parked) {
+      parked = false; ended = false; follow();
+    }
+  };
+  follow();
 }
+
+let parked = false;
+let onVisibility = () => {};
+document.addEventListener("visibilitychange", () => onVisibility());
 
 // The run was deleted (by another process) while its page was open: say so, and lead
 // back to the list.
@@ -384,6 +402,7 @@ function callView(c, i, keep) {
 // ------------------------------------------------------------------ routing
 function route() {
   closeStream();
+  onVisibility = () => {};  // the runs list's stream is kept: it is the one to come back to
   const m = /^\/runs\/([^/]+)/.exec(location.pathname);
   if (!m) return runsPage();
   let runId;
