@@ -4,6 +4,7 @@ and the API says so too (not only "not found")."""
 
 from __future__ import annotations
 
+import signal
 from typing import Any
 
 from ui_support import Workdir
@@ -111,3 +112,42 @@ def test_a_background_tab_gives_its_finished_runs_stream_up_and_catches_up_when_
     _visibility(page, "visible")
     said = page.wait_for_selector("#main p.error").inner_text()
     assert f"run {run.run_id} was deleted" in said
+
+
+HOLD = """
+import asyncio
+import counterpoint as cp
+
+
+async def hold() -> int:
+    await asyncio.sleep(3600)  # until the test kills the process
+    return 1
+
+
+graph = cp.Graph("hold")
+graph.add("hold", hold)
+"""
+
+
+def test_an_interrupted_run_deleted_while_its_page_follows_it_says_so(
+        work: Workdir, served: Server, ui_store: RunStore, page: Any) -> None:
+    """A run whose process died is still followed (it may be resumed): deleting it ends
+    the page's stream with the same message."""
+    work.write("hold.py", HOLD)
+    proc = work.start("run", "hold.py", "--quiet")
+    try:
+        page.goto(served.url)
+        page.wait_for_selector("tr[data-run] a").click()
+        page.wait_for_selector('#dag [data-node="hold"][data-status="running"]')
+        run_id = page.url.rpartition("/")[2].partition("?")[0]
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    page.wait_for_selector('#run-head .badge[data-status="interrupted"]')
+    deleting = work.start("delete", run_id)
+    _, err = deleting.communicate(timeout=60)
+    assert deleting.returncode == 0, err.decode()
+    assert f"run {run_id} was deleted" in page.wait_for_selector("#deleted").inner_text()
