@@ -81,3 +81,51 @@ def test_a_run_whose_id_was_shown_survives_a_kill_right_after(tmp_path: Path) ->
         assert run_id in [r.run_id for r in store.runs()]
     finally:
         store.close()
+
+
+
+_EFFECT_THEN_DIE = textwrap.dedent("""
+    import asyncio, os, signal, sys
+    from pathlib import Path
+    import counterpoint as cp
+
+    HERE = Path(__file__).parent
+
+    async def pay() -> int:
+        with (HERE / "effects.txt").open("a") as f:  # an effect outside the run: a payment
+            f.write("paid\\n")
+        if not (HERE / "go").exists():
+            os.kill(os.getpid(), signal.SIGKILL)  # the process dies inside the first step
+        return 1
+
+    g = cp.Graph("dies-in-its-first-step")
+    g.add("pay", pay)
+
+    async def main() -> None:
+        await (await cp.start(g, store=sys.argv[1])).result()
+
+    if __name__ == "__main__":
+        asyncio.run(main())
+""")
+
+
+def test_no_step_begins_before_its_run_is_in_the_store(tmp_path: Path) -> None:
+    """Regression: ``cp.start`` (and so ``counterpoint run``) returned once the run was in
+    the store, but a root step ran while that write was on its way: a step that killed
+    the process in its first milliseconds left its effect done and no run to resume."""
+    db = tmp_path / "runs.db"
+    script = tmp_path / "dies.py"
+    script.write_text(_EFFECT_THEN_DIE)
+    proc = subprocess.run([sys.executable, str(script), str(db)], capture_output=True,
+                          text=True, timeout=120, env={**os.environ})
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert (tmp_path / "effects.txt").read_text() == "paid\n"
+    store = cp.SQLiteStore(db)
+    try:
+        [record] = store.runs()  # the run whose step died is recorded
+        assert record.graph == "dies-in-its-first-step"
+        (tmp_path / "go").touch()
+        result = asyncio.run(cp.resume(record.run_id, store=store))
+        assert result.ok and result["pay"] == 1, result
+    finally:
+        store.close()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 import counterpoint as cp
@@ -65,3 +67,37 @@ def test_a_live_edit_can_add_a_node_that_reads_a_graph_input() -> None:
     result = cp.run_sync(g, store="memory", inputs={"n": 7})
     assert result.ok, result.nodes
     assert result["late"] == 7
+
+
+def test_an_edit_that_adds_a_bad_node_names_the_edit_s_line_only() -> None:
+    """Regression: the message named the edit's line and then, inside, the line of
+    counterpoint's own patch.py where Edit.build checked the node."""
+    edit = cp.Edit()
+    line = sys._getframe().f_lineno + 1
+    edit.add("taken", work)
+    with pytest.raises(cp.PatchError) as caught:
+        edit.build("g", {cp.NodeId("taken"): _added(cp.Policy())})
+    message = str(caught.value)
+    assert message.startswith(f"edit rejected: {__file__}:{line}: graph 'g', node 'taken': "
+                              "duplicate node id"), message
+    assert "counterpoint/patch.py" not in message
+    added = cp.Edit()
+    added.add("late", work, x=1, retries=2)
+    [spec] = added.build("g", {}).add
+    assert spec.where.startswith(f"{__file__}:") and spec.policy.retries == 2
+
+
+def test_an_edit_whose_node_reads_an_unknown_node_names_where_it_was_added() -> None:
+    line = sys._getframe().f_lineno + 4
+
+    async def grow(ctx: cp.NodeContext) -> int:
+        edit = cp.Edit()
+        edit.add("late", echo, x=cp.NodeRef(cp.NodeId("nowhere")))
+        return ctx.apply(edit)
+
+    g = cp.Graph("unknown-dep")
+    g.add("grow", grow)
+    result = cp.run_sync(g, store="memory")
+    message = (result.nodes["grow"].error or {}).get("message", "")
+    assert f"node 'late' (added at {__file__}:{line}) depends on unknown node 'nowhere'; " \
+        "add it in the same edit" in message, message

@@ -44,6 +44,7 @@ async def start(graph: Graph, *, inputs: Mapping[str, Any] | None = None,
     execution, first = prepare_run(graph, inputs or {}, options or _DEFAULT_OPTIONS, store,
                                    run_id, backend, source_attr, None)
     execution.keep_history()
+    execution.hold_steps()  # no step begins before the run is in the store
     handle = launch(execution, first)
     await asyncio.sleep(0)  # the run's first burst of events: run_created and the roots
     try:
@@ -52,6 +53,8 @@ async def start(graph: Graph, *, inputs: Mapping[str, Any] | None = None,
     except BaseException:  # e.g. a locked database: the run's task fails too; collect it
         await handle.discard()
         raise
+    finally:
+        execution.release_steps()
     return handle
 
 
@@ -175,9 +178,13 @@ async def start_fork(run_id: str, *, at: int | str | None = None,
         raise
     execution.owns_store = owns
     execution.keep_history()
+    execution.hold_steps()  # as in start: no step begins before the fork is in the store
     handle = launch(execution, first)
     await asyncio.sleep(0)
-    await handle.flush()
+    try:
+        await handle.flush()
+    finally:
+        execution.release_steps()
     return handle
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import traceback
 from collections.abc import AsyncIterator, Iterator
@@ -39,6 +40,13 @@ def encode(value: Any) -> str:
     try:
         return pydantic_core.to_json(value).decode()
     except (pydantic_core.PydanticSerializationError, TypeError, ValueError) as exc:
+        if inspect.isawaitable(value):
+            if inspect.iscoroutine(value):
+                value.close()  # never started: no "was never awaited" warning later
+            raise OutputNotSerializable(
+                f"output of type {type(value).__name__} is an awaitable that was not "
+                "awaited: the step returned `f(...)` where it meant `await f(...)`; "
+                "await it in the step and return its result") from None
         raise OutputNotSerializable(
             f"output of type {type(value).__name__} cannot be stored as JSON ({exc}); return "
             "JSON-compatible data, a dataclass or a pydantic model") from exc

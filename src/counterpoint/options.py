@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .budget import Budget
+from .checks import seconds, whole
 from .errors import UserError
 
 if TYPE_CHECKING:
@@ -41,16 +42,16 @@ class RunOptions:
     reserves its bound before it is sent and settles after (:mod:`counterpoint.budget`)."""
 
     def __post_init__(self) -> None:
-        if self.max_concurrency is not None and self.max_concurrency < 1:
-            raise UserError(f"max_concurrency must be >= 1, got {self.max_concurrency}")
-        if self.deadline is not None and (isinstance(self.deadline, bool) or not isinstance(
-                self.deadline, int | float) or not self.deadline > 0):
-            raise UserError(f"RunOptions: deadline must be > 0 seconds (a number), got "
-                            f"{self.deadline!r}")
+        if self.max_concurrency is not None:
+            whole(self.max_concurrency, "RunOptions: max_concurrency", least=1)
+        if self.deadline is not None:
+            seconds(self.deadline, "RunOptions: deadline")
         Budget.checked(self.budget, where="RunOptions")
+        if not isinstance(self.limits, Mapping):
+            raise UserError(f"RunOptions: limits must be a mapping of resource names to "
+                            f"whole numbers, e.g. {{'openai': 4}}, got {self.limits!r}")
         for name, limit in self.limits.items():
-            if limit < 1:
-                raise UserError(f"limit {name!r} must be >= 1, got {limit}")
+            whole(limit, f"RunOptions: limit {name!r}", least=1)
 
     def as_data(self) -> dict[str, Any]:
         return {"max_concurrency": self.max_concurrency, "limits": dict(self.limits),

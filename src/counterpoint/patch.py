@@ -16,7 +16,16 @@ from typing import Any
 import pydantic_core
 
 from .errors import GraphError, PatchError, SourceError
-from .graph import NO_OPTIONS, Graph, InputRef, NodeRef, NodeSpec, _caller_location, step_key
+from .graph import (
+    NO_OPTIONS,
+    Graph,
+    InputRef,
+    NodeOptions,
+    NodeRef,
+    NodeSpec,
+    _caller_location,
+    step_key,
+)
 from .ids import NodeId
 from .policy import Backoff, Policy
 
@@ -123,14 +132,15 @@ class Edit:
             if op.replace:
                 scratch.nodes.pop(NodeId(op.id), None)
             opts = op.options
-            try:
-                scratch.add(op.id, op.fn, after=opts["after"], policy=opts["policy"],
-                            retries=opts["retries"], timeout=opts["timeout"],
-                            fallback=opts["fallback"], resources=opts["resources"],
-                            estimate=opts["estimate"], inputs=opts["inputs"])
+            given = {k: opts[k] for k in ("retries", "timeout", "fallback", "resources")}
+            node_options = NodeOptions(**given) if any(
+                v is not None for v in given.values()) else NO_OPTIONS
+            try:  # Graph.add's checks, with the edit's line as where the node was added
+                spec = scratch._build_spec(op.id, op.fn, dict(opts["inputs"] or {}),
+                                           opts["after"], opts["policy"], node_options,
+                                           op.where, estimate=opts["estimate"])
             except GraphError as exc:
-                raise PatchError(f"{op.where}: edit rejected: {exc}") from exc
-            spec = replace(scratch.nodes[NodeId(op.id)], where=op.where)
+                raise PatchError(f"edit rejected: {exc}") from exc
             scratch.nodes[spec.id] = spec
             (replaced if op.replace else added).append(spec)
         return Patch(add=tuple(added), edges=tuple(self._edges), cancel=tuple(self._cancel),

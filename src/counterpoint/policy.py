@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .budget import Budget
+from .checks import seconds, whole
 from .errors import UserError
 
 PROGRAMMING_ERRORS: tuple[type[BaseException], ...] = (
@@ -82,13 +83,11 @@ class Policy:
     sub-run's and agents' included), within what is left of the run's budget."""
 
     def __post_init__(self) -> None:
-        if self.retries < 0:
-            raise UserError(f"Policy.retries must be >= 0, got {self.retries}")
-        if self.timeout is not None and self.timeout <= 0:
-            raise UserError(f"Policy.timeout must be > 0 seconds, got {self.timeout}")
+        whole(self.retries, "Policy.retries", least=0)
+        if self.timeout is not None:
+            seconds(self.timeout, "Policy.timeout")
         for name, units in self.resources.items():
-            if units < 1:
-                raise UserError(f"Policy.resources[{name!r}] must be >= 1, got {units}")
+            whole(units, f"Policy.resources[{name!r}]", least=1)
         Budget.checked(self.budget, where="Policy")
         if self.isolation not in ("thread", "process"):
             raise UserError(f"Policy.isolation must be 'thread' or 'process', got "

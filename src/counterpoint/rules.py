@@ -280,7 +280,10 @@ def check_patch(state: RunState, patch: Patch) -> None:
     for spec in (*patch.add, *patch.replace):
         for dep in spec.deps:
             if dep not in known:
-                raise PatchError(f"{where}: node {spec.id!r} depends on unknown node {dep!r}")
+                raise PatchError(f"{where}: node {spec.id!r}" + (
+                    f" (added at {spec.where})" if spec.where else "") +
+                    f" depends on unknown node {dep!r}; add it in the same edit, or "
+                    "name a node of the run")
     for spec in patch.replace:
         ns = nodes.get(spec.id)
         if ns is None:

@@ -4,6 +4,7 @@ the ``model_routed`` reason; against real OpenAIServer instances on loopback."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -75,3 +76,43 @@ async def test_a_budget_no_model_fits_refuses_the_call_as_a_budget_refusal(
     assert f"run {result.run_id}, node 'ask'" in message
     assert "no model fits the budget left ($0.000010" in message and "cheap" in message
     assert not [e for e in store.events(result.run_id) if e.kind is EventKind.MODEL_CALL]
+
+
+async def test_a_handles_history_is_its_log(registry: ModelRegistry, tmp_path: Any) -> None:
+    """``RunHandle.history`` (what ``counterpoint run`` summarizes a run from, instead of
+    reading its log again) holds the events of the log, budget and routing included."""
+    model = Model.auto("quality_first", registry=registry, cache=False)
+    tries: list[int] = []
+
+    async def ask(i: int) -> str:
+        return (await model.generate(f"Answer {i}", max_tokens=50)).text
+
+    def flaky() -> int:
+        tries.append(1)
+        if len(tries) == 1:
+            raise RuntimeError("the first try fails")
+        return len(tries)
+
+    def items() -> list[int]:
+        return [1, 2, 3]
+
+    g = cp.Graph("kept")
+    g.map("asks", ask, over=g.add("items", items), item="i")
+    g.add("flaky", flaky, policy=cp.Policy(retries=2, backoff=cp.Backoff(initial=0.0)))
+    store = cp.SQLiteStore(tmp_path / "runs.db")
+    try:
+        handle = await cp.start(g, store=store,
+                                options=cp.RunOptions(budget=Budget(usd=1.0)))
+        result = await handle.result()
+        assert result.ok, result
+        # (as JSON: a tuple in an event's data is read back from the log as a list)
+        kept = [(e.seq, e.kind, e.node, e.attempt, json.loads(json.dumps(e.data)))
+                for e in handle.history()]
+        logged = [(e.seq, e.kind, e.node, e.attempt, e.data)
+                  for e in store.events(result.run_id)]
+        assert kept == logged
+        kinds = {k for _, k, *_ in kept}
+        assert {EventKind.MODEL_ROUTED, EventKind.MODEL_CALL, EventKind.NODE_FAILED,
+                EventKind.MAP_EXPANDED} <= kinds
+    finally:
+        store.close()

@@ -88,3 +88,26 @@ def test_the_ratio_to_a_critical_path_under_a_millisecond_says_what_it_measures(
     longer.add("one", slow)
     text = _shown(longer)
     assert "makespan / critical path" in text and "mostly the run's own" not in text
+
+
+def test_json_output_of_a_nan_or_an_infinity_is_strict_json() -> None:
+    """``show --json`` of a run whose step returned ``float("nan")`` printed ``NaN``,
+    which is not JSON: ``jq`` and JavaScript refused the whole document."""
+    import json
+
+    from counterpoint.cli.render import dumps, payload
+
+    g = cp.Graph("odd")
+    g.add("nan", lambda: float("nan"))
+    g.add("inf", lambda: [1.5, float("-inf"), {"x": float("inf")}])
+    store = cp.MemoryStore()
+    result = cp.run_sync(g, store=store)
+    report = log_report(store.run(result.run_id), store.events(result.run_id))
+    text = dumps(payload(report))
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"not JSON: {constant}")
+
+    data = json.loads(text, parse_constant=refuse)
+    assert data["outputs"] == {"nan": None, "inf": [1.5, None, {"x": None}]}
+    assert dumps({"a": 1.5}) == json.dumps({"a": 1.5}, indent=2)  # the common path

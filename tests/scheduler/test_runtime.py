@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import sys
 import threading
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -247,6 +249,39 @@ def test_an_iterator_output_fails_the_node_instead_of_being_consumed(tmp_path: P
     assert result.nodes["total"].status is cp.NodeStatus.BLOCKED
     assert not [e for e in store.events(result.run_id) if e.kind is EventKind.NODE_SUCCEEDED]
     store.close()
+
+
+def test_a_coroutine_returned_unawaited_is_named_and_closed() -> None:
+    """An async step that returns ``f()`` where it meant ``await f()``: the error says so,
+    and the coroutine is closed (Python warned "coroutine ... was never awaited" when it
+    was collected). A plain ``def`` step returning a coroutine is awaited: the callable
+    contract."""
+    made: list[Any] = []
+
+    async def fetch() -> int:
+        return 1
+
+    async def forgot() -> object:
+        made.append(fetch())
+        return made[0]
+
+    def sync_returns_one() -> object:
+        return fetch()
+
+    g = cp.Graph("unawaited")
+    g.add("forgot", forgot)
+    g.add("sync", sync_returns_one)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        result = cp.run_sync(g, store="memory")
+        gc.collect()
+    error = result.nodes["forgot"].error or {}
+    assert error.get("type") == "OutputNotSerializable", error
+    assert "awaitable that was not awaited" in error["message"]
+    assert "`await f(...)`" in error["message"]
+    assert result.nodes["forgot"].attempts == 1  # not retried: it would fail again
+    assert made[0].cr_frame is None  # closed
+    assert result.nodes["sync"].output == 1
 
 
 def test_live_edit_from_outside_cancels_in_flight_and_replaces_pending() -> None:

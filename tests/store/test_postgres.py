@@ -21,6 +21,12 @@ def test_a_bad_url_is_a_clear_error() -> None:
         open_store("postgresql://u@localhost:notaport/db")
     with pytest.raises(StoreError, match="names no database"):
         open_store("postgresql://u@localhost:5432")
+    # the URL as given ("postgres::" before), and libpq's message on one line
+    with pytest.raises(StoreError, match=r"^store postgres://: the URL names no database"):
+        open_store("postgres://")
+    with pytest.raises(StoreError) as caught:
+        open_store("postgresql://%zz@h/x")
+    assert "\n" not in str(caught.value) and '"%zz")' in str(caught.value)
 
 
 def test_an_unreachable_server_is_a_clear_error_without_the_password(

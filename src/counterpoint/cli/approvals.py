@@ -66,7 +66,8 @@ def approvals_command(
     if not show_all and run_id is None:
         found = [a for a in found if a.status == "pending"]
     if as_json:
-        typer.echo(json.dumps([approval_dict(a) for a in found], indent=2, default=str))
+        from .jsontext import dumps  # strict JSON, secrets masked
+        typer.echo(dumps([approval_dict(a) for a in found]))
         return
     out = make_console()
     if not found:

@@ -50,8 +50,11 @@ def graph_uses(graph: Graph, file: str | None = None) -> list[ModelUse]:
     from ..planning import Team
     found: list[ModelUse] = []
     text = Path(file).read_text() if file else None
+    plain: set[int] = set()  # the ids of steps that use no model: many nodes share one
     for node, spec in graph.nodes.items():
         fn = spec.fn
+        if id(fn) in plain:
+            continue
         # a workflow's agent step holds its agent, and its file:line as its label
         agent = fn if isinstance(fn, Agent) else getattr(fn, "agent", None)
         if isinstance(fn, Graph):
@@ -63,6 +66,8 @@ def graph_uses(graph: Graph, file: str | None = None) -> list[ModelUse]:
             found += _uses(agent.model, agent.model.name, where)
         elif isinstance(team := getattr(fn, "team", None), Team):
             found += goal_uses(team, {})
+        else:
+            plain.add(id(fn))
     return found
 
 

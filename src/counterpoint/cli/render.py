@@ -23,6 +23,7 @@ from ..state import ModelTally, NodeState, NodeStatus, RunState
 from ..store import ForkPoint, RunRecord
 from ..texts import some
 from .board import board_payload, board_section
+from .jsontext import dumps as dumps  # re-exported: the commands print with it
 
 if TYPE_CHECKING:
     from ..routing.trail import NodeRouting
@@ -476,15 +477,6 @@ def _output(ns: NodeState) -> Any:
     if ns.value is not None:
         return json.loads(ns.value)
     return ns.output
-
-
-def dumps(data: Any) -> str:
-    """JSON text for ``--json`` (anything not JSON-native is written as its ``str``), with
-    every configured secret masked, as in everything else the CLI prints (a registered
-    secret holds no character JSON escapes, so the text stays valid JSON)."""
-    return redact(json.dumps(data, indent=2, default=str))
-
-
 
 
 def budget_dict(account: Account) -> dict[str, Any]:

@@ -97,5 +97,12 @@ class RunHandle:
                 return
             yield event
 
+    def history(self) -> list[Event]:
+        """The events of the run so far, in the order they were logged, as
+        :meth:`events` gives them, without waiting (for a run started by
+        :func:`~counterpoint.start`: its whole log; by :func:`~counterpoint.start_resume`:
+        what this execution logged)."""
+        return self._execution.history()
+
     async def result(self) -> RunResult:
         return await self._task

@@ -320,6 +320,11 @@ class Pipeline(ExecutionCore):
         if not any(isinstance(q, History) for q in self._subscribers):
             self._subscribers = (*self._subscribers, History())
 
+    def history(self) -> list[Event]:
+        """The events kept by :meth:`keep_history` so far, in order (``[]`` if none are)."""
+        kept = next((q for q in self._subscribers if isinstance(q, History)), None)
+        return [] if kept is None else [ev for ev in kept if ev is not None]
+
     def kick(self) -> None:
         """Dispatch again because capacity was freed by another run sharing it."""
         if self._emitting or self.state.status.terminal:

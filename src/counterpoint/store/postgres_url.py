@@ -58,6 +58,8 @@ def _rewrite(url: str, mask: str | None) -> str:
         kept = [(key, mask if key == "password" else value) for key, value in query
                 if mask is not None or key != "password"]
         parts = parts._replace(query=urllib.parse.urlencode(kept, safe="*/"))
+    elif not password:  # nothing to hide: as given ("postgres://" would come back
+        return url      # as "postgres:")
     return urllib.parse.urlunsplit(parts)
 
 
@@ -89,7 +91,7 @@ def check(url: str) -> str:
     try:
         conninfo.conninfo_to_dict(url)
     except Exception as exc:  # psycopg.ProgrammingError: libpq could not parse it
-        message = _hide(str(exc), url)
+        message = " ".join(_hide(str(exc), url).split())  # libpq's ends in a newline
         raise StoreError(f"store {shown}: not a valid PostgreSQL URL ({message}); write it "
                          "as postgresql://USER@HOST:PORT/DATABASE") from None
     return url
