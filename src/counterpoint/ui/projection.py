@@ -113,11 +113,12 @@ def node_view(ns: NodeState, state: RunState,
         "status": ns.status.value, "attempts": ns.attempt,
         "ready_at": ns.first_ready_at, "started_at": ns.first_started_at,
         "finished_at": ns.finished_at, "spans": spans, "waited": dict(ns.waited or {}),
-        "asked": [list(a) for a in asked],
         "error": f"{error.get('type', '')}: {error.get('message', '')}"
                  if error.get("type") else error.get("reason"),
         "calls": tally.calls + tally.cache_hits if tally else 0,
         "tokens": tally.tokens if tally else 0, "cost": tally.cost if tally else 0.0,
+        # only where there were waits: a run of 100,000 nodes is sent whole with ?full=1
+        **({"asked": [list(a) for a in asked]} if asked else {}),
     }
 
 
