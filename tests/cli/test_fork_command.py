@@ -210,3 +210,21 @@ def test_show_of_a_fork_tells_reused_calls_from_those_sent(tmp_path: Path) -> No
     assert "0 calls, 1 reused from the parent run, 1 from cache, 100% from the log" in text
     assert f"reused from {parent.run_id}" in text and "from cache" in text
     assert f"forks: {fork.run_id}" in text
+
+
+def test_show_of_a_fork_whose_parent_was_deleted_says_so(tmp_path: Path) -> None:
+    """The fork's lineage still names its parent (the index keeps it), and ``show`` says
+    the parent is gone rather than pointing at a run it cannot show."""
+    wd = Workdir(tmp_path)
+    parent = wd.json("run", "flow.py", "--quiet")["run_id"]
+    fork = wd.json("fork", parent, "--at", "report", "--quiet")["run_id"]
+    deleted = wd.cli("delete", parent)
+    assert deleted.returncode == 0, deleted.stderr
+    text = wd.cli("show", fork)
+    assert text.returncode == 0, text.stderr
+    assert f"the run it was forked from, {parent}, has been deleted" in \
+        " ".join(text.stdout.split())
+    shown = wd.json("show", fork)
+    assert shown["forked_from"]["run"] == parent and shown["forked_from"]["deleted"] is True
+    gone = wd.cli("show", parent)
+    assert gone.returncode == 2 and "not found" in gone.stderr

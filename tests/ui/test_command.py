@@ -118,3 +118,26 @@ def test_every_address_says_the_url_for_other_machines(tmp_path: Path) -> None:
     port_and_token = url.partition("0.0.0.0")[2]
     assert second.strip() == f"from other machines: http://{socket.gethostname()}" \
         f"{port_and_token}"
+
+
+@pytest.mark.ui_args("--port", "0")
+def test_a_port_another_web_view_serves_says_which_store_and_its_url(
+        serving: tuple[str, str], tmp_path: Path) -> None:
+    _, url = serving
+    port = url.rstrip("/").rpartition(":")[2]
+    same = _cli("ui", "--db", str(tmp_path / "runs.db"), "--port", port, cwd=tmp_path)
+    assert same.returncode == 2 and "Traceback" not in same.stderr
+    assert f"`counterpoint ui` already serves this store there: open {url}" in same.stderr
+    other = _cli("ui", "--db", str(tmp_path / "other.db"), "--port", port, cwd=tmp_path)
+    assert other.returncode == 2
+    assert f"another `counterpoint ui` serves store {tmp_path / 'runs.db'} there" in \
+        other.stderr and "pick another --port" in other.stderr
+
+
+def test_a_store_path_no_run_could_create_is_one_error_not_a_promise(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("not a directory")
+    done = _cli("ui", "--db", str(tmp_path / "afile" / "runs.db"), "--port", "0",
+                cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "is a file, not a directory" in done.stderr
+    assert "the page fills in" not in done.stdout  # it said so, then refused the path

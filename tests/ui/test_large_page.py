@@ -38,6 +38,10 @@ def test_a_large_run_draws_a_bounded_subset_with_a_note(served: Server, ui_store
     for node in data["critical"]:
         assert page.locator(f'#dag [data-node="{node}"].critical').count() == 1
     assert page.get_attribute('#dag [data-node="boom"]', "data-status") == "failed"
-    assert "of 3001 nodes" in page.inner_text("#gantt-some")
+    assert "of 3,001 nodes" in page.inner_text("#gantt-some")  # as the DAG's note counts
+    assert "3,001 nodes" in page.inner_text("#run-head")
+    # summed times of thousands of nodes run to hours and days ("1526m 47s" was shown)
+    assert page.evaluate("[59, 3599, 5000, 91607, 200000].map(Gantt.secs)") == [
+        "59.00 s", "59m 59s", "1h 23m", "1d 01h", "2d 07h"]
     page.click('#dag [data-node="boom"]')
     page.wait_for_selector("#detail >> text=ValueError: the fuse was lit")

@@ -1,6 +1,6 @@
 """The page over finished runs, in a real headless chromium: the runs list's filter and
 search, a map's children folded into one box and unfolded, a failed node's traceback, the
-links between a fork and its parent."""
+links between a fork and its parent (and a fork whose parent was deleted)."""
 
 from __future__ import annotations
 
@@ -83,3 +83,57 @@ def test_a_fork_and_its_parent_link_to_each_other(served: Server, ui_store: RunS
     assert "at node square" in page.inner_text("#forked-from")
     page.goto(f"{served.base}/runs/{parent.run_id}")
     page.wait_for_selector(f'#forks a[href="/runs/{child.run_id}"]')
+
+
+def test_a_fork_whose_parent_was_deleted_names_it_without_a_link(
+        served: Server, ui_store: RunStore, page: Any) -> None:
+    g = _fan(3)
+    parent = cp.run_sync(g, store=ui_store)
+    child = cp.fork_sync(parent.run_id, at="square", store=ui_store, graph=g)
+    ui_store.delete_runs([parent.run_id])
+    page.goto(f"{served.base}/runs/{child.run_id}")
+    said = page.wait_for_selector("#forked-from").inner_text()
+    assert f"forked from {parent.run_id} (deleted)" in said and "at node square" in said
+    assert page.locator("#forked-from a").count() == 0  # no link to a page that 404s
+    answer = page.request.get(f"{served.base}/api/runs/{child.run_id}")
+    assert answer.json()["parent_deleted"] is True
+
+
+def test_a_malformed_run_address_says_what_is_wrong(served: Server, ui_store: RunStore,
+                                                    page: Any) -> None:
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(f"{served.base}/runs/r-2026%E0%A4%A")
+    said = page.wait_for_selector("#bad-address").inner_text()
+    assert "does not name a run" in said and "percent-encoding" in said
+    assert errors == []
+    page.goto(f"{served.base}/runs/r-no-such-run")  # well formed, unknown: the store says
+    assert "run r-no-such-run not found in store" in \
+        page.wait_for_selector("#main p.error").inner_text()
+
+
+def test_a_long_node_id_and_html_in_values_are_shown_as_text_inside_the_panel(
+        served: Server, ui_store: RunStore, page: Any) -> None:
+    long_id = "step_" + "x" * 300 + '<b>"bold"&amp;'
+
+    def evil() -> str:
+        return "<img src=x onerror=window.__owned=1><script>window.__owned=2</script>"
+
+    def boom(x: str) -> str:
+        raise ValueError("<script>window.__owned=3</script> bad </pre>")
+
+    g = cp.Graph("<i>markup</i>")
+    g.add("then<script>", boom, x=g.add(long_id, evil))
+    run = cp.run_sync(g, store=ui_store)
+    page.goto(f"{served.base}/runs/{run.run_id}?node=then%3Cscript%3E")
+    page.wait_for_selector("#detail .history")
+    assert "<script>window.__owned=3</script> bad </pre>" in page.inner_text("#detail p.error")
+    assert page.inner_text("#run-head h2").startswith("<i>markup</i>")
+    page.locator("#dag [data-node]").filter(has_text="step_").click()
+    page.wait_for_selector("#detail pre.value")
+    assert "<img src=x" in page.inner_text("#detail pre.value")
+    assert page.text_content("#detail h3").startswith(long_id)  # shown upper-cased
+    assert page.evaluate("window.__owned") is None  # nothing the run wrote was run
+    wide = page.evaluate("() => [...document.querySelectorAll('#detail h3, #detail summary')]"
+                         ".filter(e => e.scrollWidth > e.clientWidth + 1).length")
+    assert wide == 0  # the long id wraps inside the panel

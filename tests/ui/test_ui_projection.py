@@ -60,3 +60,36 @@ def test_metrics_held_back_on_a_live_run_are_sent_fresh_at_the_next_look(
     fresh = view.update()  # no new event: only the metrics were behind
     assert fresh is not None and fresh["nodes"] == [] and fresh["critical"] == ["a", "b", "c"]
     assert view.update() is None
+
+
+def _release() -> cp.Graph:
+    async def deploy(ctx: cp.NodeContext) -> str:
+        return str(await ctx.ask("deploy v2 to prod?", {"version": "v2"}))
+
+    g = cp.Graph("release")
+    g.add("deploy", deploy)
+    return g
+
+
+def test_a_wait_for_a_person_is_sent_from_its_request_to_its_end() -> None:
+    import asyncio
+    store = MemoryStore()
+    g = _release()
+    waiting = cp.run_sync(g, store=store, options=cp.RunOptions(detach_when_waiting=True))
+    view = RunView(store.run(waiting.run_id))
+    view.feed(store.events(waiting.run_id))
+    [node] = view.snapshot()["nodes"]
+    [asked] = [ev for ev in store.events(waiting.run_id)
+               if ev.kind is EventKind.APPROVAL_REQUESTED]
+    assert node["status"] == "waiting" and node["asked"] == [[asked.at, None]]
+
+    cp.approve(store, str((asked.data or {})["id"]))
+    asyncio.run(cp.resume(waiting.run_id, store=store, graph=g))
+    events = store.events(waiting.run_id)
+    view.feed(events[view.seq:], store.run(waiting.run_id))
+    [node] = view.update()["nodes"]  # type: ignore[index]
+    # the detached run's wait ends where the terminal's Gantt ends it: at the resume
+    # that takes the answer up (the answer is recorded in the log after it)
+    [resumed] = [ev for ev in events if ev.kind is EventKind.RUN_RESUMED]
+    assert node["status"] == "succeeded" and node["asked"] == [[asked.at, resumed.at]]
+    store.close()

@@ -12,7 +12,7 @@ from starlette.testclient import TestClient
 import counterpoint as cp
 from counterpoint.events import Event
 from counterpoint.ids import RunId
-from counterpoint.store import MemoryStore
+from counterpoint.store import MemoryStore, RunRecord
 from counterpoint.ui import create_app
 from counterpoint.ui.rows import RunRows
 
@@ -86,3 +86,42 @@ def test_a_finished_runs_log_is_read_once_and_a_second_filler_does_not_wait() ->
     with busy._filling:  # another thread is filling: this one returns at once
         assert not busy.fill(records, budget=60.0)
     assert store.reads == 2
+
+
+class _IndexCountingStore(MemoryStore):
+    """A memory store that records how many index records each ``runs`` read asked for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[int] = []
+
+    def runs(self, limit: int = 50) -> list[RunRecord]:
+        self.asked.append(limit)
+        return super().runs(limit)
+
+
+def _mapped(n: int) -> cp.Graph:
+    inner = cp.Graph("item")
+    inner.add("double", lambda x: 2 * x, x=inner.input("x"))
+    outer = cp.Graph("mapped")
+    outer.map("each", inner, over=outer.add("items", lambda: list(range(n))))
+    return outer
+
+
+def test_top_level_runs_behind_many_sub_runs_are_found_without_a_scan_each_time() -> None:
+    store = _IndexCountingStore()
+    single = cp.Graph("single")
+    single.add("one", lambda: 1)
+    older = cp.run_sync(single, store=store).run_id
+    mapped = cp.run_sync(_mapped(30), store=store).run_id  # 30 sub-runs, newer than both
+    rows = RunRows(store)
+    assert [r.run_id for r in rows.records(5)] == [mapped, older]  # by a scan
+    scans = sum(1 for n in store.asked if n > 20)
+    newer = cp.run_sync(single, store=store).run_id
+    assert [r.run_id for r in rows.records(5)] == [newer, mapped, older]
+    store.delete_runs([RunId(older)])
+    assert [r.run_id for r in rows.records(5)] == [newer, mapped]
+    # between scans, only the newest 4 x 5 records and the runs found are read
+    assert sum(1 for n in store.asked if n > 20) == scans
+    assert len(rows.records(5, sub_runs=True)) == 5
+    store.close()

@@ -39,7 +39,13 @@ def show(
     from ..events import EventKind
     from .approvals_view import approval_dict, approvals_table
     from .calls import call_record, call_view, calls_table
-    from .recorded import log_report, resolve_run, sub_run_events
+    from .recorded import (
+        log_report,
+        parent_deleted,
+        parent_gone_line,
+        resolve_run,
+        sub_run_events,
+    )
     from .render import dumps, payload, summary
     with reported():
         if full and not calls and call is None:
@@ -62,6 +68,7 @@ def show(
             approvals = list(project(record.run_id, events,
                                      store.approval_answers(record.run_id)).values())
             forks = store.forks(record.run_id)
+            orphan = parent_deleted(store, record)
             sub_runs = sub_run_events(store, record.run_id)
         finally:
             store.close()
@@ -81,9 +88,13 @@ def show(
                              for e in model_calls]
         if approvals:
             data["approvals"] = [approval_dict(a) for a in approvals]
+        if orphan:
+            data["forked_from"]["deleted"] = True
         typer.echo(dumps(data))
         return
     out.print(summary(report, inspect=None), soft_wrap=True)
+    if orphan:
+        out.print(parent_gone_line(record), style="yellow", soft_wrap=True)
     if approvals:
         out.print()
         out.print("approvals", style="bold")

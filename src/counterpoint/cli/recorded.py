@@ -19,8 +19,8 @@ from ..store.owners import run_owner_alive as owner_alive
 from ..texts import some
 from .render import Report
 
-__all__ = ["failed_attempts", "log_report", "mark_cancelled", "resolve_run",
-           "shown_status", "sub_run_events"]
+__all__ = ["failed_attempts", "log_report", "mark_cancelled", "parent_deleted",
+           "parent_gone_line", "resolve_run", "shown_status", "sub_run_events"]
 
 LAST = "last"
 """Names the newest run (not a sub-run) of the store."""
@@ -98,6 +98,26 @@ def _pending_approvals(run_id: RunId, events: Sequence[Event],
 def sub_run_events(store: RunStore, run_id: str) -> list[list[Event]]:
     """The logs of ``run_id``'s sub-runs (``RUN/node...``), which spend from its budget."""
     return [store.events(r.run_id) for r in store.sub_runs(RunId(run_id))]
+
+
+def parent_deleted(store: RunStore, record: RunRecord) -> bool:
+    """Whether ``record`` is a fork whose parent run is no longer in the store (deleted
+    since: ``counterpoint delete``, ``prune``); the fork's own log is whole."""
+    if record.forked_from is None:
+        return False
+    try:
+        store.run(record.forked_from.run)
+    except RunNotFound:
+        return True
+    return False
+
+
+def parent_gone_line(record: RunRecord) -> str:
+    """What ``show`` says of a fork whose parent was deleted (:func:`parent_deleted`)."""
+    parent = record.forked_from.run if record.forked_from else "?"
+    return (f"the run it was forked from, {parent}, has been deleted from the store "
+            "(`counterpoint delete` or `prune`): this fork's own log is whole, the "
+            "parent's is gone")
 
 
 def log_report(record: RunRecord, events: Sequence[Event],

@@ -50,10 +50,11 @@ def ui_command(
             raise ConfigError("counterpoint ui needs a store that other processes write (--db "
                               "PATH or a postgresql:// URL): an in-memory store holds no "
                               "runs of other processes")
-        if missing_file(location):
+        missing = missing_file(location)
+        store = open_store(location)  # first: a path no run could create is refused here
+        if missing:
             out.print(f"no store at {location} yet: the page fills in once a run writes it",
                       soft_wrap=True)
-        store = open_store(location)
         try:
             server = Server(store, host=host, port=port, token=token)
         except BaseException:

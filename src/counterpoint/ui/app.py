@@ -2,10 +2,13 @@
 
 =====================================  ==================================================
 ``GET /``                              the page (``static/``: no build step, no CDN)
-``GET /api/runs?q=&status=&limit=``    the runs list (from the run index), filtered, searched
-``GET /api/runs/stream``               the runs list, again as runs or their totals change
+``GET /api/runs?q=&status=&limit=``    the runs list (from the run index), filtered, searched;
+                                       sub-runs too with ``&sub_runs=1``
+``GET /api/runs/stream?sub_runs=``     the runs list, again as runs or their totals change
 ``GET /api/runs/{run}``                a run: header, nodes, metrics, critical path
-``GET /api/runs/{run}/stream``        the run, then what changes in it (SSE)
+``GET /api/runs/{run}/stream?watch=``  the run, then what changes in it (SSE); with
+                                       ``watch=1`` it stays open once the run ended
+                                       and says ``deleted`` if another process deletes it
 ``GET /api/runs/{run}/nodes/{node}``   one node: inputs, output, attempts, calls, rounds
 ``GET /api/runs/{run}/values/{node}``  a node's whole output (the page shows it clipped)
 ``GET /api/blobs/{sha256}``            a stored text: a model call's request or response
@@ -49,16 +52,16 @@ from ..errors import CounterpointError, RunNotFound
 from ..ids import NodeId, RunId
 from ..secrets import redact
 from ..state import NodeState, RunStatus
-from ..store import RunStore
+from ..store import RunRecord, RunStore
 from . import control
-from .cache import RunCache
+from .cache import RunCache, deleted_message
 from .projection import RunView, matches, node_detail, run_row
 from .rows import RunRows
-from .tail import POLL_SECONDS, follow
+from .tail import POLL_SECONDS, WATCH_SECONDS, StoreFile, follow, until_deleted
 
 STATIC = Path(__file__).parent / "static"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
-SHOWN_STATUSES = frozenset({*(s.value for s in RunStatus), "interrupted"})
+SHOWN_STATUSES = frozenset({*(s.value for s in RunStatus), "interrupted", "waiting"})
 """What the runs list's ``?status=`` filter takes: a run's status as ``show`` tells it."""
 LIST_LIMIT = 200
 """Most runs the list holds."""
@@ -67,11 +70,13 @@ FILL_SECONDS = 0.25
 
 
 def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = None,
-               poll: float = POLL_SECONDS) -> Starlette:
+               poll: float = POLL_SECONDS, watch: float = WATCH_SECONDS) -> Starlette:
     """The web view over ``store``; ``token`` (if given) guards the API; ``cwd`` is where
-    a resumed run's process starts (where its graph is importable from)."""
+    a resumed run's process starts (where its graph is importable from); ``poll`` and
+    ``watch``: how often a running run's and a finished run's streams look again."""
     rows = RunRows(store)
     cache = RunCache(store)
+    file = StoreFile(store)
     workdir = cwd or Path.cwd()
 
     async def read(fn: Callable[..., Any], *args: Any) -> Any:
@@ -84,7 +89,9 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         if status and status not in SHOWN_STATUSES:
             return _error(400, f"unknown status {status!r} in ?status=; use one of "
                                f"{', '.join(sorted(SHOWN_STATUSES))}")
-        found = rows.rows(await read(rows.records, limit))  # the index only: no log is read
+        if file.replaced():
+            return _error(409, file.message())
+        found = rows.rows(await read(_records, rows, limit, request))  # the index only
         return _JSON({"runs": [r for r in found if matches(r, query, status)],
                              "store": store.location})
 
@@ -94,7 +101,10 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         async def frames() -> AsyncIterator[str]:
             seen: Any = None
             while True:
-                records = await read(rows.records, limit)
+                if file.replaced():
+                    yield _frame("replaced", {"error": file.message()})
+                    return
+                records = await read(_records, rows, limit, request)
                 found = rows.rows(records)
                 key = [(r["run_id"], r["status"], r["updated_at"], r["nodes"], r["tokens"],
                         r["cost"]) for r in found]
@@ -109,40 +119,52 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
 
     async def run(request: Request) -> Response:
         run_id = _run_param(request)
+        if file.replaced():
+            return _error(409, file.message())
         full = request.query_params.get("full") == "1"
         data = await read(_snapshot, cache, run_id, full)
-        data["children"] = await read(_children, store, run_id)
-        data["forks"] = [run_row(r) for r in await read(store.forks, run_id)]
-        return _JSON(data)
+        return _JSON({**data, **await read(_kin, store, run_id, data["run"])})
 
     async def run_stream(request: Request) -> Response:
         run_id = _run_param(request)
+        watching = request.query_params.get("watch") == "1"
         record = await read(store.run, run_id)  # an unknown run is a 404, not a stream
 
         async def frames() -> AsyncIterator[str]:
-            # the first frame is the whole run, so a page that reconnects starts afresh
-            if record.status != RunStatus.RUNNING:  # a finished run: one frame, cached
-                data = await read(_snapshot, cache, run_id, False)
-                yield _frame("update", {
-                    **data, "children": await read(_children, store, run_id),
-                    "forks": [run_row(r) for r in await read(store.forks, run_id)]})
-                yield _frame("end", {"seq": data["seq"]})
-                return
-            view = RunView(record)
-            first = True
-            async for batch in follow(store, run_id, 0, poll=poll):
-                view.feed(batch.events, batch.record)
-                if first:
-                    update: dict[str, Any] | None = {
-                        **view.snapshot(), "children": await read(_children, store, run_id),
-                        "forks": [run_row(r) for r in await read(store.forks, run_id)]}
-                else:
-                    update = view.update()
-                first = False
-                if update is not None:
-                    yield _frame("update", update)
-            yield _frame("end", {"seq": view.seq})
+            try:
+                async for frame in run_frames(run_id, record):
+                    yield frame
+                if watching:  # the page stays open on the run: say if it is deleted
+                    if not await until_deleted(store, run_id, poll=watch, file=file):
+                        yield _frame("replaced", {"error": file.message()})
+                        return
+                    raise RunNotFound(run_id)
+            except RunNotFound:
+                cache.forget(run_id)
+                yield _frame("deleted", {"error": deleted_message(run_id, store.location)})
         return _stream(frames())
+
+    async def run_frames(run_id: RunId, record: RunRecord) -> AsyncIterator[str]:
+        # the first frame is the whole run, so a page that reconnects starts afresh
+        if record.status != RunStatus.RUNNING:  # a finished run: one frame, cached
+            data = await read(_snapshot, cache, run_id, False)
+            yield _frame("update", {**data, **await read(_kin, store, run_id, data["run"])})
+            yield _frame("end", {"seq": data["seq"]})
+            return
+        view = RunView(record)
+        first = True
+        async for batch in follow(store, run_id, 0, poll=poll):
+            view.feed(batch.events, batch.record)
+            if first:
+                whole = view.snapshot()
+                update: dict[str, Any] | None = {
+                    **whole, **await read(_kin, store, run_id, whole["run"])}
+            else:
+                update = view.update()
+            first = False
+            if update is not None:
+                yield _frame("update", update)
+        yield _frame("end", {"seq": view.seq})
 
     async def node(request: Request) -> Response:
         run_id = _run_param(request)
@@ -296,8 +318,27 @@ def _node_state(cache: RunCache, run_id: RunId, node: NodeId) -> NodeState | Non
         return cache.get(run_id).view.projector.state.nodes.get(node)
 
 
-def _children(store: RunStore, run_id: RunId) -> list[dict[str, Any]]:
-    return [run_row(r) for r in store.runs(LIST_LIMIT * 5) if r.parent == run_id]
+def _records(rows: RunRows, limit: int, request: Request) -> list[RunRecord]:
+    return rows.records(limit, sub_runs=request.query_params.get("sub_runs") == "1")
+
+
+def _kin(store: RunStore, run_id: RunId, header: dict[str, Any]) -> dict[str, Any]:
+    """What a run's first frame adds to its snapshot: its sub-runs (``children``, the
+    first :data:`LIST_LIMIT` of ``children_total``), the
+    runs forked from it (``forks``), and whether the run it was forked from has been
+    deleted since (``parent_deleted``: the page then names it without a link)."""
+    point = header.get("forked_from")
+    deleted = False
+    if point is not None:
+        try:
+            store.run(RunId(point["run"]))
+        except RunNotFound:
+            deleted = True
+    # its own sub-runs, however many newer runs the store holds (an indexed read)
+    children = [r for r in store.sub_runs(run_id) if r.parent == run_id]
+    return {"children": [run_row(r) for r in children[:LIST_LIMIT]],
+            "children_total": len(children),
+            "forks": [run_row(r) for r in store.forks(run_id)], "parent_deleted": deleted}
 
 
 def _int(text: str | None, default: int) -> int:

@@ -6,7 +6,9 @@ keeps its :class:`~counterpoint.ui.projection.RunView` (the folded state), its e
 an index of them by node; a finished run is never read again, a running one is read at
 each look (the store has no cheaper read) but only the events after those folded are
 folded in. At most :data:`KEEP` runs (and :data:`KEEP_EVENTS` events) are kept, the
-least recently used dropped first. Safe to call from several threads (one lock).
+least recently used dropped first. A run deleted by another process (``counterpoint
+delete``, ``prune``) is dropped at the next look, and remembered: asking for it again
+says it was deleted, not that it never was. Safe to call from several threads (one lock).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from ..errors import RunNotFound
 from ..events import Event, EventKind
 from ..ids import NodeId, RunId
 from ..state import RunStatus
@@ -27,6 +30,15 @@ KEEP = 4
 KEEP_EVENTS = 300_000
 """Most events kept over all runs (the run looked at last is kept whatever its size):
 a 100,000-node run's 200,000 events and projection took 185 MB (measured)."""
+KEEP_DELETED = 1000
+"""Most deleted runs remembered (to say "deleted" rather than "not found")."""
+
+
+def deleted_message(run_id: RunId, location: str) -> str:
+    """What the page says of a run it showed and another process deleted since."""
+    return (f"run {run_id} was deleted from store {location} (by `counterpoint delete` or "
+            "`counterpoint prune`) while the web view showed it; its log is gone: open "
+            "the runs list for the runs the store still holds")
 
 
 @dataclass
@@ -60,13 +72,21 @@ class RunCache:
         self.store = store
         self.keep = keep
         self._runs: OrderedDict[str, Projected] = OrderedDict()
+        self._deleted: OrderedDict[str, None] = OrderedDict()
         self.lock = threading.RLock()
         """Held while a run is read or its view is used."""
 
     def get(self, run_id: RunId) -> Projected:
-        """The run, up to date with its log (raises ``RunNotFound`` for an unknown run)."""
+        """The run, up to date with its log (raises ``RunNotFound`` for an unknown run,
+        saying so when the run was seen here and deleted since)."""
         with self.lock:
-            record = self.store.run(run_id)
+            try:
+                record = self.store.run(run_id)
+            except RunNotFound:
+                if self._runs.pop(run_id, None) is None and run_id not in self._deleted:
+                    raise
+                self.forget(run_id)
+                raise RunNotFound(deleted_message(run_id, self.store.location)) from None
             seen = self._runs.get(run_id)
             # a running run's log may grow without its record changing: read it again
             if seen is not None and seen.record == record and \
@@ -87,3 +107,12 @@ class RunCache:
                                            held > KEEP_EVENTS):
                 held -= len(self._runs.popitem(last=False)[1].events)
             return seen
+
+    def forget(self, run_id: RunId) -> None:
+        """``run_id`` was deleted: drop it, and say so if it is asked for again."""
+        with self.lock:
+            self._runs.pop(run_id, None)
+            self._deleted[run_id] = None
+            self._deleted.move_to_end(run_id)
+            while len(self._deleted) > KEEP_DELETED:
+                self._deleted.popitem(last=False)

@@ -56,16 +56,29 @@ def run_row(record: RunRecord, events: Sequence[Event] | None = None) -> dict[st
         "duration": record.updated_at - record.created_at
         if record.status != RunStatus.RUNNING else None}
     if events is not None:
-        row.update(run_totals(events))
+        totals = run_totals(events)
+        if totals.pop("asking") and status == "interrupted":
+            row["status"] = "waiting"
+        row.update(totals)
     return row
 
 
 def run_totals(events: Iterable[Event]) -> dict[str, Any]:
-    """A run's nodes, tokens and cost, from its log."""
+    """A run's nodes, tokens and cost, from its log; and ``asking``, how many approvals
+    it waits for (a run shown interrupted that asks is shown ``waiting``: its process
+    ended to wait for a person, ``--detach-waiting``, and an answer resumes it)."""
     tokens = 0
     cost = 0.0
     nodes = 0
+    asked: set[str] = set()
     for ev in events:
+        if ev.kind in _WAIT_EVENTS:
+            aid = str((ev.data or {}).get("id"))
+            if ev.kind is EventKind.APPROVAL_REQUESTED:
+                asked.add(aid)
+            else:
+                asked.discard(aid)
+            continue
         if ev.kind is EventKind.MODEL_CALL and ev.data and "input_tokens" in ev.data:
             tokens += int(ev.data.get("input_tokens") or 0) + \
                 int(ev.data.get("output_tokens") or 0)
@@ -74,7 +87,7 @@ def run_totals(events: Iterable[Event]) -> dict[str, Any]:
             nodes = int((ev.data or {}).get("nodes") or 0)
         elif ev.kind is EventKind.MAP_EXPANDED:
             nodes += int((ev.data or {}).get("count") or 0)
-    return {"tokens": tokens, "cost": cost, "nodes": nodes}
+    return {"tokens": tokens, "cost": cost, "nodes": nodes, "asking": len(asked)}
 
 
 def matches(row: Mapping[str, Any], query: str, status: str) -> bool:
@@ -86,8 +99,10 @@ def matches(row: Mapping[str, Any], query: str, status: str) -> bool:
     return all(word in hay for word in query.lower().split())
 
 
-def node_view(ns: NodeState, state: RunState) -> dict[str, Any]:
-    """What the DAG and the timeline draw for one node."""
+def node_view(ns: NodeState, state: RunState,
+              asked: Sequence[list[float | None]] = ()) -> dict[str, Any]:
+    """What the DAG and the timeline draw for one node; ``asked``: the stretches it
+    waited for a person (:class:`ApprovalWaits`)."""
     spans: list[list[float | None]] = [[start, stop] for start, stop in ns.intervals]
     if ns.started_at is not None and ns.stopped_at is None:
         spans.append([ns.started_at, None])  # the attempt running now
@@ -102,17 +117,27 @@ def node_view(ns: NodeState, state: RunState) -> dict[str, Any]:
                  if error.get("type") else error.get("reason"),
         "calls": tally.calls + tally.cache_hits if tally else 0,
         "tokens": tally.tokens if tally else 0, "cost": tally.cost if tally else 0.0,
+        # only where there were waits: a run of 100,000 nodes is sent whole with ?full=1
+        **({"asked": [list(a) for a in asked]} if asked else {}),
     }
 
 
 def run_header(record: RunRecord, state: RunState, last_at: float) -> dict[str, Any]:
     """The run's status line: what it is, where it runs, what can be done with it."""
     status = shown_status(record)
+    note = None
     if state.status.terminal:
         status = state.status.value
         live = False
     else:
         live = run_owner_alive(record)
+        asking = sorted({a for ids in state.asking.values() for a in ids})
+        if status == "interrupted" and asking:  # as `counterpoint show` tells it
+            status = "waiting"
+            note = (f"waiting for {len(asking)} approval(s) ({', '.join(asking[:3])}"
+                    f"{', ...' if len(asking) > 3 else ''}); its process has ended: an "
+                    "answer (`counterpoint approve ID`, `counterpoint reject ID --reason "
+                    "...`; the waiting node's detail says which) resumes it")
     end = state.finished_at or (time.time() if live else last_at)
     tally = state.models
     return {
@@ -127,8 +152,9 @@ def run_header(record: RunRecord, state: RunState, last_at: float) -> dict[str, 
             "run": record.forked_from.run, "seq": record.forked_from.seq,
             "node": record.forked_from.node},
         "tokens": tally.tokens, "cost": tally.cost, "calls": tally.calls,
-        "can_cancel": status in ("running", "interrupted"),
-        "can_resume": status == "interrupted",
+        "note": note,
+        "can_cancel": status in ("running", "interrupted", "waiting"),
+        "can_resume": status in ("interrupted", "waiting"),
     }
 
 
@@ -139,12 +165,47 @@ def metrics_view(state: RunState, now: float) -> dict[str, Any]:
     return {f.name: getattr(metrics, f.name) for f in fields(metrics) if f.name != "nodes"}
 
 
+class ApprovalWaits:
+    """The stretches each node waited for a person, ``[asked_at, settled_at]`` (``None``:
+    still waiting), as the terminal's Gantt draws them (:mod:`counterpoint.pictures.gantt`):
+    from the approval's request to its answer or withdrawal; a run resumed after its
+    process died ends the waits it had open (they are asked again)."""
+
+    def __init__(self) -> None:
+        self.by_node: dict[str, list[list[float | None]]] = {}
+        self._open: dict[tuple[str, str], list[float | None]] = {}
+
+    def feed(self, events: Iterable[Event]) -> None:
+        for ev in events:
+            kind = ev.kind
+            if kind is EventKind.RUN_RESUMED:
+                for still in self._open.values():
+                    still[1] = ev.at
+                self._open.clear()
+            elif kind not in _WAIT_EVENTS or ev.node is None:
+                continue
+            key = (str(ev.node), str((ev.data or {}).get("id")))
+            if kind is EventKind.APPROVAL_REQUESTED:
+                wait: list[float | None] = [ev.at, None]
+                self._open[key] = wait
+                self.by_node.setdefault(key[0], []).append(wait)
+            else:
+                settled = self._open.pop(key, None)
+                if settled is not None:
+                    settled[1] = ev.at
+
+
+_WAIT_EVENTS = frozenset({EventKind.APPROVAL_REQUESTED, EventKind.APPROVAL_ANSWERED,
+                          EventKind.APPROVAL_WITHDRAWN})
+
+
 class RunView:
     """One run as a page shows it, kept up to date as its events arrive."""
 
     def __init__(self, record: RunRecord) -> None:
         self.record = record
         self.projector = Projector(RunId(record.run_id))
+        self.asked = ApprovalWaits()
         self._changed = True
         self._shown = shown_status(record)
         self._metrics: dict[str, Any] | None = None
@@ -167,7 +228,9 @@ class RunView:
                 self.record = record
                 self._shown = shown
                 self._changed = True
+        events = events if isinstance(events, Sequence) else list(events)
         self.projector.feed(events)
+        self.asked.feed(events)
         self._changed = self._changed or self.projector.seq != before
 
     def snapshot(self, *, full: bool = False) -> dict[str, Any]:
@@ -182,12 +245,12 @@ class RunView:
         if full or not subset.is_large(state):
             self._sent = None
             return {"seq": self.seq, **common,
-                    "nodes": [node_view(ns, state) for ns in state.nodes.values()],
+                    "nodes": [self._node(ns) for ns in state.nodes.values()],
                     "reshaped": True}
         ids, partial = subset.pick(state, common["critical"])
         self._sent = set(ids)
         return {"seq": self.seq, **common,
-                "nodes": [node_view(state.nodes[n], state) for n in ids],
+                "nodes": [self._node(state.nodes[n]) for n in ids],
                 "reshaped": True, "partial": partial}
 
     def update(self) -> dict[str, Any] | None:
@@ -205,18 +268,21 @@ class RunView:
         common = self._common()
         sent = self._sent
         if sent is None:
-            nodes = [node_view(state.nodes[n], state) for n in touched if n in state.nodes]
+            nodes = [self._node(state.nodes[n]) for n in touched if n in state.nodes]
             extra: dict[str, Any] = {}
         else:
             ids, partial = subset.pick(state, common["critical"])
             now = set(ids)
             fresh = [n for n in ids if n not in sent or n in touched]
-            nodes = [node_view(state.nodes[n], state) for n in fresh]
+            nodes = [self._node(state.nodes[n]) for n in fresh]
             extra = {"dropped": sorted(sent - now), "partial": partial}
             self._sent = now
         touched.clear()
         self._changed = False
         return {"seq": self.seq, **common, "nodes": nodes, "reshaped": False, **extra}
+
+    def _node(self, ns: NodeState) -> dict[str, Any]:
+        return node_view(ns, self.projector.state, self.asked.by_node.get(ns.spec.id, ()))
 
     def _common(self) -> dict[str, Any]:
         state = self.projector.state

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import ipaddress
+import os
 import socket
 import threading
 import time
@@ -13,7 +14,7 @@ from pathlib import Path
 import uvicorn
 
 from ..errors import ConfigError
-from ..store import RunStore
+from ..store import RunStore, is_file_location
 from .app import create_app
 
 START_SECONDS = 10.0
@@ -51,7 +52,7 @@ class Server:
         except OSError as exc:
             self.socket.close()
             raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}; "
-                              f"{_bind_hint(exc, host, port)}") from None
+                              f"{_bind_hint(exc, host, port, store.location)}") from None
         self.socket.listen(128)  # connections made before uvicorn runs wait in the backlog
         self.port: int = self.socket.getsockname()[1]
         shown = f"[{bare}]" if family == socket.AF_INET6 else bare
@@ -87,14 +88,62 @@ class Server:
         self.socket.close()
 
 
-def _bind_hint(exc: OSError, host: str, port: int) -> str:
-    """What to do when the listening socket cannot be bound: the port is taken, the
-    host is not this machine's, or the port is a privileged one."""
+def _bind_hint(exc: OSError, host: str, port: int, location: str) -> str:
+    """What to do when the listening socket cannot be bound: the port is taken (by
+    another web view, perhaps of this very store), the host is not this machine's, or the
+    port is a privileged one."""
     if exc.errno == errno.EADDRINUSE:
-        return "pick another --port (0 picks a free one)"
+        other = "pick another --port (0 picks a free one)"
+        serving = _web_view_at(host, port)
+        if serving is None:
+            return other
+        url = f"http://{host}:{port}/"
+        if serving and _same_store(serving, location):
+            return (f"`counterpoint ui` already serves this store there: open {url}, or "
+                    f"{other} to serve it twice")
+        if serving == "":
+            return f"another `counterpoint ui` (with a token) listens there; {other}"
+        return f"another `counterpoint ui` serves store {serving} there ({url}); {other}"
     if exc.errno == errno.EACCES and 0 < port < 1024:
         return f"port {port} needs privileges; pick one above 1023 (0 picks a free one)"
     if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
         return (f"--host {host} is not an address of this machine; give one of its "
                 "addresses, 127.0.0.1 (the default) or 0.0.0.0 for all of them")
     return "check --host and --port"
+
+
+def _same_store(a: str, b: str) -> bool:
+    return a == b or (is_file_location(a) and is_file_location(b) and
+                      os.path.realpath(a) == os.path.realpath(b))
+
+
+PROBE_SECONDS = 1.0
+"""How long asking a taken port whether a web view listens there may take."""
+
+
+def _web_view_at(host: str, port: int) -> str | None:
+    """The store the web view listening on loopback ``host:port`` serves (``""``: one
+    that needs a token, which does not say), or ``None`` when what listens there is not
+    a web view (or it is not on loopback: nothing beyond this machine is asked)."""
+    import json
+    import urllib.error
+    import urllib.request
+    bare = host.strip("[]")
+    if bare in ("0.0.0.0", "::"):
+        bare = "127.0.0.1" if bare == "0.0.0.0" else "::1"
+    if not is_loopback(bare):
+        return None
+    shown = f"[{bare}]" if ":" in bare else bare
+    try:
+        with urllib.request.urlopen(f"http://{shown}:{port}/api/runs?limit=1",
+                                    timeout=PROBE_SECONDS) as answer:
+            store = json.loads(answer.read()).get("store")
+            return store if isinstance(store, str) else None
+    except urllib.error.HTTPError as refused:
+        try:
+            said = json.loads(refused.read()).get("error", "")
+        except ValueError:
+            return None
+        return "" if refused.code == 401 and "counterpoint ui" in said else None
+    except (OSError, ValueError):
+        return None

@@ -19,6 +19,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
+from ..errors import RunNotFound
 from ..events import Event
 from ..ids import RunId
 from ..state import RunStatus
@@ -26,6 +27,8 @@ from ..store import RunRecord, RunStore, is_file_location
 
 POLL_SECONDS = 0.1
 """How often a follower looks for new events of a running run."""
+WATCH_SECONDS = 1.0
+"""How often the stream of a finished run looks whether the run was deleted."""
 RECHECK_POLLS = 20
 """Every this many looks, the run's record is read even if the file did not change: its
 process may have died (the run is then shown interrupted)."""
@@ -99,6 +102,61 @@ async def follow(store: RunStore, run_id: RunId, seq: int = 0, *,
             if record.status != RunStatus.RUNNING:
                 return
         await asyncio.sleep(max(poll, 2 * took))
+
+
+class StoreFile:
+    """Tells whether the store's file was deleted or replaced since it was first seen
+    (``rm``, a copy over it, a restored backup): the open store still reads the file it
+    opened, so the web view would go on showing runs that are no longer at the path.
+    Stats the file only; a store that is not a file is never replaced."""
+
+    def __init__(self, store: RunStore) -> None:
+        self.location = store.location
+        self.path = store.location if is_file_location(store.location) else None
+        self.seen: tuple[int, int] | None = None
+        self.replaced()  # the file as it is now, if there is one
+
+    def replaced(self) -> bool:
+        if self.path is None:
+            return False
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return self.seen is not None
+        except OSError:
+            return False
+        if st.st_size == 0:  # not written yet: the store has not opened it either
+            return False
+        if self.seen is None:
+            self.seen = (st.st_dev, st.st_ino)
+        return self.seen != (st.st_dev, st.st_ino)
+
+    def message(self) -> str:
+        return (f"the store file {self.location} was deleted or replaced after this web "
+                "view opened it, which still reads the file it opened: restart "
+                "`counterpoint ui` to see the runs at that path now")
+
+
+async def until_deleted(store: RunStore, run_id: RunId, *, poll: float = WATCH_SECONDS,
+                        file: StoreFile | None = None) -> bool:
+    """Returns once ``run_id`` is no longer in the store: another process deleted it
+    (``counterpoint delete``, ``prune``): ``True``; or once ``file`` was replaced:
+    ``False``. The run's record is read when the store's file changed, and every
+    :data:`RECHECK_POLLS` looks in any case; a finished run's log is never read again.
+    Never returns while the run exists."""
+    probe = _Probe(store)
+    probe.changed()
+    looks = 0
+    while True:
+        await asyncio.sleep(poll)
+        looks += 1
+        if probe.changed() or looks % RECHECK_POLLS == 0:
+            if file is not None and file.replaced():
+                return False
+            try:
+                await asyncio.to_thread(store.run, run_id)
+            except RunNotFound:
+                return True
 
 
 def _read(store: RunStore, run_id: RunId) -> tuple[RunRecord, list[Event]]:

@@ -56,7 +56,15 @@ function stream(url, handlers) {
     live(false);
     if (es.readyState === EventSource.CLOSED && handlers.failed) handlers.failed();
   };
-  es.addEventListener("end", () => { es.close(); live(false); });
+  // a stream with a `deleted` handler was opened with ?watch=1: the server keeps it open
+  // once the run ended, to say if the run is deleted, and ends it then
+  es.addEventListener("end", () => { if (!handlers.deleted) { es.close(); live(false); } });
+  es.addEventListener("deleted", () => { es.close(); live(false); });
+  // the store's file was deleted or replaced under the server: nothing more will come
+  es.addEventListener("replaced", ev => {
+    es.close(); live(false);
+    main.replaceChildren(h("p", {class: "error", id: "replaced"}, JSON.parse(ev.data).error));
+  });
   closeStream = () => es.close();
 }
 
@@ -69,14 +77,17 @@ function go(path) {
 function runsPage() {
   document.title = "counterpoint: runs";
   const search = h("input", {id: "search", type: "search", placeholder: "search run id or graph"});
+  // sub-runs are listed on their parent's page; here only when asked (as `runs --sub-runs`)
+  const subRuns = h("input", {id: "sub-runs", type: "checkbox"});
   const status = h("select", {id: "status-filter"},
-    ["", "running", "interrupted", "succeeded", "failed", "cancelled", "timed_out"]
+    ["", "running", "waiting", "interrupted", "succeeded", "failed", "cancelled", "timed_out"]
       .map(s => h("option", {value: s}, s || "any status")));
   const body = h("tbody", {});
   const table = h("table", {class: "runs"},
     h("thead", {}, h("tr", {}, ["status", "run", "graph", "started", "duration", "nodes",
       "tokens", "cost"].map(c => h("th", {}, c)))), body);
-  main.replaceChildren(h("section", {class: "toolbar"}, search, status), table);
+  main.replaceChildren(h("section", {class: "toolbar"}, search, status,
+    h("label", {}, subRuns, " sub-runs")), table);
   let rows = [];
   const paint = () => {
     const words = search.value.toLowerCase().split(/\s+/).filter(Boolean);
@@ -97,11 +108,14 @@ function runsPage() {
   };
   search.addEventListener("input", paint);
   status.addEventListener("change", paint);
-  stream("/api/runs/stream", {runs: data => {
-    rows = data.runs;
-    document.getElementById("store").textContent = data.store;
-    paint();
-  }});
+  const follow = () => stream("/api/runs/stream" + (subRuns.checked ? "?sub_runs=1" : ""),
+    {runs: data => {
+      rows = data.runs;
+      document.getElementById("store").textContent = data.store;
+      paint();
+    }});
+  subRuns.addEventListener("change", follow);
+  follow();
 }
 
 // ------------------------------------------------------------------ one run
@@ -152,7 +166,7 @@ function runPage(runId, nodeParam) {
       if (due.critical) state.dag.mark(state.critical, state.selected);  // only what moved
       due.critical = false;
     }
-    header(head, u, runId, state.forks);
+    header(head, u, runId, state.forks, state.parentDeleted);
     metrics(metricsHost, u.metrics);
     const done = !["running"].includes(u.run.status);
     if (done && window.__finishedAt === undefined) window.__finishedAt = Date.now();
@@ -186,24 +200,54 @@ function runPage(runId, nodeParam) {
     due.last = u;
     schedule();
   };
-  const children = list => {
+  const children = (list, total) => {
     if (!list || !list.length) return;
     childrenHost.replaceChildren(h("details", {open: ""}, h("summary", {},
-      `${list.length} sub-run(s)`), h("ul", {}, list.map(c =>
+      `${total} sub-run(s)` + (total > list.length ? ` (the first ${list.length} listed; ` +
+        "tick sub-runs in the runs list and search for this run's id for the rest)" : "")),
+      h("ul", {}, list.map(c =>
       h("li", {}, badge(c.status), " ", h("a", {href: "/runs/" + enc(c.run_id)}, c.run_id),
         " ", c.graph)))));
   };
   if (state.selected) showNode(detail, runId, state.selected);
-  stream("/api/runs/" + enc(runId) + "/stream", {update: u => {
-    children(u.children);
+  let ended = false;
+  const follow = () => stream("/api/runs/" + enc(runId) + "/stream?watch=1", {update: u => {
+    children(u.children, u.children_total);
     if (u.forks) state.forks = u.forks;  // sent with the first frame, like children
+    if (u.parent_deleted !== undefined) state.parentDeleted = u.parent_deleted;
     apply(u);
   },
+    end: () => { ended = true; window.__streamEnded = true; },
+    deleted: d => gone(d.error),
     failed: () => api("/api/runs/" + enc(runId)).catch(err =>
       main.replaceChildren(h("p", {class: "error"}, err.message)))});
+  // A finished run's stream stays open only to say if the run is deleted. A browser
+  // holds at most 6 connections to one server, so a tab in the background gives its
+  // stream up, and opens it again (the first frame is the whole run) when shown.
+  parked = false;
+  onVisibility = () => {
+    if (document.visibilityState === "hidden" && ended && !parked) {
+      parked = true; closeStream(); live(false);
+    } else if (document.visibilityState === "visible" && parked) {
+      parked = false; ended = false; follow();
+    }
+  };
+  follow();
 }
 
-function header(host, u, runId, forks) {
+let parked = false;
+let onVisibility = () => {};
+document.addEventListener("visibilitychange", () => onVisibility());
+
+// The run was deleted (by another process) while its page was open: say so, and lead
+// back to the list.
+function gone(message) {
+  main.replaceChildren(h("p", {class: "error", id: "deleted"}, message),
+    h("p", {}, h("a", {href: "/", onclick: e => { e.preventDefault(); go("/"); }},
+      "back to the runs list")));
+}
+
+function header(host, u, runId, forks, parentDeleted) {
   const r = u.run;
   // the note outlives the header's redraws: a control's answer stays shown
   const note = host.querySelector("#note") || h("span", {id: "note", class: "muted"});
@@ -217,13 +261,17 @@ function header(host, u, runId, forks) {
     h("h2", {}, r.graph, " ", h("span", {class: "muted"}, r.run_id), " ", badge(r.status)),
     h("div", {class: "facts"},
       h("span", {}, "started ", when(r.created_at)), h("span", {}, "duration ", secs(r.duration)),
-      h("span", {}, `${u.declared} nodes`),
+      h("span", {}, `${Gantt.count(u.declared)} nodes`),
       h("span", {}, `${r.calls} model calls, ${r.tokens} tokens, `, money(r.cost)),
       r.owner ? h("span", {class: "muted"}, r.owner) : null,
       r.stop_reason ? h("span", {}, "stopped: ", r.stop_reason) : null,
+      r.note ? h("span", {id: "run-note", class: "muted"}, r.note) : null,
       r.parent ? h("a", {href: "/runs/" + enc(r.parent)}, "parent run") : null,
       r.forked_from ? h("span", {id: "forked-from"}, "forked from ",
-        h("a", {href: "/runs/" + enc(r.forked_from.run)}, r.forked_from.run),
+        parentDeleted ? h("span", {class: "muted", title: "deleted from the store " +
+          "(counterpoint delete or prune); this fork's own log is whole"},
+          `${r.forked_from.run} (deleted)`)
+          : h("a", {href: "/runs/" + enc(r.forked_from.run)}, r.forked_from.run),
         r.forked_from.node ? ` at node ${r.forked_from.node}` : "",
         ` (seq ${r.forked_from.seq})`) : null,
       forks && forks.length ? h("span", {id: "forks"}, "forks: ", ...forks.flatMap(
@@ -354,9 +402,21 @@ function callView(c, i, keep) {
 // ------------------------------------------------------------------ routing
 function route() {
   closeStream();
+  onVisibility = () => {};  // the runs list's stream is kept: it is the one to come back to
   const m = /^\/runs\/([^/]+)/.exec(location.pathname);
-  if (m) runPage(decodeURIComponent(m[1]), new URLSearchParams(location.search).get("node"));
-  else runsPage();
+  if (!m) return runsPage();
+  let runId;
+  try {
+    runId = decodeURIComponent(m[1]);
+  } catch (e) {  // a hand-edited or cut link: say so, rather than a page that never loads
+    document.title = "counterpoint: not a run";
+    return main.replaceChildren(h("p", {class: "error", id: "bad-address"},
+      `the address ${location.pathname} does not name a run: "${m[1]}" is not valid ` +
+      "percent-encoding (a run id is encoded as the runs list links it); check the link, " +
+      "or pick the run from the list"), h("p", {}, h("a", {href: "/", onclick: e => {
+        e.preventDefault(); go("/"); }}, "back to the runs list")));
+  }
+  runPage(runId, new URLSearchParams(location.search).get("node"));
 }
 
 window.addEventListener("popstate", route);

@@ -1,7 +1,9 @@
 // The timeline: one row per node, in the order nodes became ready or started. Waiting
 // for a slot (ready -> started) is drawn apart from running, hatched; so is the time an
 // attempt waited inside its run for a thread or a model slot (recorded as totals, drawn
-// at the attempt's start). The critical path's rows are highlighted.
+// at the attempt's start). A node waiting for a person (an approval) is drawn over its
+// attempt in the approval colour, as `counterpoint trace` draws it. The critical path's
+// rows are highlighted; a legend under the chart names each kind of bar.
 "use strict";
 
 const Gantt = (() => {
@@ -17,6 +19,15 @@ const Gantt = (() => {
     for (let i = rows.length - 1; i >= 0 && keep.size < ROWS; i--) keep.add(rows[i]);
     return rows.filter(n => keep.has(n));
   }
+
+  const swatch = (cls, text, hatched) => `<span><svg width="18" height="10"><rect ` +
+    `width="18" height="10" class="${cls}"${hatched ? ' fill="url(#hatch)"' : ""}/></svg> ` +
+    `${text}</span>`;
+  const LEGEND = '<p class="legend" id="gantt-legend">' + [
+    swatch("bar st-running", "running"), swatch("bar st-succeeded", "succeeded"),
+    swatch("bar st-failed", "failed"), swatch("wait", "ready, waiting for a slot", true),
+    swatch("inner-wait", "waited for a thread or a model", true),
+    swatch("approval", "waiting for a person (an approval)")].join("") + "</p>";
 
   const esc = t => String(t).replace(/[&<>"]/g, c => ({"&": "&amp;", "<": "&lt;", ">": "&gt;",
     '"': "&quot;"}[c]));
@@ -41,10 +52,10 @@ const Gantt = (() => {
     const w = (a, b) => Math.max(1, x(b) - x(a)).toFixed(1);
     const height = rows.length * ROW + 20;
     const out = [partial ? `<p class="muted" id="gantt-some">${rows.length} of ` +
-      `${partial.total} nodes: the critical path, active and failed nodes, and their ` +
+      `${count(partial.total)} nodes: the critical path, active and failed nodes, and their ` +
       "direct neighbours (as in the graph above).</p>" :
       rows.length < started.length ? `<p class="muted" id="gantt-some">${rows.length}` +
-      ` of ${started.length} nodes: the critical path, active and failed nodes, then the ` +
+      ` of ${count(started.length)} nodes: the critical path, active and failed nodes, then the ` +
       'latest. <button id="gantt-all">show all</button></p>' : "",`<svg xmlns="${SVGNS}" class="gantt" width="${WIDTH}" height="${height}">` +
       '<defs><pattern id="hatch" width="4" height="4" patternUnits="userSpaceOnUse" ' +
       'patternTransform="rotate(45)"><rect width="2" height="4" class="hatch"/></pattern></defs>'];
@@ -77,10 +88,16 @@ const Gantt = (() => {
             `${esc(causes)}</title></rect>`);
         }
       });
+      for (const [a, b] of n.asked || []) {
+        const stop = b ?? run.finished_at ?? now;
+        out.push(`<rect x="${x(a).toFixed(1)}" y="${y + 4}" width="${w(a, stop)}" ` +
+          `height="${ROW - 8}" class="approval"><title>${id} waited for a person (an ` +
+          `approval): ${secs(stop - a)}${b == null ? " so far" : ""}</title></rect>`);
+      }
       out.push("</g>");
     });
     out.push(`<text x="${WIDTH - 4}" y="${height - 4}" text-anchor="end" class="axis">` +
-      `${secs(span)}</text></svg>`);
+      `${secs(span)}</text></svg>`, LEGEND);
     host.innerHTML = out.join("");
     host.onclick = e => {
       if (e.target.id === "gantt-all") return onSelect(null, true);
@@ -93,8 +110,13 @@ const Gantt = (() => {
     if (v == null) return "-";
     if (v < 1) return (v * 1000).toFixed(0) + " ms";
     if (v < 60) return v.toFixed(2) + " s";
-    return Math.floor(v / 60) + "m " + String(Math.floor(v % 60)).padStart(2, "0") + "s";
+    if (v < 3600) return Math.floor(v / 60) + "m " + String(Math.floor(v % 60)).padStart(2, "0") + "s";
+    // summed times (total run time of 50,000 nodes) run to days: "1526m 47s" is unreadable
+    if (v < 86400) return Math.floor(v / 3600) + "h " + String(Math.floor(v % 3600 / 60)).padStart(2, "0") + "m";
+    return Math.floor(v / 86400) + "d " + String(Math.floor(v % 86400 / 3600)).padStart(2, "0") + "h";
   }
 
-  return {draw, secs};
+  const count = n => Number(n).toLocaleString("en-US");
+
+  return {draw, secs, count};
 })();
