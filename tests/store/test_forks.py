@@ -64,3 +64,26 @@ def test_sub_runs_are_the_runs_under_a_run_at_any_depth(store: RunStore) -> None
     assert [r.run_id for r in store.sub_runs(RunId("r"))] == ["r/a", "r/a/b", "r/a~2", "r/b"]
     assert [r.run_id for r in store.sub_runs(RunId("r/a"))] == ["r/a/b"]
     assert store.sub_runs(RunId("r/b")) == [] and store.sub_runs(RunId("nothing")) == []
+
+
+def test_top_runs_are_the_newest_runs_that_are_not_sub_runs(store: RunStore) -> None:
+    """``top_runs`` skips sub-runs however many newer ones there are (a map over a
+    sub-graph makes one per item), newest first, up to its limit; forks are top-level."""
+    def make(run: str, at: float, parent: str | None = None) -> None:
+        event = created(at=at)
+        if parent is not None:
+            event = Event(event.kind, event.at, data={**(event.data or {}), "parent": parent},
+                          seq=event.seq)
+        store.append(RunId(run), event)
+
+    make("old", 1.0)
+    make("fork", 2.0)
+    for i in range(300):  # newer than both: they fill the 200 newest records and more
+        make(f"old/map[{i}]", 3.0 + i, parent="old")
+    make("new", 400.0)
+    make("new/a", 401.0, parent="new")
+    store.flush_sync()
+    assert [r.parent for r in store.runs(3)] == ["new", None, "old"]
+    assert [r.run_id for r in store.top_runs(10)] == ["new", "fork", "old"]
+    assert [r.run_id for r in store.top_runs(2)] == ["new", "fork"]
+    assert store.top_runs(0) == []

@@ -16,7 +16,7 @@ from .stores import missing_file, open_existing
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from ..store import RunRecord, RunStore
+    from ..store import RunStore
 
 CANCEL_POLL_SECONDS = 0.1
 
@@ -127,7 +127,7 @@ def runs(
             return
         store = open_store(location)
         try:
-            records = store.runs(limit) if sub_runs else _top_level(store, limit)
+            records = store.runs(limit) if sub_runs else store.top_runs(limit)
             if not records:
                 out.print(f"no runs in {store.location}", soft_wrap=True)
                 return
@@ -136,18 +136,6 @@ def runs(
         finally:
             store.close()
     out.print(table, soft_wrap=True)
-
-
-def _top_level(store: RunStore, limit: int) -> list[RunRecord]:
-    """The ``limit`` newest runs that are not sub-runs (a map over a sub-graph has a
-    sub-run per item: they would fill the list)."""
-    asked = limit * 4
-    while True:
-        records = store.runs(asked)
-        top = [r for r in records if r.parent is None]
-        if len(top) >= limit or len(records) < asked:
-            return top[:limit]
-        asked *= 8
 
 
 # ------------------------------------------------------------------ cancel

@@ -102,6 +102,21 @@ class RunIndex(abc.ABC):
     def runs(self, limit: int = 50) -> list[RunRecord]:
         """Runs, newest first."""
 
+    def top_runs(self, limit: int = 50) -> list[RunRecord]:
+        """Runs that are not sub-runs (``RUN/node``), newest first: what the run lists
+        show (a map over a sub-graph makes a sub-run per item, which would fill them).
+
+        This default reads ever more of the newest records; stores override it with a
+        read of an index of the top-level runs.
+        """
+        asked = max(limit * 4, 64)
+        while True:
+            records = self.runs(asked)
+            top = [r for r in records if r.parent is None]
+            if len(top) >= limit or len(records) < asked:
+                return top[:limit]
+            asked *= 8
+
     def forks(self, run_id: RunId) -> list[RunRecord]:
         """The runs forked from ``run_id``, oldest first (empty if there are none).
 

@@ -111,6 +111,11 @@ class MemoryStore(RunStore):
             ordered = sorted(self._records.values(), key=lambda r: r.created_at, reverse=True)
         return ordered[:limit]
 
+    def top_runs(self, limit: int = 50) -> list[RunRecord]:
+        with self._lock:
+            top = [r for r in self._records.values() if r.parent is None]
+        return sorted(top, key=lambda r: r.created_at, reverse=True)[:limit]
+
     def claim(self, run_id: RunId, *, pid: int, host: str) -> None:
         by = owners.claimant(pid, host)
         with self._lock:

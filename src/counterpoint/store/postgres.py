@@ -337,6 +337,11 @@ class PostgresStore(RunStore):
         return [record_from_row(r) for r in self._read(
             f"SELECT {RUN_COLUMNS} FROM cp_runs ORDER BY created_at DESC LIMIT %s", (limit,))]
 
+    def top_runs(self, limit: int = 50) -> list[RunRecord]:
+        return [record_from_row(r) for r in self._read(
+            f"SELECT {RUN_COLUMNS} FROM cp_runs WHERE parent IS NULL ORDER BY created_at DESC "
+            "LIMIT %s", (limit,))]
+
     def forks(self, run_id: RunId) -> list[RunRecord]:
         return [record_from_row(r) for r in self._read(
             f"SELECT {RUN_COLUMNS} FROM cp_runs WHERE fork_of = %s ORDER BY created_at",

@@ -57,6 +57,10 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0002_blob_times", """
         ALTER TABLE cp_blobs ADD COLUMN touched_at DOUBLE PRECISION;
     """),
+    # The top-level runs, newest first, apart from sub-runs (RunIndex.top_runs).
+    ("0003_top_runs", """
+        CREATE INDEX cp_runs_top_by_created ON cp_runs (created_at DESC) WHERE parent IS NULL;
+    """),
 )
 """Ordered, named schema migrations. Append only; never edit a released one.
 ``cp_writer_batches`` records the last batch each writer committed, so a writer whose

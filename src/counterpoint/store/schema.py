@@ -83,6 +83,11 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0008_blob_times", """
         ALTER TABLE blobs ADD COLUMN touched_at REAL;
     """),
+    # The top-level runs, newest first, apart from sub-runs (RunIndex.top_runs): a map
+    # over a sub-graph adds a sub-run per item, and the run lists skip them.
+    ("0009_top_runs", """
+        CREATE INDEX runs_top_by_created ON runs (created_at DESC) WHERE parent IS NULL;
+    """),
 )
 """Ordered, named schema migrations. Append only; never edit a released one."""
 

@@ -222,6 +222,9 @@ class SharedStore(RunStore):
     def runs(self, limit: int = 50) -> list[RunRecord]:
         return self._store.runs(limit)
 
+    def top_runs(self, limit: int = 50) -> list[RunRecord]:
+        return self._store.top_runs(limit)
+
     def forks(self, run_id: RunId) -> list[RunRecord]:
         return self._store.forks(run_id)
 
@@ -320,6 +323,9 @@ class _Closed(RunStore):
         raise self._closed()
 
     def runs(self, limit: int = 50) -> list[RunRecord]:
+        raise self._closed()
+
+    def top_runs(self, limit: int = 50) -> list[RunRecord]:
         raise self._closed()
 
     def forks(self, run_id: RunId) -> list[RunRecord]:

@@ -425,6 +425,9 @@ class SQLiteStore(Shipper, RunStore):
     def runs(self, limit: int = 50) -> list[RunRecord]:
         return self._records("ORDER BY created_at DESC LIMIT ?", (limit,))
 
+    def top_runs(self, limit: int = 50) -> list[RunRecord]:
+        return self._records("WHERE parent IS NULL ORDER BY created_at DESC LIMIT ?", (limit,))
+
     def forks(self, run_id: RunId) -> list[RunRecord]:
         return self._records("WHERE fork_of = ? ORDER BY created_at", (run_id,))
 

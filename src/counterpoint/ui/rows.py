@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import RunNotFound
-from ..ids import RunId
 from ..state import RunStatus
 from ..store import RunRecord, RunStore
 from .projection import run_row, run_totals
@@ -28,10 +27,6 @@ LIVE_ROW_SECONDS = 5.0
 """A running run's nodes, tokens and cost in the runs list are at most about this old."""
 SLOWER = 20.0
 """A running run's log is read again only after this many times its last read took."""
-SCAN_SECONDS = 10.0
-"""When sub-runs crowd the newest records, the top-level runs beyond them are looked for
-again at most this often (a top-level run hidden behind more than four times the list's
-length of newer sub-runs may show up this late)."""
 KEEP = 20_000
 """Most runs whose totals are kept (the least recently filled are dropped first)."""
 
@@ -52,53 +47,15 @@ class RunRows:
         self.store = store
         self.keep = keep
         self._totals: OrderedDict[str, _Totals] = OrderedDict()
-        self._scan_lock = threading.Lock()
-        self._scanned: tuple[float, float, list[RunId]] | None = None
-        """When the last scan of every record was made, what it took, what it found."""
         self._filling = threading.Lock()
         """Held by the one caller reading logs: another caller skips, it does not wait."""
 
     def records(self, limit: int, *, sub_runs: bool = False) -> list[RunRecord]:
         """The newest ``limit`` runs' index records; sub-runs (``RUN/node``) only if
         ``sub_runs``, as ``counterpoint runs`` lists them: a map over a sub-graph has a
-        sub-run per item, which would push every other run out of the list."""
-        if sub_runs:
-            return self.store.runs(limit)
-        window = limit * 4
-        recent = self.store.runs(window)
-        top = [r for r in recent if r.parent is None]
-        if len(top) >= limit or len(recent) < window:
-            return top[:limit]  # the usual case: the newest records hold enough of them
-        # sub-runs crowd the newest records (a map over a sub-graph): the index has no
-        # "top-level only" read, and a scan of every record (270 ms for 20,000 sub-runs)
-        # is made at most every SCAN_SECONDS and SLOWER times its cost; in between, the
-        # runs it found are read again by id (a status may change), with the newest
-        # records' own
-        with self._scan_lock:
-            now = time.monotonic()
-            if self._scanned is None or now - self._scanned[0] >= max(
-                    SCAN_SECONDS, SLOWER * self._scanned[1]):
-                found = self._scan(limit)
-                self._scanned = (now, time.monotonic() - now, [r.run_id for r in found])
-                return found
-            known = self._scanned[2]
-        fresh = {r.run_id: r for r in top}
-        for run_id in known:
-            if run_id not in fresh:
-                try:
-                    fresh[run_id] = self.store.run(run_id)
-                except RunNotFound:  # deleted since
-                    continue
-        return sorted(fresh.values(), key=lambda r: r.created_at, reverse=True)[:limit]
-
-    def _scan(self, limit: int) -> list[RunRecord]:
-        asked = limit * 32
-        while True:  # ask for more until enough
-            records = self.store.runs(asked)
-            top = [r for r in records if r.parent is None]
-            if len(top) >= limit or len(records) < asked:
-                return top[:limit]
-            asked *= 8
+        sub-run per item, which would push every other run out of the list (the store's
+        index of top-level runs: :meth:`~counterpoint.store.RunIndex.top_runs`)."""
+        return self.store.runs(limit) if sub_runs else self.store.top_runs(limit)
 
     def rows(self, records: list[RunRecord]) -> list[dict[str, Any]]:
         """The rows of ``records``, with the totals filled in so far (``None`` until then)."""
