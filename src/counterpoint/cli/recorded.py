@@ -39,8 +39,7 @@ def resolve_run(store: RunStore, name: str) -> RunId:
     """
     name = name.strip()
     if name == LAST:
-        newest = next((r for r in store.runs(64) if r.parent is None), None) or next(
-            (r for r in store.runs(_EVERY_RUN) if r.parent is None), None)
+        newest = next(iter(store.top_runs(1)), None)
         if newest is None:
             raise RunNotFound("there is no last run: the store holds no runs yet; start one "
                               "with `counterpoint run FILE.py`")
