@@ -222,7 +222,8 @@ def test_show_of_a_fork_whose_parent_was_deleted_says_so(tmp_path: Path) -> None
     assert deleted.returncode == 0, deleted.stderr
     text = wd.cli("show", fork)
     assert text.returncode == 0, text.stderr
-    assert f"the run it was forked from, {parent}, has been deleted" in \
+    assert f"forked from {parent} at node 'report' (seq " in text.stdout
+    assert "(since deleted from the store; this fork's own log is whole)" in \
         " ".join(text.stdout.split())
     shown = wd.json("show", fork)
     assert shown["forked_from"]["run"] == parent and shown["forked_from"]["deleted"] is True

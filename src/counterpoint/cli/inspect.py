@@ -3,6 +3,7 @@ stopping it."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import TYPE_CHECKING, Annotated
 
@@ -42,7 +43,6 @@ def show(
     from .recorded import (
         log_report,
         parent_deleted,
-        parent_gone_line,
         resolve_run,
         sub_run_events,
     )
@@ -72,7 +72,8 @@ def show(
             sub_runs = sub_run_events(store, record.run_id)
         finally:
             store.close()
-        report = log_report(record, events, forks, sub_runs)
+        report = dataclasses.replace(log_report(record, events, forks, sub_runs),
+                                     parent_deleted=orphan)
     out = make_console()
     if call is not None:
         if as_json:
@@ -93,8 +94,6 @@ def show(
         typer.echo(dumps(data))
         return
     out.print(summary(report, inspect=None), soft_wrap=True)
-    if orphan:
-        out.print(parent_gone_line(record), style="yellow", soft_wrap=True)
     if approvals:
         out.print()
         out.print("approvals", style="bold")

@@ -20,7 +20,7 @@ from ..texts import some
 from .render import Report
 
 __all__ = ["failed_attempts", "log_report", "mark_cancelled", "parent_deleted",
-           "parent_gone_line", "resolve_run", "shown_status", "sub_run_events"]
+           "resolve_run", "shown_status", "sub_run_events"]
 
 LAST = "last"
 """Names the newest run (not a sub-run) of the store."""
@@ -109,14 +109,6 @@ def parent_deleted(store: RunStore, record: RunRecord) -> bool:
     except RunNotFound:
         return True
     return False
-
-
-def parent_gone_line(record: RunRecord) -> str:
-    """What ``show`` says of a fork whose parent was deleted (:func:`parent_deleted`)."""
-    parent = record.forked_from.run if record.forked_from else "?"
-    return (f"the run it was forked from, {parent}, has been deleted from the store "
-            "(`counterpoint delete` or `prune`): this fork's own log is whole, the "
-            "parent's is gone")
 
 
 def log_report(record: RunRecord, events: Sequence[Event],

@@ -67,6 +67,8 @@ class Report:
     log was read; a live run's summary has only each node's last error."""
     forked_from: ForkPoint | None = None
     """The run this one was forked from, if it is a fork."""
+    parent_deleted: bool = False
+    """Whether the run it was forked from has been deleted from the store since."""
     forks: tuple[str, ...] = ()
     """The runs forked from this one."""
     routing: Mapping[str, NodeRouting] = field(default_factory=dict)
@@ -147,7 +149,9 @@ def lineage_lines(report: Report) -> list[Text]:
     point = report.forked_from
     if point is not None:
         at = f"node {point.node!r} (seq {point.seq})" if point.node else f"seq {point.seq}"
-        lines.append(Text(f"forked from {point.run} at {at}"))
+        gone = " (since deleted from the store; this fork's own log is whole)" \
+            if report.parent_deleted else ""
+        lines.append(Text(f"forked from {point.run} at {at}{gone}"))
     if report.forks:
         lines.append(Text("forks: " + ", ".join(report.forks)))
     return lines
