@@ -164,5 +164,19 @@ async def test_an_unreachable_server_is_a_connection_error(tmp_path: Path) -> No
         url = gone.base_url
     model = Model(OpenAIProvider("nowhere", "m", base_url=url), retries=1, backoff=FAST,
                   cache=False)
-    with pytest.raises(cp.ModelUnavailable, match="nowhere: cannot connect"):
+    with pytest.raises(cp.ModelUnavailable, match="nowhere: cannot connect") as caught:
         await model.generate("hi")
+    # it says where it tried and what to do
+    assert f"cannot connect to {url}" in str(caught.value)
+    assert "fix the model's base_url" in str(caught.value)
+
+
+async def test_a_password_in_the_base_url_is_not_shown() -> None:
+    with OpenAIServer() as gone:
+        url = gone.base_url.replace("http://", "http://me:hunter2-pass@")
+    model = Model(OpenAIProvider("nowhere", "m", base_url=url), retries=1, backoff=FAST,
+                  cache=False)
+    with pytest.raises(cp.ModelUnavailable, match="cannot connect to http://\\*\\*\\*@127") \
+            as caught:
+        await model.generate("hi")
+    assert "hunter2" not in str(caught.value)

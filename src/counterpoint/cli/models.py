@@ -175,7 +175,8 @@ def ask_command(
                     prompt, system=system, output=output, max_tokens=max_tokens,
                     temperature=temperature, stream=sink))
         except ModelError as exc:
-            out.print(Text(f"error: {redact(str(exc))}", style="red"), soft_wrap=True)
+            make_console(stderr=True).print(Text(f"error: {redact(str(exc))}", style="red"),
+                                            soft_wrap=True)
             raise typer.Exit(1) from None
         elapsed = time.perf_counter() - started
     usage = result.usage

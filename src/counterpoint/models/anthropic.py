@@ -92,7 +92,7 @@ class AnthropicProvider(Provider):
         except (anthropic.APITimeoutError, httpx2.TimeoutException, TimeoutError) as exc:
             raise classify.timed_out(self.name, limit) from exc
         except anthropic.APIConnectionError as exc:
-            raise classify.unreachable(self.name, exc.__cause__ or exc) from exc
+            raise classify.unreachable(self.name, exc.__cause__ or exc, self.base_url) from exc
         except httpx2.TransportError as exc:
             raise ModelUnavailable(f"model {self.name}: the stream ended before the answer "
                                    f"was complete: {exc}", model=self.name) from exc
@@ -264,7 +264,7 @@ class AnthropicProvider(Provider):
                 return None  # some compatible servers have no /models; the endpoint answers
             return str(classify.from_status(self.name, exc.status_code, _message(exc)))
         except (anthropic.APIConnectionError, anthropic.APITimeoutError) as exc:
-            return f"cannot connect to {self.base_url}: {exc.__cause__ or exc}"
+            return f"cannot connect to {classify.shown_url(self.base_url)}: {exc.__cause__ or exc}"
         except ModelError as exc:
             return str(exc)
         return None

@@ -90,7 +90,7 @@ class OpenAIProvider(Provider):
                     f"model {self.name}: the stream was cut off after "
                     f"{len(''.join(progress))} characters ({exc.__cause__ or exc})",
                     model=self.name) from exc
-            raise classify.unreachable(self.name, exc.__cause__ or exc) from exc
+            raise classify.unreachable(self.name, exc.__cause__ or exc, self.base_url) from exc
         except (openai.APIResponseValidationError, json.JSONDecodeError, ValueError) as exc:
             raise MalformedResponse(f"model {self.name}: the answer could not be parsed: "
                                     f"{exc}", model=self.name) from exc
@@ -231,7 +231,7 @@ class OpenAIProvider(Provider):
                 return None  # some servers have no /models; the endpoint itself answers
             return str(classify.from_status(self.name, exc.status_code, _message(exc)))
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-            return f"cannot connect to {self.base_url}: {exc.__cause__ or exc}"
+            return f"cannot connect to {classify.shown_url(self.base_url)}: {exc.__cause__ or exc}"
         except ModelError as exc:
             return str(exc)
         return None
