@@ -121,6 +121,19 @@ def test_ask_names_a_server_that_does_not_listen_on_stderr(tmp_path: Path) -> No
     assert "start the server, or fix the model's base_url" in proc.stderr
 
 
+def test_ask_stream_says_when_a_cut_answer_is_asked_again(tmp_path: Path,
+                                                          server: OpenAIServer) -> None:
+    _config(tmp_path, server)
+    server.script(Reply.truncated_stream("Hello there friend", chunks=2),
+                  Reply.text("Hello there friend, in full."))
+    proc = _cli("ask", "fake", "hi", "--stream", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    cut, note, answer = proc.stdout.splitlines()[:3]
+    assert cut.startswith("Hello") and "friend" not in cut  # the cut-off text, then a note
+    assert note.startswith("[model fake: the stream was cut off") and "attempt 2 of" in note
+    assert answer == "Hello there friend, in full."
+
+
 def test_ask_retries_as_often_as_the_library_does(tmp_path: Path, server: OpenAIServer) -> None:
     _config(tmp_path, server)
     server.script(Reply.status(429, headers={"retry-after": "0"}),

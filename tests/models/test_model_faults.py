@@ -180,3 +180,36 @@ async def test_a_password_in_the_base_url_is_not_shown() -> None:
             as caught:
         await model.generate("hi")
     assert "hunter2" not in str(caught.value)
+
+
+class _Sink:
+    """A stream sink that wants to know when its text so far is abandoned."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def __call__(self, piece: str) -> None:
+        self.seen.append(piece)
+
+    def restart(self, note: str) -> None:
+        self.seen.append(f"<restart: {note}>")
+
+
+async def test_a_sink_is_told_when_a_cut_stream_is_asked_again(server: OpenAIServer) -> None:
+    server.script(Reply.truncated_stream("Hello there friend", chunks=2),
+                  Reply.text("Hello in full."))
+    sink = _Sink()
+    answer = await _model(server).generate("hi", stream=sink)
+    assert answer.text == "Hello in full."
+    restarts = [p for p in sink.seen if p.startswith("<restart")]
+    assert len(restarts) == 1 and "cut off" in restarts[0] and "attempt 2 of" in restarts[0]
+    # what came before the note is abandoned; what follows it is the whole answer
+    after = sink.seen[sink.seen.index(restarts[0]) + 1:]
+    assert "".join(after) == "Hello in full."
+
+
+async def test_a_plain_callable_sink_still_gets_only_text(server: OpenAIServer) -> None:
+    server.script(Reply.truncated_stream("Hello there friend", chunks=2), Reply.text("ok"))
+    seen: list[str] = []
+    await _model(server).generate("hi", stream=seen.append)
+    assert "".join(seen).endswith("ok") and not any("restart" in p for p in seen)

@@ -162,8 +162,7 @@ def ask_command(
         if not isinstance(document, dict):
             fail(f"--schema {schema}: a JSON schema must be an object")
         output = _schema_type(schema, document)
-    printer = (lambda piece: out.print(piece, end="", soft_wrap=True)) \
-        if stream and not as_json else None
+    printer = _Printer(out) if stream and not as_json else None
     working = Working(f"asking {model}")
     # the spinner counts streamed pieces; it stays off while the answer itself is printed
     sink = printer or (working.stream if working.shown else False)
@@ -203,6 +202,24 @@ def ask_command(
         make_console(stderr=True).print(Text(
             f"note: the answer was cut off at the token limit (--max-tokens {max_tokens}); "
             "raise --max-tokens for a complete answer", style="yellow"), soft_wrap=True)
+
+
+class _Printer:
+    """``ask --stream``'s sink: prints the deltas, and a note when a cut-off answer is
+    asked again (its text so far is abandoned; the answer starts anew below it)."""
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+
+    def __call__(self, piece: str) -> None:
+        self.out.print(piece, end="", soft_wrap=True)
+
+    def restart(self, note: str) -> None:
+        from rich.text import Text
+
+        from ..secrets import redact
+        self.out.print()
+        self.out.print(Text(f"[{redact(note)}]", style="yellow"), soft_wrap=True)
 
 
 def _schema_type(path: Path, document: dict[str, Any]) -> Any:

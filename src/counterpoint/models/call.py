@@ -231,6 +231,9 @@ class _Call:
                                   budgeting.settle_failed(reservation, exc))
                 if wait is None:
                     raise
+                restart = getattr(self.stream, "restart", None)
+                if first and callable(restart):  # the text streamed so far is abandoned
+                    restart(f"{exc}; asking again (attempt {attempt + 1} of {attempts})")
                 await asyncio.sleep(wait)  # a 429 also paused and paced the limiter
                 continue
             except BaseException:
