@@ -212,18 +212,16 @@ class AnthropicProvider(Provider):
 
     def _call(self, call_id: str | None, name: str, start: Any, pieces: list[str]) -> ToolCall:
         arguments = "".join(pieces)
+        call_id = call_id or f"toolu_{name}"
         try:
             args = json.loads(arguments) if arguments else start
-        except json.JSONDecodeError as exc:
-            raise MalformedResponse(f"model {self.name}: tool call {name!r} has arguments "
-                                    f"that are not JSON: {arguments!r}",
-                                    model=self.name) from exc
+        except json.JSONDecodeError:
+            return ToolCall(id=call_id, name=name, unreadable=arguments)
         if args is None:
             args = {}
-        if not isinstance(args, dict):
-            raise MalformedResponse(f"model {self.name}: tool call {name!r} has arguments "
-                                    f"that are not an object: {arguments!r}", model=self.name)
-        return ToolCall(id=call_id or f"toolu_{name}", name=name, arguments=args)
+        if not isinstance(args, dict):  # the model's mistake: it is told and asked again
+            return ToolCall(id=call_id, name=name, unreadable=arguments)
+        return ToolCall(id=call_id, name=name, arguments=args)
 
     async def _stream(self, kwargs: dict[str, Any], request: Request, on_text: TextSink,
                       limit: float) -> Response:

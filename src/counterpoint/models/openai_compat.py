@@ -154,16 +154,14 @@ class OpenAIProvider(Provider):
                         usage=_usage(raw.usage), model=raw.model or self.model)
 
     def _call(self, call_id: str | None, name: str, arguments: str | None) -> ToolCall:
+        call_id = call_id or f"call_{name}"
         try:
             args = json.loads(arguments or "{}")
-        except json.JSONDecodeError as exc:
-            raise MalformedResponse(f"model {self.name}: tool call {name!r} has arguments "
-                                    f"that are not JSON: {arguments!r}",
-                                    model=self.name) from exc
-        if not isinstance(args, dict):
-            raise MalformedResponse(f"model {self.name}: tool call {name!r} has arguments "
-                                    f"that are not an object: {arguments!r}", model=self.name)
-        return ToolCall(id=call_id or f"call_{name}", name=name, arguments=args)
+        except json.JSONDecodeError:
+            args = None
+        if not isinstance(args, dict):  # the model's mistake: it is told and asked again
+            return ToolCall(id=call_id, name=name, unreadable=arguments or "")
+        return ToolCall(id=call_id, name=name, arguments=args)
 
     async def _stream(self, kwargs: dict[str, Any], on_text: TextSink, limit: float,
                       text: list[str]) -> Response:
