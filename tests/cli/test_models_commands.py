@@ -119,6 +119,21 @@ def test_ask_names_a_server_that_does_not_listen_on_stderr(tmp_path: Path) -> No
     assert proc.returncode == 1 and not proc.stdout, proc.stdout
     assert proc.stderr.startswith(f"error: model deaf: cannot connect to {url}"), proc.stderr
     assert "start the server, or fix the model's base_url" in proc.stderr
+    assert "(`counterpoint models` checks deaf's server, API key and profile)" in proc.stderr
+
+
+def test_ask_points_a_wrong_profile_to_counterpoint_models(tmp_path: Path,
+                                                           server: OpenAIServer) -> None:
+    # a server that does not take the profile's structured-output format answers 4xx/5xx
+    _config(tmp_path, server, 'profile = "openai"\nretries = 0\n')
+    server.script(Reply.status(500, {"error": {"message": "Input should be 'text' or "
+                                                          "'json_object'"}}))
+    (tmp_path / "city.json").write_text('{"type": "object"}')
+    proc = _cli("ask", "fake", "A city?", "--schema", "city.json", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "HTTP 500" in proc.stderr
+    assert proc.stderr.rstrip().endswith(
+        "(`counterpoint models` checks fake's server, API key and profile)"), proc.stderr
 
 
 def test_ask_stream_says_when_a_cut_answer_is_asked_again(tmp_path: Path,

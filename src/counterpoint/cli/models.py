@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..errors import ModelError
+from ..errors import CounterpointError, ModelError
 
 # The commands' signatures are all `counterpoint --help` needs from this module; the
 # providers, pydantic and jsonschema are imported when a command runs (see cli/app.py).
@@ -174,8 +174,8 @@ def ask_command(
                     prompt, system=system, output=output, max_tokens=max_tokens,
                     temperature=temperature, stream=sink))
         except ModelError as exc:
-            make_console(stderr=True).print(Text(f"error: {redact(str(exc))}", style="red"),
-                                            soft_wrap=True)
+            make_console(stderr=True).print(Text(f"error: {redact(str(exc))}{_check_hint(model)}",
+                                                 style="red"), soft_wrap=True)
             raise typer.Exit(1) from None
         elapsed = time.perf_counter() - started
     usage = result.usage
@@ -202,6 +202,19 @@ def ask_command(
         make_console(stderr=True).print(Text(
             f"note: the answer was cut off at the token limit (--max-tokens {max_tokens}); "
             "raise --max-tokens for a complete answer", style="yellow"), soft_wrap=True)
+
+
+def _check_hint(name: str) -> str:
+    """For a model served over HTTP: how to find out whether its server, key and profile
+    are right (a wrong profile shows up as a 400 or 500 about the request's format)."""
+    from ..models import load_registry
+    try:
+        config = load_registry().resolve(name)
+    except CounterpointError:
+        return ""
+    if config.provider == "local":
+        return ""
+    return f" (`counterpoint models` checks {name}'s server, API key and profile)"
 
 
 class _Printer:
