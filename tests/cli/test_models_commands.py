@@ -101,12 +101,52 @@ def test_ask_errors_are_clear(tmp_path: Path, server: OpenAIServer) -> None:
     server.script(Reply.status(401, {"error": {"message": "invalid api key"}}))
     denied = _cli("ask", "fake", "hi", cwd=tmp_path)
     assert denied.returncode == 1
-    assert "fake: HTTP 401: invalid api key" in denied.stdout + denied.stderr
+    assert "fake: HTTP 401: invalid api key" in denied.stderr and not denied.stdout
     (tmp_path / "counterpoint.toml").write_text('[models.x]\nprovider = "openai"\n'
                                                 'api_key = "sk-secret"\n')
     leaked = _cli("ask", "x", "hi", cwd=tmp_path)
     assert leaked.returncode == 2 and "counterpoint.toml:1" in leaked.stderr
     assert "api_key_env" in leaked.stderr and "sk-secret" not in leaked.stderr
+
+
+def test_ask_names_a_server_that_does_not_listen_on_stderr(tmp_path: Path) -> None:
+    with OpenAIServer() as gone:
+        url = gone.base_url  # closed: nothing listens there now
+    (tmp_path / "counterpoint.toml").write_text(
+        f'[models.deaf]\nprovider = "openai"\nmodel = "m"\nbase_url = "{url}"\n'
+        'retries = 1\n')
+    proc = _cli("ask", "deaf", "hi", cwd=tmp_path)
+    assert proc.returncode == 1 and not proc.stdout, proc.stdout
+    assert proc.stderr.startswith(f"error: model deaf: cannot connect to {url}"), proc.stderr
+    assert "start the server, or fix the model's base_url" in proc.stderr
+    assert "(`counterpoint models` checks deaf's server, API key and profile)" in proc.stderr
+
+
+def test_ask_points_a_wrong_profile_to_counterpoint_models(tmp_path: Path,
+                                                           server: OpenAIServer) -> None:
+    # a server that does not take the profile's structured-output format answers 4xx/5xx
+    _config(tmp_path, server, 'profile = "openai"\nretries = 0\n')
+    server.script(Reply.status(500, {"error": {"message": "Input should be 'text' or "
+                                                          "'json_object'"}}))
+    (tmp_path / "city.json").write_text('{"type": "object"}')
+    proc = _cli("ask", "fake", "A city?", "--schema", "city.json", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "HTTP 500" in proc.stderr
+    assert proc.stderr.rstrip().endswith(
+        "(`counterpoint models` checks fake's server, API key and profile)"), proc.stderr
+
+
+def test_ask_stream_says_when_a_cut_answer_is_asked_again(tmp_path: Path,
+                                                          server: OpenAIServer) -> None:
+    _config(tmp_path, server)
+    server.script(Reply.truncated_stream("Hello there friend", chunks=2),
+                  Reply.text("Hello there friend, in full."))
+    proc = _cli("ask", "fake", "hi", "--stream", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    cut, note, answer = proc.stdout.splitlines()[:3]
+    assert cut.startswith("Hello") and "friend" not in cut  # the cut-off text, then a note
+    assert note.startswith("[model fake: the stream was cut off") and "attempt 2 of" in note
+    assert answer == "Hello there friend, in full."
 
 
 def test_ask_retries_as_often_as_the_library_does(tmp_path: Path, server: OpenAIServer) -> None:
@@ -125,7 +165,7 @@ def test_ask_never_prints_a_key_the_provider_echoes(tmp_path: Path,
     server.script(Reply.status(401, {"error": {"message": f"Incorrect API key: {key}"}}))
     proc = _cli("ask", "fake", "hi", cwd=tmp_path, env={"FAKE_KEY": key})
     assert proc.returncode == 1
-    assert "Incorrect API key: ***" in proc.stdout
+    assert "Incorrect API key: ***" in proc.stderr
     assert key not in proc.stdout + proc.stderr
 
 

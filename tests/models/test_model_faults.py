@@ -164,5 +164,52 @@ async def test_an_unreachable_server_is_a_connection_error(tmp_path: Path) -> No
         url = gone.base_url
     model = Model(OpenAIProvider("nowhere", "m", base_url=url), retries=1, backoff=FAST,
                   cache=False)
-    with pytest.raises(cp.ModelUnavailable, match="nowhere: cannot connect"):
+    with pytest.raises(cp.ModelUnavailable, match="nowhere: cannot connect") as caught:
         await model.generate("hi")
+    # it says where it tried and what to do
+    assert f"cannot connect to {url}" in str(caught.value)
+    assert "fix the model's base_url" in str(caught.value)
+
+
+async def test_a_password_in_the_base_url_is_not_shown() -> None:
+    with OpenAIServer() as gone:
+        url = gone.base_url.replace("http://", "http://me:hunter2-pass@")
+    model = Model(OpenAIProvider("nowhere", "m", base_url=url), retries=1, backoff=FAST,
+                  cache=False)
+    with pytest.raises(cp.ModelUnavailable, match="cannot connect to http://\\*\\*\\*@127") \
+            as caught:
+        await model.generate("hi")
+    assert "hunter2" not in str(caught.value)
+
+
+class _Sink:
+    """A stream sink that wants to know when its text so far is abandoned."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def __call__(self, piece: str) -> None:
+        self.seen.append(piece)
+
+    def restart(self, note: str) -> None:
+        self.seen.append(f"<restart: {note}>")
+
+
+async def test_a_sink_is_told_when_a_cut_stream_is_asked_again(server: OpenAIServer) -> None:
+    server.script(Reply.truncated_stream("Hello there friend", chunks=2),
+                  Reply.text("Hello in full."))
+    sink = _Sink()
+    answer = await _model(server).generate("hi", stream=sink)
+    assert answer.text == "Hello in full."
+    restarts = [p for p in sink.seen if p.startswith("<restart")]
+    assert len(restarts) == 1 and "cut off" in restarts[0] and "attempt 2 of" in restarts[0]
+    # what came before the note is abandoned; what follows it is the whole answer
+    after = sink.seen[sink.seen.index(restarts[0]) + 1:]
+    assert "".join(after) == "Hello in full."
+
+
+async def test_a_plain_callable_sink_still_gets_only_text(server: OpenAIServer) -> None:
+    server.script(Reply.truncated_stream("Hello there friend", chunks=2), Reply.text("ok"))
+    seen: list[str] = []
+    await _model(server).generate("hi", stream=seen.append)
+    assert "".join(seen).endswith("ok") and not any("restart" in p for p in seen)

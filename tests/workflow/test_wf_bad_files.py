@@ -33,6 +33,15 @@ BAD: list[tuple[str, bytes, str]] = [
     ("list.yaml", b"\n- name: x\n", ":2: the file's top level must be a mapping"),
     ("twice.yaml", b"name: x\n---\nname: y\n", ":2: invalid YAML: a second document starts "
      "here; a workflow file is one document"),
+    # an alias inside the value it names never ends (it was a RecursionError traceback)
+    ("selfalias.yaml", b"name: x\nsteps: &s\n  a: {python: 'm:f', args: *s}\n",
+     ":2: an alias (*name) refers to a mapping or list that contains it"),
+    # "billion laughs": nine lines standing for 10**10 values (it ran until memory ran out)
+    ("laughs.yaml", b"name: x\nsteps: {}\nl0: &l0 [x, x, x, x, x, x, x, x, x, x]\n"
+     + b"".join(f"l{n}: &l{n} [{', '.join([f'*l{n - 1}'] * 10)}]\n".encode()
+                for n in range(1, 10)),
+     ":3: the file stands for more than 100,000 values once its aliases (*name) are "
+     "expanded"),
 ]
 
 
@@ -56,6 +65,7 @@ def test_the_cli_prints_it_and_exits_2(tmp_path: Path, monkeypatch: pytest.Monke
         result.exception
     assert result.exit_code == 2, result.output
     assert result.output.startswith(f"error: {name}{message}")
+    assert not (tmp_path / "runs.db").exists()
 
 
 def test_a_folder_named_as_the_file_says_so(tmp_path: Path,

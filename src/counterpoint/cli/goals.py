@@ -126,11 +126,43 @@ def target_kind(target: str) -> str:
         else Path(target)
     if target.endswith((".yaml", ".yml")):
         return "workflow"
-    if path.suffix == ".py" or path.exists():
+    if path.suffix == ".py" or _exists(path):
         return "graph"
-    if any(c.isspace() for c in target.strip()):
+    if any(c.isspace() for c in target.strip()) or not _module_name(target):
         return "goal"
     return "graph"  # a module name
+
+
+def _exists(path: Path) -> bool:
+    """Whether ``path`` exists; a goal longer than a file name can be (``File name too
+    long``) is not a file."""
+    try:
+        return path.exists()
+    except OSError:
+        return False
+
+
+def _module_name(target: str) -> bool:
+    """Whether ``target`` (no file of that name exists) reads as ``package.module[:GRAPH]``.
+
+    Python names may be written in any script, and a sentence in Chinese or Japanese
+    has no spaces, so a name outside ASCII counts as a module only if it can be found:
+    ``用三句话介绍东京的交通`` is a goal, ``my_flows.daily`` stays a module (a missing
+    one is reported as such)."""
+    module, _, attr = target.partition(":")
+    if not all(part.isidentifier() for part in module.split(".")) or \
+            (attr and not attr.isidentifier()):
+        return False
+    if module.isascii():
+        return True
+    import importlib.util
+    top = module.split(".")[0]
+    if _exists(Path(f"{top}.py")) or _exists(Path(top)):
+        return True
+    try:
+        return importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def team(model: str | None, planner: str | None, worker: str | None,

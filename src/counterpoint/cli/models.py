@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..errors import ModelError
+from ..errors import CounterpointError, ModelError
 
 # The commands' signatures are all `counterpoint --help` needs from this module; the
 # providers, pydantic and jsonschema are imported when a command runs (see cli/app.py).
@@ -162,8 +162,7 @@ def ask_command(
         if not isinstance(document, dict):
             fail(f"--schema {schema}: a JSON schema must be an object")
         output = _schema_type(schema, document)
-    printer = (lambda piece: out.print(piece, end="", soft_wrap=True)) \
-        if stream and not as_json else None
+    printer = _Printer(out) if stream and not as_json else None
     working = Working(f"asking {model}")
     # the spinner counts streamed pieces; it stays off while the answer itself is printed
     sink = printer or (working.stream if working.shown else False)
@@ -175,7 +174,8 @@ def ask_command(
                     prompt, system=system, output=output, max_tokens=max_tokens,
                     temperature=temperature, stream=sink))
         except ModelError as exc:
-            out.print(Text(f"error: {redact(str(exc))}", style="red"), soft_wrap=True)
+            make_console(stderr=True).print(Text(f"error: {redact(str(exc))}{_check_hint(model)}",
+                                                 style="red"), soft_wrap=True)
             raise typer.Exit(1) from None
         elapsed = time.perf_counter() - started
     usage = result.usage
@@ -202,6 +202,37 @@ def ask_command(
         make_console(stderr=True).print(Text(
             f"note: the answer was cut off at the token limit (--max-tokens {max_tokens}); "
             "raise --max-tokens for a complete answer", style="yellow"), soft_wrap=True)
+
+
+def _check_hint(name: str) -> str:
+    """For a model served over HTTP: how to find out whether its server, key and profile
+    are right (a wrong profile shows up as a 400 or 500 about the request's format)."""
+    from ..models import load_registry
+    try:
+        config = load_registry().resolve(name)
+    except CounterpointError:
+        return ""
+    if config.provider == "local":
+        return ""
+    return f" (`counterpoint models` checks {name}'s server, API key and profile)"
+
+
+class _Printer:
+    """``ask --stream``'s sink: prints the deltas, and a note when a cut-off answer is
+    asked again (its text so far is abandoned; the answer starts anew below it)."""
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+
+    def __call__(self, piece: str) -> None:
+        self.out.print(piece, end="", soft_wrap=True)
+
+    def restart(self, note: str) -> None:
+        from rich.text import Text
+
+        from ..secrets import redact
+        self.out.print()
+        self.out.print(Text(f"[{redact(note)}]", style="yellow"), soft_wrap=True)
 
 
 def _schema_type(path: Path, document: dict[str, Any]) -> Any:

@@ -92,7 +92,7 @@ class AnthropicProvider(Provider):
         except (anthropic.APITimeoutError, httpx2.TimeoutException, TimeoutError) as exc:
             raise classify.timed_out(self.name, limit) from exc
         except anthropic.APIConnectionError as exc:
-            raise classify.unreachable(self.name, exc.__cause__ or exc) from exc
+            raise classify.unreachable(self.name, exc.__cause__ or exc, self.base_url) from exc
         except httpx2.TransportError as exc:
             raise ModelUnavailable(f"model {self.name}: the stream ended before the answer "
                                    f"was complete: {exc}", model=self.name) from exc
@@ -212,18 +212,16 @@ class AnthropicProvider(Provider):
 
     def _call(self, call_id: str | None, name: str, start: Any, pieces: list[str]) -> ToolCall:
         arguments = "".join(pieces)
+        call_id = call_id or f"toolu_{name}"
         try:
             args = json.loads(arguments) if arguments else start
-        except json.JSONDecodeError as exc:
-            raise MalformedResponse(f"model {self.name}: tool call {name!r} has arguments "
-                                    f"that are not JSON: {arguments!r}",
-                                    model=self.name) from exc
+        except json.JSONDecodeError:
+            return ToolCall(id=call_id, name=name, unreadable=arguments)
         if args is None:
             args = {}
-        if not isinstance(args, dict):
-            raise MalformedResponse(f"model {self.name}: tool call {name!r} has arguments "
-                                    f"that are not an object: {arguments!r}", model=self.name)
-        return ToolCall(id=call_id or f"toolu_{name}", name=name, arguments=args)
+        if not isinstance(args, dict):  # the model's mistake: it is told and asked again
+            return ToolCall(id=call_id, name=name, unreadable=arguments)
+        return ToolCall(id=call_id, name=name, arguments=args)
 
     async def _stream(self, kwargs: dict[str, Any], request: Request, on_text: TextSink,
                       limit: float) -> Response:
@@ -264,7 +262,7 @@ class AnthropicProvider(Provider):
                 return None  # some compatible servers have no /models; the endpoint answers
             return str(classify.from_status(self.name, exc.status_code, _message(exc)))
         except (anthropic.APIConnectionError, anthropic.APITimeoutError) as exc:
-            return f"cannot connect to {self.base_url}: {exc.__cause__ or exc}"
+            return f"cannot connect to {classify.shown_url(self.base_url)}: {exc.__cause__ or exc}"
         except ModelError as exc:
             return str(exc)
         return None

@@ -176,6 +176,12 @@ class _Call:
             wrong = [c.name for c in calls if c.name not in names]
             if wrong:
                 raise ValueError(f"called unknown tool(s) {wrong}; known: {sorted(names)}")
+            unreadable = [c for c in calls if c.unreadable is not None]
+            if unreadable:
+                raise ValueError("; ".join(
+                    f"the arguments of tool call {c.name!r} are not a JSON object: "
+                    f"{(c.unreadable or '')[:200]!r}" for c in unreadable)
+                    + "; send the arguments as one JSON object, as the tool's schema says")
             if self.tool_choice == "required" and not calls:
                 raise ValueError("at least one tool call is required")
         if self.shape is not None and not calls:
@@ -231,6 +237,9 @@ class _Call:
                                   budgeting.settle_failed(reservation, exc))
                 if wait is None:
                     raise
+                restart = getattr(self.stream, "restart", None)
+                if first and callable(restart):  # the text streamed so far is abandoned
+                    restart(f"{exc}; asking again (attempt {attempt + 1} of {attempts})")
                 await asyncio.sleep(wait)  # a 429 also paused and paced the limiter
                 continue
             except BaseException:

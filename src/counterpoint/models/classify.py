@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 import email.utils
 import time
+import urllib.parse
 from collections.abc import Callable, Mapping
 
 from ..errors import (
@@ -111,6 +112,23 @@ def timed_out(model: str, timeout: float | None) -> ModelUnavailable:
     return ModelUnavailable(f"model {model}: no answer{after} (timeout)", model=model)
 
 
-def unreachable(model: str, cause: BaseException | str) -> ModelUnavailable:
-    return ModelUnavailable(f"model {model}: cannot connect: {redact(str(cause))}",
-                            model=model)
+def unreachable(model: str, cause: BaseException | str,
+                url: str | None = None) -> ModelUnavailable:
+    """The error for a server that could not be reached; names ``url`` (without any
+    user or password in it) and what to do."""
+    if url is None:
+        return ModelUnavailable(f"model {model}: cannot connect: {redact(str(cause))}",
+                                model=model)
+    return ModelUnavailable(
+        f"model {model}: cannot connect to {shown_url(url)}: {redact(str(cause))}; start "
+        "the server, or fix the model's base_url (counterpoint models checks every "
+        "configured model)", model=model)
+
+
+def shown_url(url: str) -> str:
+    """``url`` without the ``user:password@`` part a base_url may carry."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urllib.parse.urlunsplit(parts._replace(
+        netloc="***@" + parts.netloc.rpartition("@")[2]))

@@ -51,6 +51,7 @@ directory's file wins name by name.
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
 from collections.abc import Mapping
@@ -140,6 +141,10 @@ class ModelConfig(BaseModel):
     def _one_endpoint_setting(self) -> ModelConfig:
         if self.base_url and self.base_urls:
             raise ValueError("set base_url (one endpoint) or base_urls (replicas), not both")
+        for url in (self.base_url, *self.base_urls):
+            if url is not None and not url.startswith(("http://", "https://")):
+                raise ValueError(f"base_url {url!r} is not an http:// or https:// URL; "
+                                 "write it like http://127.0.0.1:8000/v1")
         if len(set(self.base_urls)) != len(self.base_urls):
             raise ValueError(f"base_urls lists an endpoint twice: {list(self.base_urls)}")
         return self
@@ -278,7 +283,7 @@ def load_registry(files: list[Path] | None = None) -> ModelRegistry:
     overridden: list[tuple[Path, str, str]] = []
     """Each ``[health.models.NAME]``: its file, the file's text, NAME."""
     for path in files:
-        text = path.read_text()
+        text = _read(path)
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
@@ -293,9 +298,10 @@ def load_registry(files: list[Path] | None = None) -> ModelRegistry:
             overridden += [(path, text, name) for name in read.models]
             health = read.over(health)
         defaults = data.get("defaults", {})
-        if isinstance(defaults, dict) and "model" in defaults:
+        _check_tables(path, text, data, defaults)
+        if "model" in defaults:
             file_default = str(defaults["model"])
-        if isinstance(defaults, dict) and "cache" in defaults:
+        if "cache" in defaults:
             if not isinstance(defaults["cache"], bool):
                 raise ConfigError(f"{path}:{_line_of(text, 'cache')}: cache must be true or "
                                   f"false, not {defaults['cache']!r}")
@@ -308,6 +314,10 @@ def load_registry(files: list[Path] | None = None) -> ModelRegistry:
     _check_overridden(overridden, models)
     for cfg in models.values():
         for fallback in cfg.fallbacks:
+            if fallback == cfg.name:
+                raise ConfigError(f"{cfg.source}: model {cfg.name!r} lists itself in "
+                                  "fallbacks; name another model there (its retries "
+                                  "already ask it again)")
             registry.resolve(fallback)  # fail now, not in the middle of a run
     return registry
 
@@ -321,19 +331,55 @@ def _model(path: Path, text: str, name: str, table: Any) -> ModelConfig:
         raise ConfigError(f"{where}: model {name!r} has an api_key; keys never go in config "
                           "files: set api_key_env to the name of an environment variable, "
                           "or api_key_file to a file that holds the key")
+    if table.get("base_urls") == []:
+        raise ConfigError(f"{where}: model {name!r} is invalid: base_urls is empty; list "
+                          "the replicas' URLs, or use base_url")
     if "provider" not in table and ":" in name:
         table = {**builtin(name).model_dump(exclude={"name", "source"}), **table}
     try:
         config = ModelConfig(name=name, source=where, **{
             **_kind_defaults(str(table.get("provider", ""))), **table})
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
-                             for e in exc.errors())
+        first = exc.errors()[0]
+        key = str(first["loc"][0]) if first["loc"] else ""
+        if first["type"] == "extra_forbidden":
+            close = difflib.get_close_matches(key, ModelConfig.model_fields, n=1)
+            raise ConfigError(
+                f"{path}:{_line_in(text, f'models.{name}', key)}: model {name!r}: unknown "
+                f"key {key!r}; " + (f"did you mean {close[0]!r}?" if close else
+                                    "see the model keys in counterpoint.models.config")
+                ) from None
+        problems = "; ".join(
+            (f"{'.'.join(str(p) for p in e['loc'])}: " if e["loc"] else "")
+            + e["msg"].removeprefix("Value error, ") for e in exc.errors())
         raise ConfigError(f"{where}: model {name!r} is invalid: {problems}") from None
     except TypeError as exc:
         raise ConfigError(f"{where}: model {name!r} is invalid: {exc}") from None
     provider_registry.PROVIDERS.check(config.provider, model=name, where=where)
     return config
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes().count(b"\n", 0, exc.start) + 1
+        raise ConfigError(f"{path}:{line}: the file is not UTF-8 text ({exc.reason} at byte "
+                          f"{exc.start}); save it as UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the file: {exc.strerror or exc}") from None
+
+
+def _check_tables(path: Path, text: str, data: dict[str, Any], defaults: Any) -> None:
+    """``[defaults]`` and ``[models]`` are tables, and ``[defaults]`` holds known keys."""
+    for section, header in (("defaults", "[defaults]"), ("models", "[models.NAME]")):
+        if section in data and not isinstance(data[section], dict):
+            raise ConfigError(f"{path}:{_line_of(text, section)}: {section} must be a table "
+                              f"({header}), not {data[section]!r}")
+    unknown = sorted(set(defaults) - {"model", "cache"})
+    if unknown:
+        raise ConfigError(f"{path}:{_line_in(text, 'defaults', unknown[0])}: unknown key "
+                          f"{unknown[0]!r} in [defaults]; it holds model and cache")
 
 
 def _health(path: Path, text: str, table: Any) -> HealthSettings:

@@ -90,7 +90,7 @@ class OpenAIProvider(Provider):
                     f"model {self.name}: the stream was cut off after "
                     f"{len(''.join(progress))} characters ({exc.__cause__ or exc})",
                     model=self.name) from exc
-            raise classify.unreachable(self.name, exc.__cause__ or exc) from exc
+            raise classify.unreachable(self.name, exc.__cause__ or exc, self.base_url) from exc
         except (openai.APIResponseValidationError, json.JSONDecodeError, ValueError) as exc:
             raise MalformedResponse(f"model {self.name}: the answer could not be parsed: "
                                     f"{exc}", model=self.name) from exc
@@ -154,16 +154,14 @@ class OpenAIProvider(Provider):
                         usage=_usage(raw.usage), model=raw.model or self.model)
 
     def _call(self, call_id: str | None, name: str, arguments: str | None) -> ToolCall:
+        call_id = call_id or f"call_{name}"
         try:
             args = json.loads(arguments or "{}")
-        except json.JSONDecodeError as exc:
-            raise MalformedResponse(f"model {self.name}: tool call {name!r} has arguments "
-                                    f"that are not JSON: {arguments!r}",
-                                    model=self.name) from exc
-        if not isinstance(args, dict):
-            raise MalformedResponse(f"model {self.name}: tool call {name!r} has arguments "
-                                    f"that are not an object: {arguments!r}", model=self.name)
-        return ToolCall(id=call_id or f"call_{name}", name=name, arguments=args)
+        except json.JSONDecodeError:
+            args = None
+        if not isinstance(args, dict):  # the model's mistake: it is told and asked again
+            return ToolCall(id=call_id, name=name, unreadable=arguments or "")
+        return ToolCall(id=call_id, name=name, arguments=args)
 
     async def _stream(self, kwargs: dict[str, Any], on_text: TextSink, limit: float,
                       text: list[str]) -> Response:
@@ -231,7 +229,7 @@ class OpenAIProvider(Provider):
                 return None  # some servers have no /models; the endpoint itself answers
             return str(classify.from_status(self.name, exc.status_code, _message(exc)))
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-            return f"cannot connect to {self.base_url}: {exc.__cause__ or exc}"
+            return f"cannot connect to {classify.shown_url(self.base_url)}: {exc.__cause__ or exc}"
         except ModelError as exc:
             return str(exc)
         return None

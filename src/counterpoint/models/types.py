@@ -29,6 +29,10 @@ class ToolCall(_Frozen):
     """The provider's call id (made up by adapters whose provider has none)."""
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
+    unreadable: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The arguments as the model wrote them when they are not a JSON object (then
+    ``arguments`` is empty): the call is answered with that error and the model asked
+    again, as for a call of an unknown tool, instead of failing the whole answer."""
 
 
 class Message(_Frozen):

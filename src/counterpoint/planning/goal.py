@@ -27,7 +27,7 @@ from ..events import EventKind
 from ..graph import Graph
 from ..patch import Edit
 from .plan import Subtask
-from .planner import make_plan
+from .planner import check_goal, make_plan
 from .session import _dump, _Earlier, _Session
 from .subtasks import _work
 from .team import Limits, Team
@@ -52,6 +52,7 @@ def goal_graph(goal: str, team: Team | None = None, limits: Limits | None = None
     :mod:`counterpoint.budget`), and the deadline stops what is left. ``limits`` only
     stops re-planning.
     """
+    check_goal(goal)
     graph = Graph(name)
     graph.budget, graph.deadline = budget, deadline
     graph.add("plan", _GoalSteps(goal, team or Team.default(), limits or Limits()))

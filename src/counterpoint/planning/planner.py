@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..context import NodeContext
-from ..errors import InvalidOutput, PlanningError
+from ..errors import InvalidOutput, PlanningError, UserError
 from ..models import Message
 from .plan import Plan, Subtask, check_plan, plan_type, repair_plan, salvage_subtasks
 from .session import _dump, _record
@@ -50,6 +50,7 @@ async def make_plan(goal: str, team: Team, limits: Limits | None = None, *,
     prompt prefix, shared by every planning call with this team); the user message
     holds only the goal.
     """
+    check_goal(goal)
     limits = limits or Limits()
     workers = sorted(team.workers)
     answer_type = plan_type(workers, limits.max_subtasks, team.skill_tags())
@@ -119,6 +120,18 @@ async def make_plan(goal: str, team: Team, limits: Limits | None = None, *,
     _record(ctx, {"phase": "plan", "attempt": "repaired", "plan": _dump(fixed),
                   "repairs": fixes})
     return fixed, fixes
+
+
+def check_goal(goal: object) -> None:
+    """A :class:`UserError` unless ``goal`` is a sentence: an empty goal would be
+    planned as it is (the planner's model makes up a task for it)."""
+    if not isinstance(goal, str):
+        raise UserError(f"the goal must be a sentence (str), got {type(goal).__name__}; "
+                        "say what to achieve, e.g. goal_graph(\"Compare Lisbon and Porto "
+                        "for a weekend\")")
+    if not goal.strip():
+        raise UserError(f"the goal is empty ({goal!r}); say what to achieve, e.g. "
+                        "counterpoint run \"Compare Lisbon and Porto for a weekend\"")
 
 
 def _cut_off(text: str) -> bool:

@@ -13,6 +13,8 @@ found is reported, never raised.
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -167,11 +169,18 @@ class _Resolver:
                             "{command: [...]}}")
             return None
         cwd = Path(spec.cwd) if spec.cwd is not None else self.folder
+        cwd = cwd if cwd.is_absolute() else self.folder / cwd
+        if spec.command and not _runnable(spec.command[0], cwd):
+            # found now, before a run starts, not as the failure of the first agent using it
+            self.report(("mcp", name, "command"), f"MCP server {name!r}: command "
+                        f"{spec.command[0]!r} is not found on PATH, nor as a file",
+                        "install it, or give its path (relative to the server's cwd)")
+            return None
         try:
             tools = mcp_tools(command=spec.command, url=spec.url, name=name,
                               include=spec.include, exclude=spec.exclude, prefix=spec.prefix,
                               read_only=spec.read_only, env=spec.env,
-                              cwd=str(cwd if cwd.is_absolute() else self.folder / cwd),
+                              cwd=str(cwd),
                               start_timeout=spec.start_timeout,
                               call_timeout=spec.call_timeout)
         except UserError as exc:
@@ -222,3 +231,10 @@ def copy_agent(agent: Agent, model: ModelChoice | None, samples: int | None = No
                   temperature=agent.temperature, budget=agent.budget,
                   samples=agent.samples if samples is None else samples)
     return clone
+
+
+def _runnable(program: str, cwd: Path) -> bool:
+    """Whether ``program`` can be started: on PATH, or a path (from ``cwd``) that exists."""
+    if os.sep in program:
+        return (cwd / program).exists()
+    return shutil.which(program, path=os.environ.get("PATH")) is not None

@@ -74,6 +74,8 @@ def load_yaml(path: Path) -> YamlDocument:
                 hint="see examples/workflows/digest.yaml")])
         builder = _Builder(loader, path)
         data = builder.build(node, ())
+    except _Unbuildable as exc:
+        raise WorkflowError([exc.problem]) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else 1
@@ -130,8 +132,36 @@ class _Builder:
         self.path = path
         self.lines: dict[KeyPath, int] = {}
         self.problems: list[Problem] = []
+        self._open: set[int] = set()  # the collections being built, to catch `&a [*a]`
+        self._built = 0
 
     def build(self, node: yaml.Node, at: KeyPath) -> Any:
+        if not isinstance(node, yaml.MappingNode | yaml.SequenceNode):
+            return self.loader.construct_object(node, deep=True)
+        line = node.start_mark.line + 1
+        if id(node) in self._open:
+            raise _Unbuildable(Problem(
+                where=f"{self.path}:{line}",
+                message="an alias (*name) refers to a mapping or list that contains it, so "
+                        "the value would never end",
+                hint="replace the alias with the value it should stand for"))
+        # aliases repeat a value without writing it out again: a few lines can stand for
+        # billions of values ("billion laughs"), so the plain values built are bounded
+        self._built += len(node.value)
+        if self._built > _MAX_VALUES:
+            raise _Unbuildable(Problem(
+                where=f"{self.path}:{line}",
+                message=f"the file stands for more than {_MAX_VALUES:,} values once its "
+                        "aliases (*name) are expanded",
+                hint="write the repeated parts out, or split the workflow into files "
+                     "(workflow: steps)"))
+        self._open.add(id(node))
+        try:
+            return self._collection(node, at)
+        finally:
+            self._open.discard(id(node))
+
+    def _collection(self, node: yaml.MappingNode | yaml.SequenceNode, at: KeyPath) -> Any:
         if isinstance(node, yaml.MappingNode):
             self.loader.flatten_mapping(node)  # resolves ``<<:`` merge keys
             out: dict[Any, Any] = {}
@@ -160,4 +190,16 @@ class _Builder:
                 self.lines[(*at, index)] = item.start_mark.line + 1
                 items.append(self.build(item, (*at, index)))
             return items
-        return self.loader.construct_object(node, deep=True)
+        raise AssertionError(node)  # unreachable: build() passes collections only
+
+
+_MAX_VALUES = 100_000
+"""How many mapping entries and list items a workflow file may stand for."""
+
+
+class _Unbuildable(Exception):
+    """A document whose aliases cannot be expanded to plain values."""
+
+    def __init__(self, problem: Problem) -> None:
+        super().__init__(problem.message)
+        self.problem = problem
