@@ -113,7 +113,7 @@ def test_missing_required_input_says_how_to_pass_it(tmp_path: Path) -> None:
     text = str(caught.value)
     assert f"{path}: workflow 'needs-topic' has no input 'cuont'; did you mean 'count'?" in text
     assert at(path, body, "count:") + "input 'count' expects a whole number, got 'many'; " \
-        "pass a integer value: --input count=VALUE" in text
+        "pass an integer value: --input count=VALUE" in text
 
 
 def test_bad_template_syntax(tmp_path: Path) -> None:

@@ -130,7 +130,13 @@ def bind(workflow: str, specs: Mapping[str, InputSpec], declared_at: Mapping[str
             bound[name] = convert(spec.type, values[name])
         except InputProblem as exc:
             problems.append(Problem(where=where, message=f"input {name!r} {exc}",
-                                    hint=f"pass a {spec.type} value: --input {name}=VALUE"))
+                                    hint=f"pass {_article(spec.type)} {spec.type} value: "
+                                         f"--input {name}=VALUE"))
     if problems:
         raise WorkflowError(problems, file=file)
     return bound
+
+
+def _article(word: str) -> str:
+    """``a`` or ``an`` before ``word`` (the input types: string, integer, number...)."""
+    return "an" if word[:1].lower() in "aeiou" else "a"
