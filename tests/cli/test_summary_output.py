@@ -113,3 +113,21 @@ def test_json_output_of_a_nan_or_an_infinity_is_strict_json() -> None:
     data = json.loads(text, parse_constant=refuse)
     assert data["outputs"] == {"nan": None, "inf": [1.5, None, {"x": None}]}
     assert dumps({"a": 1.5}) == json.dumps({"a": 1.5}, indent=2)  # the common path
+
+
+def test_nodes_an_edit_added_are_listed_before_the_nodes_that_wait_for_them() -> None:
+    """A loop's later iterations (live edits) were listed after the nodes after the loop
+    (``count.1, count, report, count.2, ...``): the table lists nodes as they were added,
+    each after the nodes it depends on."""
+    async def grow(ctx: cp.NodeContext) -> int:
+        edit = cp.Edit()
+        edit.add("added", lambda: 2)
+        edit.edge("added", "last")
+        return ctx.apply(edit)
+
+    g = cp.Graph("edited")
+    g.add("last", lambda x: x, x=g.add("grow", grow))
+    g.add("apart", lambda: 3)
+    rows = [line.split()[0] for line in _shown(g).splitlines()
+            if line.split() and line.split()[0] in {"grow", "last", "apart", "added"}]
+    assert rows == ["grow", "apart", "added", "last"], rows

@@ -128,7 +128,10 @@ def target_kind(target: str) -> str:
         return "workflow"
     if path.suffix == ".py" or _exists(path):
         return "graph"
-    if any(c.isspace() for c in target.strip()) or not _module_name(target):
+    # a sentence in Chinese or Japanese has no spaces; an ASCII word without any
+    # (".hidden", "flows.daily") is a module, and a missing one is reported as such
+    if any(c.isspace() for c in target.strip()) or (
+            not target.isascii() and not _module_name(target)):
         return "goal"
     return "graph"  # a module name
 

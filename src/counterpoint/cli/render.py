@@ -19,7 +19,7 @@ from ..metrics import Metrics
 from ..plan_text import plan_tree as plan_tree  # re-exported: the CLI prints them
 from ..plan_text import round_lines as round_lines
 from ..secrets import redact
-from ..state import ModelTally, NodeState, NodeStatus, RunState
+from ..state import ModelTally, NodeState, NodeStatus, RunState, in_added_order
 from ..store import ForkPoint, RunRecord
 from ..texts import some
 from .board import board_payload, board_section
@@ -211,7 +211,7 @@ def node_table(report: Report, limit: int = NODE_ROWS) -> RenderableType:
     """Each node's status, attempts, queue wait and run time; problems are listed first
     when there are more nodes than rows."""
     state = report.state
-    nodes = list(state.nodes.values())
+    nodes = in_added_order(state)  # a loop's iterations before the nodes after the loop
     shown = nodes
     if len(nodes) > limit:
         urgent = [ns for ns in nodes if ns.status in _PROBLEMS or not ns.status.terminal]
