@@ -22,6 +22,7 @@ from pathlib import Path
 
 import counterpoint as cp
 from counterpoint.store import RunStore, open_store
+from counterpoint.store.index import RunIndex
 from counterpoint.ui.rows import RunRows
 
 LIMIT = 200
@@ -36,15 +37,9 @@ def _mapped(n: int) -> cp.Graph:
 
 
 def _scan(store: RunStore, limit: int) -> list[cp.RunRecord]:
-    """The top-level runs found by reading ever more of the newest records (before
-    ``RunIndex.top_runs`` had an index to read)."""
-    asked = limit * 32
-    while True:
-        records = store.runs(asked)
-        top = [r for r in records if r.parent is None]
-        if len(top) >= limit or len(records) < asked:
-            return top[:limit]
-        asked *= 8
+    """The top-level runs found by reading ever more of the newest records: the run
+    index's default ``top_runs``, what the list cost before the store had an index of them."""
+    return RunIndex.top_runs(store, limit)
 
 
 def _timed(fn: object, looks: int) -> float:

@@ -7,17 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ui_support import mapped_graph
+
 import counterpoint as cp
 from counterpoint.store import RunStore
 from counterpoint.ui.server import Server
-
-
-def _mapped(n: int) -> cp.Graph:
-    inner = cp.Graph("item")
-    inner.add("double", lambda x: 2 * x, x=inner.input("x"))
-    outer = cp.Graph("mapped")
-    outer.map("each", inner, over=outer.add("items", lambda: list(range(n))))
-    return outer
 
 
 def _single() -> cp.Graph:
@@ -29,7 +23,7 @@ def _single() -> cp.Graph:
 def test_the_runs_list_holds_top_level_runs_and_sub_runs_when_asked(
         served: Server, ui_store: RunStore, page: Any) -> None:
     first = cp.run_sync(_single(), store=ui_store)
-    mapped = cp.run_sync(_mapped(250), store=ui_store)  # 250 sub-runs, newer than `first`
+    mapped = cp.run_sync(mapped_graph(250), store=ui_store)  # 250 sub-runs, newer than `first`
     page.goto(served.url)
     page.wait_for_selector(f'tr[data-run="{first.run_id}"]')
     page.wait_for_selector(f'tr[data-run="{mapped.run_id}"]')
@@ -50,7 +44,7 @@ def test_a_runs_page_lists_its_sub_runs_however_many_newer_runs_there_are(
     inner.add("think", lambda: "ok")
     outer.add("sub", inner)
     older = cp.run_sync(outer, store=ui_store)
-    mapped = cp.run_sync(_mapped(1001), store=ui_store)  # 1,001 newer sub-runs
+    mapped = cp.run_sync(mapped_graph(1001), store=ui_store)  # 1,001 newer sub-runs
     page.goto(f"{served.base}/runs/{older.run_id}")
     page.wait_for_selector(f'#children a[href="/runs/{older.run_id}%2Fsub"]')
     assert page.inner_text("#children summary") == "1 sub-run(s)"

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from starlette.testclient import TestClient
+from ui_support import mapped_graph
 
 import counterpoint as cp
 from counterpoint.events import Event
@@ -100,14 +101,6 @@ class _IndexCountingStore(MemoryStore):
         return super().runs(limit)
 
 
-def _mapped(n: int) -> cp.Graph:
-    inner = cp.Graph("item")
-    inner.add("double", lambda x: 2 * x, x=inner.input("x"))
-    outer = cp.Graph("mapped")
-    outer.map("each", inner, over=outer.add("items", lambda: list(range(n))))
-    return outer
-
-
 def test_top_level_runs_behind_many_sub_runs_are_read_from_the_index_of_them() -> None:
     """The list of top-level runs is the store's ``top_runs``: no read of the newest
     records, however many sub-runs are newer (a scan of 20,000 took 250 ms a look)."""
@@ -115,7 +108,7 @@ def test_top_level_runs_behind_many_sub_runs_are_read_from_the_index_of_them() -
     single = cp.Graph("single")
     single.add("one", lambda: 1)
     older = cp.run_sync(single, store=store).run_id
-    mapped = cp.run_sync(_mapped(30), store=store).run_id  # 30 sub-runs, newer than both
+    mapped = cp.run_sync(mapped_graph(30), store=store).run_id  # 30 sub-runs, newer than both
     rows = RunRows(store)
     assert [r.run_id for r in rows.records(5)] == [mapped, older]
     newer = cp.run_sync(single, store=store).run_id

@@ -10,6 +10,7 @@ import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -33,3 +34,14 @@ class Workdir:
         return subprocess.Popen([sys.executable, "-m", "counterpoint.cli", *args,
                                  "--db", self.db], cwd=self.path, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def mapped_graph(n: int) -> Any:
+    """A graph mapping a one-node sub-graph over ``n`` items: ``n`` sub-runs in one run."""
+    import counterpoint as cp
+
+    inner = cp.Graph("item")
+    inner.add("double", lambda x: 2 * x, x=inner.input("x"))
+    outer = cp.Graph("mapped")
+    outer.map("each", inner, over=outer.add("items", lambda: list(range(n))))
+    return outer
