@@ -53,15 +53,19 @@ def encode(value: Any) -> str:
 
 
 @lru_cache(maxsize=512)
-def _adapter(annotation: Any) -> pydantic.TypeAdapter[Any]:
-    return pydantic.TypeAdapter(annotation)
-
-
-@lru_cache(maxsize=512)
-def _checker(annotation: Any) -> pydantic.TypeAdapter[Any] | None:
+def _cached_checker(annotation: Any) -> pydantic.TypeAdapter[Any] | None:
     try:
         return pydantic.TypeAdapter(annotation)
     except (pydantic.PydanticSchemaGenerationError, TypeError):  # a class pydantic cannot check
+        return None
+
+
+def _checker(annotation: Any) -> pydantic.TypeAdapter[Any] | None:
+    """pydantic's validator of ``annotation`` (made once), or ``None`` for a type it
+    cannot check or an annotation that cannot be a cache key."""
+    try:
+        return _cached_checker(annotation)
+    except TypeError:  # unhashable
         return None
 
 
@@ -69,12 +73,7 @@ def conform(value: Any, annotation: Any) -> Any:
     """``value`` validated as ``annotation`` by pydantic, in its lax mode (``"3"`` for an
     ``int`` is ``3``); ``value`` as it is when ``annotation`` is ``Any`` or a type pydantic
     cannot check. Raises ``ValueError`` with pydantic's reason when ``value`` does not fit."""
-    if annotation is Any or annotation is None:
-        return value
-    try:
-        checker = _checker(annotation)
-    except TypeError:  # an annotation that cannot be a cache key
-        return value
+    checker = None if annotation is Any or annotation is None else _checker(annotation)
     if checker is None:
         return value
     try:
@@ -87,11 +86,12 @@ def conform(value: Any, annotation: Any) -> Any:
 
 def decode(text: str, annotation: Any = Any) -> Any:
     """Decode JSON text written by :func:`encode`, validated as ``annotation`` when known."""
-    if annotation is Any or annotation is None:
+    checker = None if annotation is Any or annotation is None else _checker(annotation)
+    if checker is None:
         return json.loads(text)
     try:
-        return _adapter(annotation).validate_json(text)
-    except (pydantic.ValidationError, TypeError, pydantic.PydanticSchemaGenerationError):
+        return checker.validate_json(text)
+    except (pydantic.ValidationError, TypeError):
         return json.loads(text)
 
 
