@@ -12,7 +12,9 @@ a user writes it, with ``g.add(...)``. It measures:
   its result, against a hand-written asyncio version of the same graph (one task per
   node, started by the task that finishes its last input, in one ``TaskGroup``) timed in
   the same invocation (target ≤ 1.5 × asyncio); also the run's own makespan
-  (``result.metrics.makespan``, from its log's timestamps);
+  (``result.metrics.makespan``, from its log's timestamps), and, not judged, the ratios
+  to the other ways of writing it by hand in :mod:`benchmarks.large_asyncio` (every
+  task created up front, awaiting its inputs' tasks);
 - **peak RSS** of a fresh child process that builds the graph and runs it once (its
   VmHWM, plus the SQLite writer process's).
 
@@ -34,7 +36,6 @@ computes.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gc
 import json
 import os
@@ -50,6 +51,7 @@ from typing import Any
 
 import counterpoint as cp
 from benchmarks.counterpoint_runner import _peak_rss_bytes
+from benchmarks.large_asyncio import BASELINES, MODULUS, mix, run_l1_asyncio, seed
 from counterpoint.garbage import THRESHOLDS as GC_THRESHOLDS
 
 __all__ = [
@@ -75,18 +77,10 @@ L1_TARGET_VS_ASYNCIO = 1.5
 L1_TRIALS = 3
 DEFAULT_THRESHOLDS = gc.get_threshold()
 """The collector's thresholds at import, before any tuning."""
-MODULUS = 1_000_003
-"""Outputs are kept below this, so they stay small integers over 100 layers."""
-
-
-async def seed(i: int) -> int:
-    """A node of layer 0."""
-    return i
-
-
-async def mix(left: int, right: int) -> int:
-    """A node of a later layer: combines its two inputs."""
-    return (left * 31 + right) % MODULUS
+DEFAULT_GC_BASELINE = "awaiting"
+DEFAULT_GC = "awaiting, default gc"
+"""The baseline also timed under :data:`DEFAULT_THRESHOLDS`, as a script that never tunes
+the collector runs it (``cp.run_sync`` tunes it for the run it is compared with)."""
 
 
 def node_id(layer: int, i: int) -> str:
@@ -111,41 +105,6 @@ def expected_values(width: int, layers: int) -> list[list[int]]:
         prev = values[-1]
         values.append([(prev[i] * 31 + prev[(i + 1) % width]) % MODULUS for i in range(width)])
     return values
-
-
-# --- the hand-written asyncio baseline -----------------------------------------------------
-
-
-async def _asyncio_dag(width: int, layers: int) -> list[list[int]]:
-    values = [[0] * width for _ in range(layers)]
-    waiting = [[2] * width for _ in range(layers)]  # inputs not yet produced
-    async with asyncio.TaskGroup() as tg:
-
-        async def run_node(k: int, i: int) -> None:
-            if k == 0:
-                value = await seed(i)
-            else:
-                prev = values[k - 1]
-                value = await mix(left=prev[i], right=prev[(i + 1) % width])
-            values[k][i] = value
-            if k + 1 < layers:  # this node is the left input of (k+1, i), the right of i-1
-                below = waiting[k + 1]
-                for j in (i, (i - 1) % width):
-                    below[j] -= 1
-                    if below[j] == 0:
-                        tg.create_task(run_node(k + 1, j))
-
-        for i in range(width):
-            tg.create_task(run_node(0, i))
-    return values
-
-
-def run_l1_asyncio(width: int = L1_WIDTH, layers: int = L1_LAYERS) -> tuple[float,
-                                                                             list[list[int]]]:
-    """Run the L1 graph with plain asyncio; return (wall seconds, every node's output)."""
-    start = time.perf_counter()
-    values = asyncio.run(_asyncio_dag(width, layers))
-    return time.perf_counter() - start, values
 
 
 # --- counterpoint ----------------------------------------------------------------------------
@@ -269,6 +228,9 @@ class L1Result:
     """Under ``cp.tune_gc()``'s (as ``counterpoint run`` builds a graph file's graph)."""
     cp_runs: list[CounterpointRun] = field(default_factory=list)
     asyncio_seconds: list[float] = field(default_factory=list)
+    other_seconds: dict[str, list[float]] = field(default_factory=dict)
+    """The baselines reported beside the judged one (:data:`BASELINES`, and
+    :data:`DEFAULT_GC`) -> their samples."""
     rss: L1Rss | None = None
 
     @property
@@ -299,6 +261,11 @@ class L1Result:
     def ratio(self) -> float:
         return self.cp_seconds / self.aio_seconds
 
+    def other_ratios(self) -> dict[str, float]:
+        """Counterpoint's run over each baseline reported beside the judged one."""
+        return {name: self.cp_seconds / statistics.median(samples)
+                for name, samples in self.other_seconds.items()}
+
     @property
     def pass_build(self) -> bool:
         return self.build_us_per_node <= L1_TARGET_BUILD_US
@@ -322,6 +289,10 @@ class L1Result:
                              "flush_samples_s": [r.flush_seconds for r in self.cp_runs]},
             "asyncio": {"samples_s": self.asyncio_seconds, "median_s": self.aio_seconds},
             "ratio_counterpoint_over_asyncio": self.ratio,
+            "other_baselines": {name: {"samples_s": samples,
+                                       "median_s": statistics.median(samples),
+                                       "ratio_counterpoint_over_it": self.other_ratios()[name]}
+                                for name, samples in self.other_seconds.items()},
             "peak_rss": None if rss is None else {
                 "peak_mb": rss.peak_bytes / 2**20, "built_mb": rss.built_bytes / 2**20,
                 "writer_peak_mb": rss.writer_peak_bytes / 2**20,
@@ -363,6 +334,18 @@ def measure_l1(tmp: Path, trials: int = L1_TRIALS, width: int = L1_WIDTH,
             if values != expected_values(width, layers):
                 raise AssertionError("L1: the asyncio baseline computed wrong outputs")
             out.asyncio_seconds.append(seconds)
+            for name, (_, baseline) in BASELINES.items():  # reported, not judged
+                gc.collect()
+                seconds_other, values = baseline(width, layers)
+                if values != expected_values(width, layers):
+                    raise AssertionError(f"L1: the asyncio baseline {name!r} computed wrong "
+                                         "outputs")
+                out.other_seconds.setdefault(name, []).append(seconds_other)
+            gc.set_threshold(*DEFAULT_THRESHOLDS)  # as a script that never tunes it runs
+            gc.collect()
+            out.other_seconds.setdefault(DEFAULT_GC, []).append(
+                BASELINES[DEFAULT_GC_BASELINE][1](width, layers)[0])
+            cp.tune_gc()
             log(f"L1 trial {trial + 1}/{trials}: build {out.build_seconds[-1]:.2f} s "
                 f"({out.tuned_build_seconds[-1]:.2f} s under cp.tune_gc()), "
                 f"counterpoint {out.cp_runs[-1].seconds:.2f} s, asyncio {seconds:.2f} s")
@@ -399,6 +382,12 @@ def print_l1(result: L1Result, console: Any) -> None:
     table.add_row("asyncio (hand-written, same graph)", f"{result.aio_seconds:.2f} s", "", "")
     table.add_row("counterpoint ÷ asyncio", f"{result.ratio:.3f}",
                   f"≤ {L1_TARGET_VS_ASYNCIO:g}", verdict(result.pass_run))
+    for name, ratio in result.other_ratios().items():  # reported, not judged
+        what = (f"{BASELINES[DEFAULT_GC_BASELINE][0]}, Python's collector thresholds"
+                if name == DEFAULT_GC else BASELINES[name][0])
+        table.add_row(f"  not judged: {what}",
+                      f"{statistics.median(result.other_seconds[name]):.2f} s",
+                      f"counterpoint ÷ it {ratio:.3f}", "")
     table.add_row("counterpoint's own makespan (result.metrics)", f"{result.makespan:.2f} s",
                   "", "")
     if result.rss is not None:
