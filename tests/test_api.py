@@ -102,21 +102,29 @@ _EFFECT_THEN_DIE = textwrap.dedent("""
     g.add("pay", pay)
 
     async def main() -> None:
-        await (await cp.start(g, store=sys.argv[1])).result()
+        if sys.argv[2] == "start":
+            await (await cp.start(g, store=sys.argv[1])).result()
+        else:
+            await cp.run(g, store=sys.argv[1])
 
     if __name__ == "__main__":
-        asyncio.run(main())
+        if sys.argv[2] == "run_sync":
+            cp.run_sync(g, store=sys.argv[1])
+        else:
+            asyncio.run(main())
 """)
 
 
-def test_no_step_begins_before_its_run_is_in_the_store(tmp_path: Path) -> None:
+@pytest.mark.parametrize("entry", ["start", "run", "run_sync"])
+def test_no_step_begins_before_its_run_is_in_the_store(tmp_path: Path, entry: str) -> None:
     """Regression: ``cp.start`` (and so ``counterpoint run``) returned once the run was in
     the store, but a root step ran while that write was on its way: a step that killed
-    the process in its first milliseconds left its effect done and no run to resume."""
+    the process in its first milliseconds left its effect done and no run to resume.
+    ``cp.run`` and ``cp.run_sync`` did the same (their step ran before any write)."""
     db = tmp_path / "runs.db"
     script = tmp_path / "dies.py"
     script.write_text(_EFFECT_THEN_DIE)
-    proc = subprocess.run([sys.executable, str(script), str(db)], capture_output=True,
+    proc = subprocess.run([sys.executable, str(script), str(db), entry], capture_output=True,
                           text=True, timeout=120, env={**os.environ})
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     assert (tmp_path / "effects.txt").read_text() == "paid\n"

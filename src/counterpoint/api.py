@@ -12,6 +12,7 @@ from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
 from .backend import Backend
+from .events import Event
 from .garbage import tune_gc
 from .graph import Graph
 from .ids import RunId
@@ -19,7 +20,7 @@ from .loop import run as run_loop
 from .options import RunOptions
 from .results import RunResult
 from .scheduler import RunHandle
-from .scheduler.execution import launch, prepare_resume, prepare_run, resumed_event
+from .scheduler.execution import Execution, launch, prepare_resume, prepare_run, resumed_event
 from .scheduler.fork import prepare_fork
 from .scheduler.replay import replay
 from .store import RunStore, open_store
@@ -44,17 +45,23 @@ async def start(graph: Graph, *, inputs: Mapping[str, Any] | None = None,
     execution, first = prepare_run(graph, inputs or {}, options or _DEFAULT_OPTIONS, store,
                                    run_id, backend, source_attr, None)
     execution.keep_history()
-    execution.hold_steps()  # no step begins before the run is in the store
+    return await _launched(execution, first)
+
+
+async def _launched(execution: Execution, first: Event) -> RunHandle:
+    """Launch a new run, returning once its ``run_created`` event is durable; no step of
+    the run begins before that, so no step's effects are done for a run the store does not
+    hold (a process killed in the run's first milliseconds leaves a resumable run)."""
+    execution.hold_steps()
     handle = launch(execution, first)
     await asyncio.sleep(0)  # the run's first burst of events: run_created and the roots
     try:
-        await handle.flush()
+        await execution.flush_batched()
         handle.raise_early_failure()
     except BaseException:  # e.g. a locked database: the run's task fails too; collect it
         await handle.discard()
         raise
-    finally:
-        execution.release_steps()
+    execution.release_steps()
     return handle
 
 
@@ -65,11 +72,13 @@ async def run(graph: Graph, *, inputs: Mapping[str, Any] | None = None,
     """Run ``graph`` to the end and return its :class:`RunResult`.
 
     ``store`` is a :class:`RunStore`, a path, ``"memory"``, or ``None`` for the
-    default SQLite file (``$COUNTERPOINT_DB`` or ``.counterpoint/runs.db``).
+    default SQLite file (``$COUNTERPOINT_DB`` or ``.counterpoint/runs.db``). As with
+    :func:`start`, no step begins before the run is in the store.
     """
     execution, first = prepare_run(graph, inputs or {}, options or _DEFAULT_OPTIONS, store,
                                    run_id, backend, source_attr, None)
-    return await execution.execute(first)
+    handle = await _launched(execution, first)
+    return await handle.result()
 
 
 def run_sync(graph: Graph, *, inputs: Mapping[str, Any] | None = None,
@@ -178,14 +187,7 @@ async def start_fork(run_id: str, *, at: int | str | None = None,
         raise
     execution.owns_store = owns
     execution.keep_history()
-    execution.hold_steps()  # as in start: no step begins before the fork is in the store
-    handle = launch(execution, first)
-    await asyncio.sleep(0)
-    try:
-        await handle.flush()
-    finally:
-        execution.release_steps()
-    return handle
+    return await _launched(execution, first)  # as in start: held until it is in the store
 
 
 def fork_sync(run_id: str, **kwargs: Any) -> RunResult:

@@ -58,7 +58,7 @@ class Pipeline(ExecutionCore):
 
     def _log_and_send(self) -> None:
         """After a dispatch: log the held ``node_ready`` events, send the outbox later."""
-        if self._held:
+        if self._held and not self._holding:  # (held back: they log as started, later)
             self._log_held()
         if self._outbox and not self._sending:
             self._send_later()
@@ -67,6 +67,14 @@ class Pipeline(ExecutionCore):
         """Wait until every event of this run so far is durable (the flush barrier)."""
         self._hand_over()
         await self.store.flush()
+
+    async def flush_batched(self) -> None:
+        """:meth:`flush`, waiting for the store's next batch rather than hurrying one
+        (:meth:`~counterpoint.store.RunStore.settle_when_batched`)."""
+        self._hand_over()
+        durable: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.store.settle_when_batched(durable)
+        await durable
 
     def foreign_loop(self) -> asyncio.AbstractEventLoop | None:
         """The run's loop if the caller runs in another thread (a sync step), else ``None``:
@@ -214,11 +222,25 @@ class Pipeline(ExecutionCore):
         for queue in self._subscribers:
             queue.put_nowait(ev)
 
+    def _released(self) -> None:
+        done = self._done
+        if self._emitting or self.state.status.terminal or done is None or done.done():
+            return  # (not started, or already ended: by a stop, or a store that failed)
+        self._emitting = True
+        try:
+            self._dispatch()
+            self._log_and_send()
+        except StoreError as exc:
+            self._abort(exc)
+        finally:
+            self._emitting = False
+
     def _dispatch(self) -> None:
         """Start what :func:`pick` chooses. One pass is enough: starting a node makes no
         other node ready, and what pick passed over (no free slot or resource) stays so."""
         state = self.state
-        if not state.ready or state.status is not RUN_RUNNING or state.stop_reason is not None:
+        if not state.ready or state.status is not RUN_RUNNING or state.stop_reason is not None \
+                or self._holding:
             return
         nodes = state.nodes
         capacity = self._capacity

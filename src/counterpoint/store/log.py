@@ -60,6 +60,13 @@ class EventLog(abc.ABC):
 
         asyncio.ensure_future(self.flush()).add_done_callback(settle)
 
+    def settle_when_batched(self, fut: asyncio.Future[None]) -> None:
+        """:meth:`settle_when_flushed` for a waiter that can wait for the store's next batch:
+        a store that gathers writes into batches need not send one early for it. A new
+        run's steps wait for its first events this way, so thousands of runs started
+        together share a few commits. This default is :meth:`settle_when_flushed`."""
+        self.settle_when_flushed(fut)
+
     @abc.abstractmethod
     def events(self, run_id: RunId) -> list[Event]:
         """All durable events of a run, in order, with ``value`` resolved (``output``

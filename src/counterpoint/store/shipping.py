@@ -153,6 +153,14 @@ class Shipper:
         await fut
 
     def settle_when_flushed(self, fut: asyncio.Future[None]) -> None:
+        self._settle(fut, hurry=True)
+
+    def settle_when_batched(self, fut: asyncio.Future[None]) -> None:
+        # the first waiter hurries the writer (a lone run waits no batch delay); those
+        # queued behind it wait at most GATHER_SECONDS for the batch after
+        self._settle(fut, hurry=not self._waiters)
+
+    def _settle(self, fut: asyncio.Future[None], *, hurry: bool) -> None:
         error = self._failure_error()
         if error is not None:
             fut.set_exception(error)
@@ -162,7 +170,8 @@ class Shipper:
             fut.set_result(None)
             return
         self._waiters.append((fut.get_loop(), fut, target))  # released as commits land
-        self._hurry()
+        if hurry:
+            self._hurry()
         if self._failure is not None:  # it failed after the check above: never wait forever
             self._fail_waiters()
         elif self._writer is None or not self._writer.is_alive():
