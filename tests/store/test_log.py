@@ -101,6 +101,26 @@ class TestEventLog:
 
         asyncio.run(scenario())
 
+    def test_settle_when_batched_resolves_each_waiter_once_its_appends_are_durable(
+            self, store: RunStore) -> None:
+        """The first waiter may hurry the writer, those behind it wait for the next
+        batch: every one is resolved, none before what was appended before it is stored."""
+        async def scenario() -> None:
+            loop = asyncio.get_running_loop()
+            waiters = []
+            for i in range(20):  # twenty runs started together, each waiting for its first
+                run = RunId(f"r-batched-{i}")
+                store.append(run, created())
+                fut: asyncio.Future[None] = loop.create_future()
+                store.settle_when_batched(fut)
+                waiters.append((run, fut))
+            for run, fut in waiters:
+                await asyncio.wait_for(fut, timeout=30)
+                assert fut.exception() is None
+                assert [e.kind for e in store.events(run)] == [EventKind.RUN_CREATED]
+
+        asyncio.run(scenario())
+
 
 def test_settle_when_flushed_defaults_to_flush_for_other_stores() -> None:
     """A store that only implements flush() gets the role's default: fut follows it."""
