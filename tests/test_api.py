@@ -137,3 +137,20 @@ def test_no_step_begins_before_its_run_is_in_the_store(tmp_path: Path, entry: st
         assert result.ok and result["pay"] == 1, result
     finally:
         store.close()
+
+
+def test_a_failure_under_run_sync_records_only_its_own_traceback() -> None:
+    """Regression: ``run_sync`` ran the whole run inside the handler of the
+    ``RuntimeError`` that told it no loop was running, so every failure it recorded had
+    "no running event loop ... During handling of the above exception" in its traceback."""
+    async def broken() -> int:
+        raise ValueError("the step's own mistake")
+
+    g = cp.Graph("own-traceback")
+    g.add("a", broken)
+    result = cp.run_sync(g, store="memory")
+    error = result.nodes["a"].error
+    assert error is not None and error["type"] == "ValueError"
+    assert "the step's own mistake" in error["traceback"]
+    assert "no running event loop" not in error["traceback"]
+    assert "During handling" not in error["traceback"]

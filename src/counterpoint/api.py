@@ -104,6 +104,10 @@ def _blocking(coro: Coroutine[Any, Any, _T]) -> _T:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
+        running = False  # the run goes outside this handler: else every error it records
+    else:                # would carry "no running event loop" as its context
+        running = True
+    if not running:
         return run_loop(coro)
     with concurrent.futures.ThreadPoolExecutor(
             1, thread_name_prefix="counterpoint-run-sync") as helper:
