@@ -18,6 +18,10 @@ from .secrets import redact
 
 _PLAIN = frozenset({str, dict, list, float, bool, tuple})
 """Types of outputs that are certainly not iterators (checked first: the check is cheap)."""
+_SCALARS = frozenset({str, int, float, bool, type(None), bytes})
+_CONTAINERS = frozenset({dict, list, tuple, set, frozenset})
+_ITERATOR_ADVICE = ("storing it would consume it, and the node's dependents would get it "
+                    "empty; return a list (e.g. list(...)) or other JSON-compatible data")
 
 
 def encode(value: Any) -> str:
@@ -34,9 +38,14 @@ def encode(value: Any) -> str:
         return "null"
     if kind not in _PLAIN and isinstance(value, Iterator | AsyncIterator):
         raise OutputNotSerializable(
-            f"output of type {kind.__name__} is an iterator: storing it would consume it, "
-            "and the node's dependents would get it empty; return a list (e.g. "
-            "list(...)) or other JSON-compatible data")
+            f"output of type {kind.__name__} is an iterator: {_ITERATOR_ADVICE}")
+    if kind in _CONTAINERS:
+        found = _nested_iterator(value)
+        if found is not None:
+            where, inner = found
+            raise OutputNotSerializable(
+                f"output holds an iterator ({type(inner).__name__}) at {where}: "
+                f"{_ITERATOR_ADVICE}")
     try:
         return pydantic_core.to_json(value).decode()
     except (pydantic_core.PydanticSerializationError, TypeError, ValueError) as exc:
@@ -50,6 +59,38 @@ def encode(value: Any) -> str:
         raise OutputNotSerializable(
             f"output of type {type(value).__name__} cannot be stored as JSON ({exc}); return "
             "JSON-compatible data, a dataclass or a pydantic model") from exc
+
+
+def _nested_iterator(value: Any) -> tuple[str, Any] | None:
+    """The path (``['items'][0]``) and value of the first iterator inside the plain
+    containers (dicts, lists, tuples, sets) of ``value``, if there is one. Encoding would
+    consume it (pydantic writes an iterator as a list) while the live output handed to
+    the node's dependents kept it, exhausted. Other objects' fields are not looked into.
+    Each container's item types are gathered in one pass in C; only containers holding
+    something other than scalars are walked item by item."""
+    stack: list[tuple[Any, Any]] = [(value, None)]  # (container, its path as links)
+    seen = {id(value)}  # a container holding itself is pydantic's error to report
+    scalars, containers = _SCALARS, _CONTAINERS
+    while stack:
+        current, links = stack.pop()
+        is_dict = type(current) is dict
+        if scalars.issuperset(map(type, current.values() if is_dict else current)):
+            continue
+        for key, item in (current.items() if is_dict else enumerate(current)):
+            kind = type(item)
+            if kind in scalars:
+                continue
+            if kind in containers:
+                if id(item) not in seen:
+                    seen.add(id(item))
+                    stack.append((item, (links, key)))
+            elif isinstance(item, Iterator | AsyncIterator):
+                keys = [key]
+                while links is not None:
+                    links, parent_key = links
+                    keys.append(parent_key)
+                return "".join(f"[{k!r}]" for k in reversed(keys)), item
+    return None
 
 
 @lru_cache(maxsize=512)

@@ -19,6 +19,7 @@ import pytest
 from steps import add, const, run, sleep_then
 
 import counterpoint as cp
+from counterpoint import codec
 from counterpoint.events import EventKind
 from counterpoint.state import NodeStatus, RunStatus
 
@@ -249,6 +250,29 @@ def test_an_iterator_output_fails_the_node_instead_of_being_consumed(tmp_path: P
     assert result.nodes["total"].status is cp.NodeStatus.BLOCKED
     assert not [e for e in store.events(result.run_id) if e.kind is EventKind.NODE_SUCCEEDED]
     store.close()
+
+
+def test_an_iterator_inside_an_output_fails_the_node_and_says_where() -> None:
+    """Regression: a generator inside a dict or list was stored as the list it yields
+    while the dependents got the live output, its generator used up: they read an empty
+    list and the run succeeded."""
+
+    async def rows() -> dict[str, Any]:
+        return {"name": "r", "batches": [[1, 2], (i for i in range(3))]}
+
+    async def total(data: dict[str, Any]) -> int:
+        return sum(sum(b) for b in data["batches"])
+
+    g = cp.Graph("nested-iterator")
+    g.add("total", total, data=g.add("rows", rows))
+    result = cp.run_sync(g, store="memory")
+    error = result.nodes["rows"].error or {}
+    assert error["type"] == "OutputNotSerializable"
+    assert "holds an iterator (generator) at ['batches'][1]" in error["message"]
+    assert result.nodes["total"].status is cp.NodeStatus.BLOCKED
+    # plain data, sets and a container that repeats a list are stored as before
+    assert codec.encode({"s": {1}, "l": [[1], [1]], "t": (None, 1.5, b"x")}) == \
+        '{"s":[1],"l":[[1],[1]],"t":[null,1.5,"x"]}'
 
 
 def test_a_coroutine_returned_unawaited_is_named_and_closed() -> None:
