@@ -19,7 +19,7 @@ from typing import Any
 from ..events import Event, EventKind
 from ..history import Projector, shown_status
 from ..ids import NodeId, RunId
-from ..metrics import compute
+from ..metrics import Spawn, compute
 from ..models.sampling import sampling_by_node, sampling_line
 from ..plan_text import plan_tree, round_lines
 from ..routing.trail import routing_by_node
@@ -158,10 +158,11 @@ def run_header(record: RunRecord, state: RunState, last_at: float) -> dict[str, 
     }
 
 
-def metrics_view(state: RunState, now: float) -> dict[str, Any]:
-    """The run's metrics (as ``counterpoint show`` computes them), without the per-node
-    table the timeline already draws."""
-    metrics = compute(state, now)
+def metrics_view(state: RunState, now: float,
+                 spawned: Mapping[NodeId, Spawn] | None = None) -> dict[str, Any]:
+    """The run's metrics (as ``counterpoint show`` computes them: ``spawned`` is what the
+    log says live edits added), without the per-node table the timeline already draws."""
+    metrics = compute(state, now, spawned)
     return {f.name: getattr(metrics, f.name) for f in fields(metrics) if f.name != "nodes"}
 
 
@@ -293,7 +294,7 @@ class RunView:
         ended = not live and self._metrics_seq == self.seq  # nothing new: the same metrics
         if self._metrics is None or (not live and not ended) or \
                 len(state.nodes) < SMALL_RUN or clock - self._metrics_at >= METRICS_SECONDS:
-            self._metrics = metrics_view(state, now)
+            self._metrics = metrics_view(state, now, self.projector.spawned)
             self._metrics_at = clock
             self._metrics_seq = self.seq
         metrics = self._metrics
