@@ -17,6 +17,7 @@ from dataclasses import fields
 from typing import Any
 
 from ..events import Event, EventKind
+from ..goal_story import GoalStory
 from ..history import Projector, shown_status
 from ..ids import NodeId, RunId
 from ..metrics import Spawn, compute
@@ -207,6 +208,8 @@ class RunView:
         self.record = record
         self.projector = Projector(RunId(record.run_id))
         self.asked = ApprovalWaits()
+        self.story = GoalStory()
+        """A goal run's goal, rounds and answer, as ``counterpoint show`` tells them."""
         self._changed = True
         self._shown = shown_status(record)
         self._metrics: dict[str, Any] | None = None
@@ -232,6 +235,7 @@ class RunView:
         events = events if isinstance(events, Sequence) else list(events)
         self.projector.feed(events)
         self.asked.feed(events)
+        self.story.feed(events)
         self._changed = self._changed or self.projector.seq != before
 
     def snapshot(self, *, full: bool = False) -> dict[str, Any]:
@@ -241,8 +245,9 @@ class RunView:
         self.projector.touched.clear()
         self.projector.reshaped = False
         self._changed = False
+        self.story.changed = False
         state = self.projector.state
-        common = self._common()
+        common = {**self._common(), "goal": self.story.view()}
         if full or not subset.is_large(state):
             self._sent = None
             return {"seq": self.seq, **common,
@@ -280,6 +285,9 @@ class RunView:
             self._sent = now
         touched.clear()
         self._changed = False
+        if self.story.changed:  # (a snapshot sends it whole; an update, when it changed)
+            extra["goal"] = self.story.view()
+            self.story.changed = False
         return {"seq": self.seq, **common, "nodes": nodes, "reshaped": False, **extra}
 
     def _node(self, ns: NodeState) -> dict[str, Any]:
