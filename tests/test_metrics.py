@@ -148,12 +148,13 @@ def _spawning_log() -> list[Any]:
 def test_the_critical_path_runs_through_the_node_whose_edit_added_a_node() -> None:
     """``b`` could not start before ``a`` added it: the path is a -> b, and of ``a`` only
     the second before its edit counts (a -> b is the makespan, not 5 + 9 s)."""
-    from counterpoint.history import project
+    from counterpoint.history import project, spawned_by
     from counterpoint.ids import RunId
     from counterpoint.metrics import compute
 
     projection = project(RunId("r"), _spawning_log())
     assert [(node, spawn.by) for node, spawn in projection.spawned.items()] == [("b", "a")]
+    assert spawned_by(_spawning_log()) == projection.spawned
     metrics = compute(projection.state, 0.0, projection.spawned)
     assert metrics.critical_path_nodes == ("a", "b")
     assert metrics.critical_path == pytest.approx(10.0) == metrics.makespan

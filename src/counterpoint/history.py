@@ -97,10 +97,7 @@ class Projector:
                 self.reshaped = True
             elif kind is EventKind.PATCH_APPLIED:
                 self.declared += _patch(state, data)
-                if data.get("by"):
-                    spawn = Spawn(by=NodeId(str(data["by"])), at=ev.at)
-                    self.spawned.update((NodeId(str(s["id"])), spawn)
-                                        for s in data.get("add", ()))
+                self.spawned.update(_spawns(data, ev.at))
                 self.reshaped = True
             else:
                 if ev.node is not None:
@@ -122,6 +119,25 @@ class Projector:
 def project(run_id: RunId, events: Sequence[Event]) -> Projection:
     """The state of run ``run_id`` after ``events`` (its whole log, in order)."""
     return Projector(run_id).feed(events).projection()
+
+
+def spawned_by(events: Iterable[Event]) -> dict[NodeId, Spawn]:
+    """The nodes live edits added, each with the node whose edit added it, from a log
+    (:attr:`Projection.spawned`, for a caller that has the run's state already: pass it
+    to :func:`counterpoint.metrics.compute`)."""
+    spawned: dict[NodeId, Spawn] = {}
+    for ev in events:
+        if ev.kind is EventKind.PATCH_APPLIED and ev.data:
+            spawned.update(_spawns(ev.data, ev.at))
+    return spawned
+
+
+def _spawns(data: Mapping[str, Any], at: float) -> list[tuple[NodeId, Spawn]]:
+    """The nodes a ``patch_applied`` added, if a node's edit applied it (``by``)."""
+    if not data.get("by"):
+        return []
+    spawn = Spawn(by=NodeId(str(data["by"])), at=at)
+    return [(NodeId(str(s["id"])), spawn) for s in data.get("add", ())]
 
 
 def shown_status(record: RunRecord) -> str:
