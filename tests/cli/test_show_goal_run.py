@@ -84,3 +84,20 @@ def test_a_run_that_found_no_plan_still_shows_its_goal_and_the_attempts(
     assert plan.startswith("plan: no valid plan after 3 attempts; attempt 3 refused: the "
                            "answer is not a valid plan: ")
     assert "no answer yet" in lines
+
+
+def test_a_log_whose_plan_rounds_do_not_name_the_goal_finds_it_in_the_edits() -> None:
+    """Logs written before the plan rounds recorded the goal: the subtasks' inputs (and
+    the verify and answer nodes' plan) recorded it with the edit that added them."""
+    from dataclasses import replace
+
+    from counterpoint.events import EventKind
+    from counterpoint.goal_story import goal_story
+    from counterpoint.store import MemoryStore
+
+    store = MemoryStore()
+    run = goal_run(store)
+    events = [replace(ev, data={k: v for k, v in (ev.data or {}).items() if k != "goal"})
+              if ev.kind is EventKind.PLAN_ROUND else ev for ev in store.events(run.run_id)]
+    story = goal_story(events)
+    assert story is not None and story["goal"] == GOAL
