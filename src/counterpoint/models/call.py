@@ -310,10 +310,12 @@ class _Call:
             self.ctx.record(kind, data, persist=persist)
 
     def publish(self, binding: _Binding, piece: str) -> None:
+        if not self.stream:
+            return
         self.streamed = True
         if callable(self.stream):
             self.stream(piece)
-        if self.stream and self.ctx is not None:
+        if self.ctx is not None:
             self._node_event(EventKind.MODEL_DELTA, {"model": binding.config.name,
                                                      "text": piece}, persist=False)
 
@@ -329,7 +331,7 @@ class _Call:
         told = getattr(self.stream, "restart", None)
         if callable(told):
             told(note)
-        if self.stream and self.ctx is not None:
+        if self.ctx is not None:
             self._node_event(EventKind.MODEL_DELTA, {"model": binding.config.name, "text": "",
                                                      "restart": True, "note": note},
                              persist=False)
