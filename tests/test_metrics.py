@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -121,3 +122,57 @@ def test_a_fork_counts_no_waiting_for_the_nodes_it_reused() -> None:
     assert fork.metrics.waited == {} and fork.metrics.total_run_time == 0.0
     assert all(not t.waited for t in fork.metrics.nodes.values())
     store.close()
+
+
+# ------------------------------------------------------------------ nodes added by an edit
+def _spawning_log() -> list[Any]:
+    """Node ``a`` runs 0-5 s and at 1 s adds ``b`` (a live edit), which runs 1-10 s."""
+    from counterpoint.events import Event, EventKind
+    from counterpoint.ids import NodeId
+
+    t = 1000.0
+    events = [
+        Event(EventKind.RUN_CREATED, t, data={"graph": "g", "nodes": 1, "deps": {"a": []}}),
+        Event(EventKind.NODE_STARTED, t, node=NodeId("a"), attempt=1),
+        Event(EventKind.PATCH_APPLIED, t + 1, data={
+            "reason": "grow", "by": "a", "add": [{"id": "b", "inputs": {}, "after": []}]}),
+        Event(EventKind.NODE_STARTED, t + 1, node=NodeId("b"), attempt=1),
+        Event(EventKind.NODE_SUCCEEDED, t + 5, node=NodeId("a"), attempt=1),
+        Event(EventKind.NODE_SUCCEEDED, t + 10, node=NodeId("b"), attempt=1),
+        Event(EventKind.RUN_FINISHED, t + 10, data={"status": "succeeded"})]
+    for seq, event in enumerate(events, 1):
+        event.seq = seq
+    return events
+
+
+def test_the_critical_path_runs_through_the_node_whose_edit_added_a_node() -> None:
+    """``b`` could not start before ``a`` added it: the path is a -> b, and of ``a`` only
+    the second before its edit counts (a -> b is the makespan, not 5 + 9 s)."""
+    from counterpoint.history import project, spawned_by
+    from counterpoint.ids import RunId
+    from counterpoint.metrics import compute
+
+    projection = project(RunId("r"), _spawning_log())
+    assert [(node, spawn.by) for node, spawn in projection.spawned.items()] == [("b", "a")]
+    assert spawned_by(_spawning_log()) == projection.spawned
+    metrics = compute(projection.state, 0.0, projection.spawned)
+    assert metrics.critical_path_nodes == ("a", "b")
+    assert metrics.critical_path == pytest.approx(10.0) == metrics.makespan
+    # without what the log says of the edit (every other caller): dependencies only
+    assert compute(projection.state, 0.0).critical_path_nodes == ("b",)
+
+
+def test_a_goal_runs_critical_path_begins_with_its_planning() -> None:
+    """Regression: a goal run's path began at its first subtask, as if planning took no
+    time; the ``plan`` node's edit added the subtasks (and each re-planning verify the
+    next round)."""
+    from goal_runs import goal_run
+
+    from counterpoint.history import project
+    from counterpoint.metrics import compute
+
+    store = cp.MemoryStore()
+    result = goal_run(store)
+    projection = project(result.run_id, store.events(result.run_id))
+    path = compute(projection.state, 0.0, projection.spawned).critical_path_nodes
+    assert path == ("plan", "t1", "t2", "verify-1", "t3", "verify-2", "answer")

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .events import Event, EventKind
 from .graph import NodeKind, NodeSpec
 from .ids import NodeId, RunId
+from .metrics import Spawn
 from .state import NodeState, RunState, RunStatus, add_specs
 from .store import RunRecord, RunStore
 from .store.owners import run_owner_alive
@@ -45,6 +46,9 @@ class Projection:
     """Nodes the log says the graph has (static, spawned by maps and added by edits)."""
     last_at: float
     """Time of the last recorded event."""
+    spawned: Mapping[NodeId, Spawn] = field(default_factory=dict)
+    """The nodes live edits added, each with the node whose edit added it (for the
+    critical path: :func:`counterpoint.metrics.compute`)."""
 
 
 def _not_loaded(**_: Any) -> None:
@@ -68,6 +72,8 @@ class Projector:
         """The ``seq`` of the last event folded in."""
         self.touched: set[NodeId] = set()
         self.reshaped = False
+        self.spawned: dict[NodeId, Spawn] = {}
+        """The nodes live edits added, and by which node's edit."""
 
     def feed(self, events: Iterable[Event]) -> Projector:
         """Fold ``events`` (the ones after :attr:`seq`, in order) into the state."""
@@ -91,6 +97,7 @@ class Projector:
                 self.reshaped = True
             elif kind is EventKind.PATCH_APPLIED:
                 self.declared += _patch(state, data)
+                self.spawned.update(_spawns(data, ev.at))
                 self.reshaped = True
             else:
                 if ev.node is not None:
@@ -106,12 +113,31 @@ class Projector:
         """The state as folded so far."""
         return Projection(state=self.state, deps_known=self.deps_known,
                           declared=max(self.declared, len(self.state.nodes)),
-                          last_at=self.last_at)
+                          last_at=self.last_at, spawned=self.spawned)
 
 
 def project(run_id: RunId, events: Sequence[Event]) -> Projection:
     """The state of run ``run_id`` after ``events`` (its whole log, in order)."""
     return Projector(run_id).feed(events).projection()
+
+
+def spawned_by(events: Iterable[Event]) -> dict[NodeId, Spawn]:
+    """The nodes live edits added, each with the node whose edit added it, from a log
+    (:attr:`Projection.spawned`, for a caller that has the run's state already: pass it
+    to :func:`counterpoint.metrics.compute`)."""
+    spawned: dict[NodeId, Spawn] = {}
+    for ev in events:
+        if ev.kind is EventKind.PATCH_APPLIED and ev.data:
+            spawned.update(_spawns(ev.data, ev.at))
+    return spawned
+
+
+def _spawns(data: Mapping[str, Any], at: float) -> list[tuple[NodeId, Spawn]]:
+    """The nodes a ``patch_applied`` added, if a node's edit applied it (``by``)."""
+    if not data.get("by"):
+        return []
+    spawn = Spawn(by=NodeId(str(data["by"])), at=at)
+    return [(NodeId(str(s["id"])), spawn) for s in data.get("add", ())]
 
 
 def shown_status(record: RunRecord) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 from ..budget import account
 from ..errors import RunAmbiguous, RunNotFound
 from ..events import Event, EventKind
+from ..goal_story import goal_story
 from ..history import mark_cancelled, project, shown_status
 from ..ids import NodeId, RunId, parents
 from ..metrics import compute
@@ -146,9 +147,9 @@ def log_report(record: RunRecord, events: Sequence[Event],
                     f"`counterpoint resume {record.run_id}` or end it with `counterpoint "
                     f"cancel {record.run_id}`")
     return Report(run_id=record.run_id, graph=state.graph if state.graph != "?" else record.graph,
-                  status=status, state=state, metrics=compute(state, now),
+                  status=status, state=state, metrics=compute(state, now, projection.spawned),
                   deps_known=projection.deps_known, declared=projection.declared, note=note,
                   failed_attempts=failed_attempts(events),
                   forked_from=record.forked_from, forks=tuple(r.run_id for r in forks),
                   routing=routing_by_node(events), budget=account(events, sub_runs),
-                  sampling=sampling_by_node(events))
+                  sampling=sampling_by_node(events), goal=goal_story(events))

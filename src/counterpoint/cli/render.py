@@ -18,10 +18,11 @@ from ..ids import NodeId
 from ..metrics import Metrics
 from ..plan_text import plan_tree as plan_tree  # re-exported: the CLI prints them
 from ..plan_text import round_lines as round_lines
-from ..secrets import redact
 from ..state import ModelTally, NodeState, NodeStatus, RunState, in_added_order
 from ..store import ForkPoint, RunRecord
 from ..texts import some
+from .blocks import OUTPUT_CHARS as OUTPUT_CHARS  # re-exported: tests pin it
+from .blocks import answer_lines, goal_lines, output_lines
 from .board import board_payload, board_section
 from .jsontext import dumps as dumps  # re-exported: the commands print with it
 
@@ -78,24 +79,9 @@ class Report:
     one (:func:`counterpoint.budget.account`)."""
     sampling: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Each node's latest sampled call (its ``model_sampled`` data), from the log."""
-
-
-OUTPUT_LINES = 24
-"""The summary shows at most this many lines of the graph's output."""
-OUTPUT_CHARS = 4_000
-"""... and at most this many characters of it (one long value is one JSON line)."""
-
-
-def _clip(text: str) -> str:
-    lines = text.splitlines()
-    shown = "\n".join(lines[:OUTPUT_LINES])
-    notes = []
-    if len(shown) > OUTPUT_CHARS:
-        notes.append(f"{len(shown) - OUTPUT_CHARS:,} more characters")
-        shown = shown[:OUTPUT_CHARS]
-    if len(lines) > OUTPUT_LINES:
-        notes.append(f"{len(lines) - OUTPUT_LINES} more lines")
-    return shown if not notes else f"{shown}\n... ({'; '.join(notes)}; see --json)"
+    goal: Mapping[str, Any] | None = None
+    """A goal run's story from its log (:func:`counterpoint.goal_story.goal_story`): the
+    goal, each planning round and the answer; ``None`` for other runs."""
 
 
 # ------------------------------------------------------------------ small formats
@@ -174,6 +160,9 @@ def summary(report: Report, *, inspect: str | None) -> RenderableType:
     if exhausted and exhausted != report.note:
         parts.append(Text(exhausted + "; finished nodes kept their outputs", style="yellow"))
     parts.extend(lineage_lines(report))
+    if report.goal is not None:
+        parts.append(Text())
+        parts.extend(goal_lines(report.goal))
     parts.append(Text())
     parts.append(node_table(report))
     failures = failure_lines(report.state, report.failed_attempts)
@@ -196,11 +185,9 @@ def summary(report: Report, *, inspect: str | None) -> RenderableType:
     board = board_section(state)
     if board:
         parts.extend([Text(), *board])
-    if report.output not in (None, {}, []):
-        parts.append(Text())
-        parts.append(Text("output", style="bold"))
-        parts.append(Text(_clip(redact(json.dumps(report.output, indent=2,
-                                                  ensure_ascii=False, default=str)))))
+    parts.extend(output_lines(report.output))
+    if report.goal is not None:
+        parts.extend(answer_lines(report.goal))
     if inspect:
         parts.append(Text())
         parts.append(Text.assemble("inspect: ", (inspect, "bold")))
@@ -440,6 +427,7 @@ def payload(report: Report) -> dict[str, Any]:
         "models": usage_dict(state.models),
         **({"budget": budget_dict(report.budget)} if report.budget is not None else {}),
         **({"board": board_payload(state)} if state.board is not None else {}),
+        **({"goal": dict(report.goal)} if report.goal is not None else {}),
         "forked_from": None if report.forked_from is None else {
             "run": report.forked_from.run, "seq": report.forked_from.seq,
             "node": report.forked_from.node},

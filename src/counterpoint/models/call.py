@@ -91,6 +91,8 @@ class _Call:
         self.purpose = purpose
         self.usage = Usage()
         self.calls = 0
+        self.streamed = False
+        """Whether text was published since the call began or last restarted."""
 
     def request(self, binding: _Binding, conversation: list[Message]) -> tuple[Request, bool]:
         """The request for ``binding``'s provider; and whether tools are emulated."""
@@ -133,8 +135,8 @@ class _Call:
                 self.record_invalid(binding, ask, problems)
                 native_tools = bool(response.tool_calls) and not emulated
                 cut = response.finish_reason == "length"  # the token limit ended it
+                what = "tool calls" if native_tools or emulated else "output schema"
                 if ask == re_asks:
-                    what = "tool calls" if native_tools or emulated else "output schema"
                     hint = (f"; the last answer was cut off at the token limit (max_tokens="
                             f"{request.max_tokens}): raise max_tokens or ask for less"
                             if cut else "")
@@ -143,6 +145,8 @@ class _Call:
                         f"{what} after {re_asks + 1} attempt(s): {problems}{hint}",
                         model=binding.config.name, raw=raw or _calls_text(response),
                         errors=problems, finish_reason=response.finish_reason) from exc
+                self.restart(binding, f"model {binding.config.name}: the answer did not match "
+                                      f"the {what} ({problems[:160]}); asking again")
                 if native_tools:
                     # answer every call (a provider rejects calls left unanswered), then ask
                     conversation = [*conversation, response.message(), *(
@@ -237,9 +241,8 @@ class _Call:
                                   budgeting.settle_failed(reservation, exc))
                 if wait is None:
                     raise
-                restart = getattr(self.stream, "restart", None)
-                if first and callable(restart):  # the text streamed so far is abandoned
-                    restart(f"{exc}; asking again (attempt {attempt + 1} of {attempts})")
+                self.restart(binding, f"{exc}; asking again (attempt {attempt + 1} of "
+                                      f"{attempts})")
                 await asyncio.sleep(wait)  # a 429 also paused and paced the limiter
                 continue
             except BaseException:
@@ -307,11 +310,31 @@ class _Call:
             self.ctx.record(kind, data, persist=persist)
 
     def publish(self, binding: _Binding, piece: str) -> None:
+        if not self.stream:
+            return
+        self.streamed = True
         if callable(self.stream):
             self.stream(piece)
-        if self.stream and self.ctx is not None:
+        if self.ctx is not None:
             self._node_event(EventKind.MODEL_DELTA, {"model": binding.config.name,
                                                      "text": piece}, persist=False)
+
+    def restart(self, binding: _Binding, note: str) -> None:
+        """The text streamed so far is abandoned (a cut-off or failed stream asked again,
+        an answer that did not validate asked again, the next model of the chain asked):
+        a sink with ``restart(note)`` is told, and subscribers get a ``model_delta`` with
+        ``restart: True``, ``note`` and no text, after which the answer starts anew.
+        Nothing is said when no text was streamed since the call or its last restart."""
+        if not self.streamed:
+            return
+        self.streamed = False
+        told = getattr(self.stream, "restart", None)
+        if callable(told):
+            told(note)
+        if self.ctx is not None:
+            self._node_event(EventKind.MODEL_DELTA, {"model": binding.config.name, "text": "",
+                                                     "restart": True, "note": note},
+                             persist=False)
 
     def _blob(self, text: str) -> str | None:
         return self.store.put_blob(text) if self.store is not None else None

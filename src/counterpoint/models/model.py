@@ -25,7 +25,9 @@ every provider:
 Inside a running node every attempt is a ``model_call`` event in the run's log
 (model, tokens, cost, latency, time to first token, and the request and response
 stored once by content hash); streamed text is published to the run's
-subscribers as ``model_delta`` events. A failure's message (and its causes') is
+subscribers as ``model_delta`` events, and one with ``restart: True`` (a ``note``, no
+text) marks text abandoned when the call is asked again (:meth:`._Call.restart`). A
+failure's message (and its causes') is
 redacted (``counterpoint.secrets``) before it is logged or raised.
 
 Steps 1 to 5 are one call against one model (:mod:`.call`); binding a model to its
@@ -308,6 +310,8 @@ class Model:
                     where = f" at {binding.config.base_url}" if replicas is not None else ""
                     if sibling:
                         errors.append(f"{binding.config.name}{where}: {exc}")
+                        call.restart(binding, f"{binding.config.name}{where}: {exc}; asking "
+                                              "another replica")
                         continue
                     index = healing.failed(index, exc)  # rerouted, or escalated: raise
                     if index is None:
@@ -317,6 +321,8 @@ class Model:
                             exc.add_note("earlier in the fallback chain: " + "; ".join(errors))
                         raise
                     errors.append(f"{binding.config.name}{where}: {exc}")
+                    call.restart(binding, f"{binding.config.name}{where}: {exc}; asking the "
+                                          "next model of the chain")
                     break
                 healing.succeeded(index)
                 return generation

@@ -22,7 +22,8 @@ from .types import Request, Response
 TextSink = Callable[[str], None]
 """Receives streamed text deltas, in order. Called on the event loop's thread. A sink
 that also has a ``restart(note: str)`` method is told when the text it received is
-abandoned: the stream was cut off or failed, and the call is sent again, so the deltas
+abandoned: the stream was cut off or failed and the call is sent again, the answer did
+not validate and is asked again, or the next model of the chain is asked; the deltas
 that follow start the answer anew (``counterpoint ask --stream`` prints the note)."""
 
 

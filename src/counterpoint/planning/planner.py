@@ -81,7 +81,7 @@ async def make_plan(goal: str, team: Team, limits: Limits | None = None, *,
             problems = [f"the answer was cut off at the token limit ({exc.errors})" if cut
                         else f"the answer is not a valid plan: {exc.errors}"]
             note = _unreadable_note(exc.errors, cut, n)
-            _record(ctx, {"phase": "plan", "attempt": attempt, "invalid": exc.errors,
+            _record(ctx, {"phase": "plan", "goal": goal, "attempt": attempt, "invalid": exc.errors,
                           "cut_off": cut, "salvaged": [s.id for s in salvaged],
                           "problems": problems})
             continue
@@ -92,7 +92,7 @@ async def make_plan(goal: str, team: Team, limits: Limits | None = None, *,
         problems = check_plan(plan.subtasks, workers, max_subtasks=n)
         problems += [f"subtask id {s.id!r} is reserved; use another" for s in plan.subtasks
                      if _reserved(s.id)]
-        round_data: dict[str, Any] = {"phase": "plan", "attempt": attempt,
+        round_data: dict[str, Any] = {"phase": "plan", "goal": goal, "attempt": attempt,
                                       "plan": _dump(plan), "problems": problems}
         if answer.claimed_decompose is not None and answer.claimed_decompose != plan.decompose:
             round_data["contradiction"] = (
@@ -117,7 +117,7 @@ async def make_plan(goal: str, team: Team, limits: Limits | None = None, *,
             "stronger model (Team.default(planner=...)) or more attempts "
             "(Limits(plan_attempts=...)).")
     fixed = Plan(decompose=len(repaired) > 1, subtasks=repaired)
-    _record(ctx, {"phase": "plan", "attempt": "repaired", "plan": _dump(fixed),
+    _record(ctx, {"phase": "plan", "goal": goal, "attempt": "repaired", "plan": _dump(fixed),
                   "repairs": fixes})
     return fixed, fixes
 

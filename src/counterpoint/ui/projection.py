@@ -17,9 +17,10 @@ from dataclasses import fields
 from typing import Any
 
 from ..events import Event, EventKind
+from ..goal_story import GoalStory
 from ..history import Projector, shown_status
 from ..ids import NodeId, RunId
-from ..metrics import compute
+from ..metrics import Spawn, compute
 from ..models.sampling import sampling_by_node, sampling_line
 from ..plan_text import plan_tree, round_lines
 from ..routing.trail import routing_by_node
@@ -158,10 +159,11 @@ def run_header(record: RunRecord, state: RunState, last_at: float) -> dict[str, 
     }
 
 
-def metrics_view(state: RunState, now: float) -> dict[str, Any]:
-    """The run's metrics (as ``counterpoint show`` computes them), without the per-node
-    table the timeline already draws."""
-    metrics = compute(state, now)
+def metrics_view(state: RunState, now: float,
+                 spawned: Mapping[NodeId, Spawn] | None = None) -> dict[str, Any]:
+    """The run's metrics (as ``counterpoint show`` computes them: ``spawned`` is what the
+    log says live edits added), without the per-node table the timeline already draws."""
+    metrics = compute(state, now, spawned)
     return {f.name: getattr(metrics, f.name) for f in fields(metrics) if f.name != "nodes"}
 
 
@@ -206,6 +208,8 @@ class RunView:
         self.record = record
         self.projector = Projector(RunId(record.run_id))
         self.asked = ApprovalWaits()
+        self.story = GoalStory()
+        """A goal run's goal, rounds and answer, as ``counterpoint show`` tells them."""
         self._changed = True
         self._shown = shown_status(record)
         self._metrics: dict[str, Any] | None = None
@@ -231,6 +235,7 @@ class RunView:
         events = events if isinstance(events, Sequence) else list(events)
         self.projector.feed(events)
         self.asked.feed(events)
+        self.story.feed(events)
         self._changed = self._changed or self.projector.seq != before
 
     def snapshot(self, *, full: bool = False) -> dict[str, Any]:
@@ -240,8 +245,9 @@ class RunView:
         self.projector.touched.clear()
         self.projector.reshaped = False
         self._changed = False
+        self.story.changed = False
         state = self.projector.state
-        common = self._common()
+        common = {**self._common(), "goal": self.story.view()}
         if full or not subset.is_large(state):
             self._sent = None
             return {"seq": self.seq, **common,
@@ -279,6 +285,9 @@ class RunView:
             self._sent = now
         touched.clear()
         self._changed = False
+        if self.story.changed:  # (a snapshot sends it whole; an update, when it changed)
+            extra["goal"] = self.story.view()
+            self.story.changed = False
         return {"seq": self.seq, **common, "nodes": nodes, "reshaped": False, **extra}
 
     def _node(self, ns: NodeState) -> dict[str, Any]:
@@ -293,7 +302,7 @@ class RunView:
         ended = not live and self._metrics_seq == self.seq  # nothing new: the same metrics
         if self._metrics is None or (not live and not ended) or \
                 len(state.nodes) < SMALL_RUN or clock - self._metrics_at >= METRICS_SECONDS:
-            self._metrics = metrics_view(state, now)
+            self._metrics = metrics_view(state, now, self.projector.spawned)
             self._metrics_at = clock
             self._metrics_seq = self.seq
         metrics = self._metrics

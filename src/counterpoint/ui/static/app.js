@@ -129,9 +129,10 @@ function runPage(runId, nodeParam) {
   const ganttHost = h("div", {id: "gantt", class: "panel"});
   const metricsHost = h("div", {id: "metrics", class: "panel"});
   const childrenHost = h("div", {id: "children"});
+  const goalHost = h("section", {id: "goal", hidden: ""});  // a goal run's story
   const detail = h("aside", {id: "detail", class: "panel"});
   main.replaceChildren(head, h("div", {class: "split"},
-    h("div", {class: "left"}, h("h3", {}, "graph"), dagHost, childrenHost,
+    h("div", {class: "left"}, goalHost, h("h3", {}, "graph"), dagHost, childrenHost,
       h("h3", {}, "timeline"), ganttHost, h("h3", {}, "metrics"), metricsHost), detail));
 
   const select = id => {
@@ -152,7 +153,7 @@ function runPage(runId, nodeParam) {
   };
   // An update only records what changed; drawing happens at most once a frame, and the
   // timeline (redrawn whole) less often the longer it takes, so a page never falls behind a run that changes constantly.
-  const due = {reshaped: false, changed: new Set(), critical: false, last: null};
+  const due = {reshaped: false, changed: new Set(), critical: false, last: null, goal: false};
   let scheduled = false, ganttAt = 0, ganttCost = 0;
   const render = () => {
     scheduled = false;
@@ -167,6 +168,7 @@ function runPage(runId, nodeParam) {
       due.critical = false;
     }
     header(head, u, runId, state.forks, state.parentDeleted);
+    if (due.goal) { goalStory(goalHost, state.goal, select); due.goal = false; }
     metrics(metricsHost, u.metrics);
     const done = !["running"].includes(u.run.status);
     if (done && window.__finishedAt === undefined) window.__finishedAt = Date.now();
@@ -187,6 +189,7 @@ function runPage(runId, nodeParam) {
   };
   const apply = u => {
     state.run = u.run;
+    if ("goal" in u) { state.goal = u.goal; due.goal = true; }  // sent whole when it changed
     if (u.reshaped) { nodes.clear(); due.reshaped = true; }
     // a large run is sent as a subset (u.partial); nodes join and leave it as it runs
     state.partial = u.partial || null;
@@ -279,6 +282,26 @@ function header(host, u, runId, forks, parentDeleted) {
     h("div", {class: "actions"},
       r.can_cancel ? act("Cancel run", "cancel", "cancel") : null,
       r.can_resume ? act("Resume run", "resume", "resume") : null, note));
+}
+
+// A goal run's story, as `counterpoint show` tells it (the server's goal_story): the
+// goal, each round's summary (its node selects it) and the answer.
+function goalStory(host, g, select) {
+  host.hidden = !g;
+  if (!g) { host.replaceChildren(); return; }
+  const plans = g.rounds.filter(r => r.phase === "plan").length;
+  host.replaceChildren(h("h3", {}, "goal"), h("div", {class: "panel"},
+    h("p", {id: "goal-text"}, g.goal ?? "?"),
+    h("p", {class: "muted", id: "goal-counts"}, `${plans} plan, ${g.verify_rounds} verify, ` +
+      `${g.replans} re-plan${g.replans === 1 ? "" : "s"}`),
+    h("ol", {id: "goal-rounds"}, g.rounds.map(r => h("li", {"data-phase": r.phase,
+      class: r.verdict ? "verdict-" + r.verdict : null}, r.summary, " ", r.node ? h("a", {
+        href: "#", class: "muted", onclick: e => { e.preventDefault(); select(r.node); }},
+      r.node) : null))),
+    g.answer ? h("div", {id: "goal-answer"}, h("h4", {}, "answer"),
+      h("pre", {class: "value"}, g.answer.text), g.answer.cited.length ? h("p",
+        {class: "muted"}, "cites " + g.answer.cited.join(", ")) : null)
+      : h("p", {id: "goal-answer", class: "muted"}, "no answer yet")));
 }
 
 function metrics(host, m) {
