@@ -39,7 +39,9 @@ class EventKind(enum.StrEnum):
     MODEL_CALL = "model_call"
     """One attempt at a model call made by a node (or a failed attempt, or a cache hit)."""
     MODEL_DELTA = "model_delta"
-    """A piece of streamed model text; published to subscribers, never persisted."""
+    """A piece of streamed model text; published to subscribers, never persisted. One
+    with ``restart: True`` (no text, a ``note`` saying why) abandons the text streamed
+    before it: the answer is asked again and starts anew."""
     AGENT_TURN = "agent_turn"
     """One turn of an agent's loop: the model's answer (text and tool calls)."""
     TOOL_CALL = "tool_call"
