@@ -87,3 +87,17 @@ def test_top_runs_are_the_newest_runs_that_are_not_sub_runs(store: RunStore) -> 
     assert [r.run_id for r in store.top_runs(10)] == ["new", "fork", "old"]
     assert [r.run_id for r in store.top_runs(2)] == ["new", "fork"]
     assert store.top_runs(0) == []
+
+
+def test_ids_containing_gives_every_id_that_holds_the_text(store: RunStore) -> None:
+    """What resolving a start of a run id or of its serial reads: ids only, each run
+    whose id contains the text (sub-runs too); a pattern character is text here."""
+    ids = ["r-20261203-0101-ab12", "r-20261203-0101-ab12/map[0]", "r-20261203-0102-cd34",
+           "r-20261204-0101-ab99", "x_%y"]
+    for at, run in enumerate(ids, start=1):
+        store.append(RunId(run), created(at=float(at)))
+    store.flush_sync()
+    assert sorted(store.ids_containing("ab1")) == ids[:2]
+    assert sorted(store.ids_containing("-0101-")) == [ids[0], ids[1], ids[3]]
+    assert store.ids_containing("_%") == ["x_%y"]
+    assert store.ids_containing("zz") == []

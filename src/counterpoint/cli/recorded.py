@@ -27,7 +27,6 @@ LAST = "last"
 """Names the newest run (not a sub-run) of the store."""
 CANDIDATES = 5
 """Most runs an ambiguous prefix's error names."""
-_EVERY_RUN = 1 << 31
 
 
 def resolve_run(store: RunStore, name: str) -> RunId:
@@ -51,8 +50,8 @@ def resolve_run(store: RunStore, name: str) -> RunId:
         missing = exc
     if not name:
         raise missing
-    matches = [r.run_id for r in store.runs(_EVERY_RUN)
-               if r.run_id.startswith(name) or _serial(r.run_id).startswith(name)]
+    matches = [run_id for run_id in store.ids_containing(name)
+               if run_id.startswith(name) or _serial(run_id).startswith(name)]
     found = set(matches)  # a match under another (its sub-run, RUN/node) is not a top one
     tops = [m for m in matches if not any(p in found for p in parents(m))]
     if len(tops) == 1:

@@ -137,6 +137,15 @@ class RunIndex(abc.ABC):
         found = [r for r in self.runs(limit=sys.maxsize) if r.run_id.startswith(prefix)]
         return sorted(found, key=lambda r: r.created_at)
 
+    def ids_containing(self, text: str) -> list[RunId]:
+        """The ids of the runs whose id contains ``text`` (at least: a store may also
+        give ids that contain it in another letter case), in no particular order: what
+        resolving a start of an id or of its serial needs, without reading records.
+
+        This default reads every record; stores override it with a read of the ids only.
+        """
+        return [r.run_id for r in self.runs(limit=sys.maxsize) if text in r.run_id]
+
     @abc.abstractmethod
     def claim(self, run_id: RunId, *, pid: int, host: str) -> None:
         """Make process ``pid`` on ``host`` the owner of ``run_id``, or refuse.

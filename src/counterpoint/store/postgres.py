@@ -337,6 +337,10 @@ class PostgresStore(RunStore):
         return [record_from_row(r) for r in self._read(
             f"SELECT {RUN_COLUMNS} FROM cp_runs ORDER BY created_at DESC LIMIT %s", (limit,))]
 
+    def ids_containing(self, text: str) -> list[RunId]:
+        return [RunId(r[0]) for r in self._read(
+            "SELECT run_id FROM cp_runs WHERE strpos(run_id, %s) > 0", (text,))]
+
     def top_runs(self, limit: int = 50) -> list[RunRecord]:
         return [record_from_row(r) for r in self._read(
             f"SELECT {RUN_COLUMNS} FROM cp_runs WHERE parent IS NULL ORDER BY created_at DESC "

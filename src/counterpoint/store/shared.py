@@ -231,6 +231,9 @@ class SharedStore(RunStore):
     def sub_runs(self, run_id: RunId) -> list[RunRecord]:
         return self._store.sub_runs(run_id)
 
+    def ids_containing(self, text: str) -> list[RunId]:
+        return self._store.ids_containing(text)
+
     def claim(self, run_id: RunId, *, pid: int, host: str) -> None:
         self._store.claim(run_id, pid=pid, host=host)
 
@@ -332,6 +335,9 @@ class _Closed(RunStore):
         raise self._closed()
 
     def sub_runs(self, run_id: RunId) -> list[RunRecord]:
+        raise self._closed()
+
+    def ids_containing(self, text: str) -> list[RunId]:
         raise self._closed()
 
     def claim(self, run_id: RunId, *, pid: int, host: str) -> None:

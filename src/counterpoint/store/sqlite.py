@@ -48,17 +48,17 @@ from typing import Any, Literal, TypeVar
 
 import orjson
 
-from ..errors import ConfigError, RunNotFound, StoreCorrupt, StoreError
+from ..errors import ConfigError, StoreCorrupt, StoreError
 from ..events import Event, EventKind
 from ..ids import NodeId, RunId
 from . import answer_rows, owners, paths, schema, sqlite_deletion
 from . import writer as _writer
 from .answers import AnswerCallback
-from .base import RunningMeans, RunRecord, RunStore
+from .base import RunningMeans, RunStore
 from .deletion import BLOB_GRACE, Deletion
-from .index import record_from_row
-from .schema import MIGRATIONS, RUN_COLUMNS
+from .schema import MIGRATIONS
 from .shipping import GATHER_SECONDS, Shipper
+from .sqlite_index import SQLiteIndex
 
 __all__ = ["BLOB_THRESHOLD", "GATHER_SECONDS", "MIGRATIONS", "SQLiteStore", "WriterMode"]
 
@@ -74,7 +74,7 @@ WriterMode = Literal["process", "thread"]
 (for a process whose cores are all taken anyway: see the module docstring)."""
 
 
-class SQLiteStore(Shipper, RunStore):
+class SQLiteStore(Shipper, SQLiteIndex, RunStore):
     """A run store in one SQLite file. See the module docstring."""
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 5.0,
@@ -412,44 +412,6 @@ class SQLiteStore(Shipper, RunStore):
             raise schema.explain(self.path, exc, self._busy_timeout, writing=True) from exc
         finally:
             conn.close()
-
-    def run(self, run_id: RunId) -> RunRecord:
-        with self._read_lock:
-            reader = self._open_reader()
-            row = None if reader is None else reader.execute(
-                f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        if row is None:
-            raise self._not_found(run_id)
-        return record_from_row(row)
-
-    def runs(self, limit: int = 50) -> list[RunRecord]:
-        return self._records("ORDER BY created_at DESC LIMIT ?", (limit,))
-
-    def top_runs(self, limit: int = 50) -> list[RunRecord]:
-        return self._records("WHERE parent IS NULL ORDER BY created_at DESC LIMIT ?", (limit,))
-
-    def forks(self, run_id: RunId) -> list[RunRecord]:
-        return self._records("WHERE fork_of = ? ORDER BY created_at", (run_id,))
-
-    def sub_runs(self, run_id: RunId) -> list[RunRecord]:
-        # the ids between "RUN/" and "RUN0" ("0" follows "/"): a range of the primary key
-        return self._records("WHERE run_id > ? AND run_id < ? ORDER BY created_at",
-                             (f"{run_id}/", f"{run_id}0"))
-
-    def _records(self, clauses: str, params: tuple[object, ...]) -> list[RunRecord]:
-        with self._read_lock:
-            reader = self._open_reader()
-            if reader is None:
-                return []
-            rows = reader.execute(f"SELECT {RUN_COLUMNS} FROM runs {clauses}", params).fetchall()
-        return [record_from_row(r) for r in rows]
-
-    def _not_found(self, run_id: RunId) -> RunNotFound:
-        if self._reader is None:
-            return RunNotFound(f"run {run_id} not found in store {self.path} (it holds no "
-                               "runs yet); pass --db PATH or set COUNTERPOINT_DB")
-        return RunNotFound(f"run {run_id} not found in store {self.path}; list runs with "
-                           "`counterpoint runs`")
 
     # ------------------------------------------------------------------ reading
     def events(self, run_id: RunId) -> list[Event]:
