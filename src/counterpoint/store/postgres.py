@@ -28,7 +28,7 @@ import psycopg
 import psycopg_pool
 
 from ..errors import RunNotFound, StoreCorrupt, StoreError, StoreTooNew
-from ..events import Event, EventKind
+from ..events import KIND_OF, Event, EventKind
 from ..ids import NodeId, RunId
 from . import owners, postgres_deletion
 from . import postgres_commands as commands
@@ -374,7 +374,8 @@ class PostgresStore(RunStore):
             if blob is not None and missing:
                 raise StoreCorrupt(f"store {self.location}: run {run_id} event {seq} refers "
                                    f"to missing blob {blob}")
-            out.append(Event(EventKind(kind), at, NodeId(node) if node is not None else None,
+            out.append(Event(KIND_OF.get(kind) or EventKind(kind), at,
+                             NodeId(node) if node is not None else None,
                              attempt, None if data is None else orjson.loads(data), value,
                              None, seq))
         return out

@@ -49,7 +49,7 @@ from typing import Any, Literal, TypeVar
 import orjson
 
 from ..errors import ConfigError, StoreCorrupt, StoreError
-from ..events import Event, EventKind
+from ..events import KIND_OF, Event, EventKind
 from ..ids import NodeId, RunId
 from . import answer_rows, owners, paths, schema, sqlite_deletion
 from . import writer as _writer
@@ -434,7 +434,7 @@ class SQLiteStore(Shipper, SQLiteIndex, RunStore):
                             raise StoreCorrupt(f"store {self.path}: run {run_id} event {seq} "
                                                f"refers to missing blob {blob}")
                         value = row[0]
-                    out.append(Event(EventKind(kind), at,
+                    out.append(Event(KIND_OF.get(kind) or EventKind(kind), at,
                                      NodeId(node) if node is not None else None, attempt,
                                      data, value, None, seq))
         return out
