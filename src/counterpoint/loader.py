@@ -164,7 +164,8 @@ def _import_python(file: Path, path: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     folder = str(file.resolve().parent)
-    if folder not in sys.path:
+    first = folder not in sys.path
+    if first:  # its imports find the modules beside it first, as `python FILE.py`'s do
         sys.path.insert(0, folder)
     try:
         spec.loader.exec_module(module)
@@ -175,6 +176,10 @@ def _import_python(file: Path, path: str) -> ModuleType:
         sys.modules.pop(name, None)
         raise SourceError(f"{_raised_at(exc, file, path)}: importing it raised "
                           f"{type(exc).__name__}: {exception_text(exc)}") from exc
+    finally:
+        if first and folder in sys.path:  # then last: a file named like a library
+            sys.path.remove(folder)       # (rich.py, json.py) must not stand in for it
+            sys.path.append(folder)       # when the program imports that library later
     return module
 
 
