@@ -112,7 +112,7 @@ def compute(state: RunState, now: float,
         if ns.earlier is None:
             start, stop = ns.started_at, ns.stopped_at
             if start is not None and stop is not None:
-                late = own.get("thread", 0.0)
+                late = own.get("thread", 0.0) + own.get("log", 0.0)  # (held first)
                 starts.append(min(stop, start + late))
                 stops.append(stop)
         else:

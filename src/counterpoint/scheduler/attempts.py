@@ -67,6 +67,10 @@ class Attempts(Control):
         ``ADOPT_LIMIT`` nodes in a row a task ends and the next node gets a task of its
         own, so a long chain of steps that never wait still lets other tasks run.
         """
+        if self._gate is not None:  # the run is not in the store yet: see hold_steps
+            held = time.time()
+            await self._gate.wait()
+            self.waited(spec.id, attempt, "log", time.time() - held)
         ledger = None
         run_ledger = self.ledgers.run
         for _ in range(ADOPT_LIMIT):

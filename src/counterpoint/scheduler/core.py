@@ -60,7 +60,7 @@ class ExecutionCore:
     """One run being executed in this process: its attributes."""
 
     __slots__ = ("__weakref__", "_cancelling", "_capacity", "_children", "_deadline", "_done",
-                 "_emitting", "_group", "_heir", "_held", "_holding", "_inline_async", "_loop",
+                 "_emitting", "_gate", "_group", "_heir", "_held", "_inline_async", "_loop",
                  "_outbox", "_pending", "_rng", "_sending", "_sends", "_seq", "_subscribers",
                  "_tasks", "_thread", "_timers", "_tree_asks", "_unlogged", "_waits",
                  "approvals", "backend",
@@ -104,9 +104,8 @@ class ExecutionCore:
         """Large dispatches whose ``node_started`` events are applied and numbered but not
         yet logged, as (time, first number, nodes): see :meth:`Pipeline._dispatch`. The
         events are made when logged, so a fan-out keeps no event objects alive meanwhile."""
-        self._holding = False
-        """Whether no node may start yet (:meth:`hold_steps`): ready nodes wait in the
-        queue, their ``node_ready`` unlogged (they are logged as started when released)."""
+        self._gate: asyncio.Event | None = None
+        """Set while the run's steps must wait before they begin (:meth:`hold_steps`)."""
         self._held: dict[NodeId, Event | float] = {}
         """``node_ready`` events applied but not yet logged (see :meth:`Pipeline._log_held`):
         the event, or only its time where :meth:`Pipeline.succeeded` made the node ready
@@ -148,18 +147,16 @@ class ExecutionCore:
         :meth:`Pipeline.waited`): recorded with the attempt's outcome."""
 
     def hold_steps(self) -> None:
-        """Start no node of the run until :meth:`release_steps`: :func:`counterpoint.start`
-        and :func:`counterpoint.run` hold them until the run's first events are durable,
-        so that no step has run (its effects done) for a run the store does not hold. A
-        node's times start when it is released, so the wait counts in no metric."""
-        self._holding = True
+        """Make every step of the run wait before it begins until :meth:`release_steps`:
+        :func:`counterpoint.start` (and a fork) holds them until the run's first events
+        are durable, so that no step has run (its effects done) for a run
+        the store does not hold. The nodes are started meanwhile (their ``node_started``
+        goes with ``run_created``, in one write); the wait is counted as the attempt's
+        waiting for the log (``waited["log"]``), not as its own work."""
+        self._gate = asyncio.Event()
 
     def release_steps(self) -> None:
-        """Start what :meth:`hold_steps` held back."""
-        if self._holding:
-            self._holding = False
-            self._released()
-
-    def _released(self) -> None:
-        """Dispatch the nodes that became ready while held: the pipeline implements it."""
-        raise NotImplementedError
+        """Let the steps held by :meth:`hold_steps` begin."""
+        gate, self._gate = self._gate, None
+        if gate is not None:
+            gate.set()

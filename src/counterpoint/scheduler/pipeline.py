@@ -58,7 +58,7 @@ class Pipeline(ExecutionCore):
 
     def _log_and_send(self) -> None:
         """After a dispatch: log the held ``node_ready`` events, send the outbox later."""
-        if self._held and not self._holding:  # (held back: they log as started, later)
+        if self._held:
             self._log_held()
         if self._outbox and not self._sending:
             self._send_later()
@@ -222,25 +222,36 @@ class Pipeline(ExecutionCore):
         for queue in self._subscribers:
             queue.put_nowait(ev)
 
-    def _released(self) -> None:
-        done = self._done
-        if self._emitting or self.state.status.terminal or done is None or done.done():
-            return  # (not started, or already ended: by a stop, or a store that failed)
-        self._emitting = True
+    def _release_when_durable(self) -> None:
+        """Release the held nodes (:meth:`hold_steps`) once every event so far is durable,
+        waiting for the store's next batch: one future per run, no task; a store that
+        cannot write them ends the run with its error, as any failed write does."""
         try:
-            self._dispatch()
-            self._log_and_send()
+            self._hand_over()
         except StoreError as exc:
             self._abort(exc)
-        finally:
-            self._emitting = False
+            return
+        assert self._loop is not None
+        durable: asyncio.Future[None] = self._loop.create_future()
+        self.store.settle_when_batched(durable)
+        durable.add_done_callback(self._durable)
+
+    def _durable(self, durable: asyncio.Future[None]) -> None:
+        if durable.cancelled():
+            return
+        exc = durable.exception()
+        if exc is None:
+            self.release_steps()
+        elif isinstance(exc, StoreError):
+            self._abort(exc)
+        elif self._done is not None and not self._done.done():
+            self._done.set_exception(exc)
 
     def _dispatch(self) -> None:
         """Start what :func:`pick` chooses. One pass is enough: starting a node makes no
         other node ready, and what pick passed over (no free slot or resource) stays so."""
         state = self.state
-        if not state.ready or state.status is not RUN_RUNNING or state.stop_reason is not None \
-                or self._holding:
+        if not state.ready or state.status is not RUN_RUNNING or state.stop_reason is not None:
             return
         nodes = state.nodes
         capacity = self._capacity
@@ -304,6 +315,8 @@ class Pipeline(ExecutionCore):
                 spec = ns.spec
                 if spec.kind is TASK:
                     duration = stopped - ns.started_at  # type: ignore[operator]
+                    if ns.waited is not None and "log" in ns.waited:  # (see hold_steps)
+                        duration = max(0.0, duration - ns.waited["log"])
                     durations = samples.get(spec.step_key)
                     if durations is None:
                         samples[spec.step_key] = [duration]
