@@ -25,6 +25,7 @@ from . import goals, inspect
 from .args import AsJson, Db, Quiet, RunName
 from .console import make_console, reported
 from .fork import FORK_HELP, fork_command
+from .limits import parse_limits
 from .mcp import MCP_HELP, mcp_command
 from .models import ASK_HELP, MODELS_HELP, ask_command, models_command
 from .pictures import GRAPH_HELP, TRACE_HELP, graph_command, trace_command
@@ -90,20 +91,6 @@ def main() -> None:
 
 
 # ------------------------------------------------------------------ plumbing
-def parse_limits(values: list[str]) -> dict[str, int]:
-    """``NAME=N`` options as a dict; a malformed one is a usage error."""
-    limits: dict[str, int] = {}
-    for value in values:
-        name, sep, number = value.partition("=")
-        try:
-            limits[_key(name, sep, value, "--limit", "NAME=N, e.g. --limit openai=4")] = \
-                int(number)
-        except ValueError:
-            raise typer.BadParameter(f"{value!r}: N must be a whole number, e.g. "
-                                     "--limit openai=4", param_hint="'--limit'") from None
-    return limits
-
-
 def parse_inputs(values: list[str]) -> dict[str, Any]:
     """``KEY=VALUE`` options as a dict; a value is JSON if it parses as JSON, else text."""
     inputs: dict[str, Any] = {}
@@ -264,6 +251,9 @@ def run(
                                                                     where="--deadline")
         if budget_usd is not None and not budget_usd > 0:  # typer's min= cannot exclude 0
             raise UserError(f"--budget-usd must be more than 0 US dollars, got {budget_usd:g}; "
+                            "leave it out for no money budget")
+        if budget_usd == float("inf"):  # nor inf: a budget that bounds nothing
+            raise UserError("--budget-usd must be a finite number of US dollars, got inf; "
                             "leave it out for no money budget")
         budget = None if budget_usd is None and budget_tokens is None else Budget(
             usd=budget_usd, tokens=budget_tokens)
