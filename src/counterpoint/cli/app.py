@@ -25,7 +25,7 @@ from . import goals, inspect
 from .args import AsJson, Db, Quiet, RunName
 from .console import make_console, reported
 from .fork import FORK_HELP, fork_command
-from .limits import parse_limits
+from .limits import check_limits, parse_limits
 from .mcp import MCP_HELP, mcp_command
 from .models import ASK_HELP, MODELS_HELP, ask_command, models_command
 from .pictures import GRAPH_HELP, TRACE_HELP, graph_command, trace_command
@@ -291,6 +291,7 @@ def run(
             graph = load_target(target)
             attr = graph_attr(target)
             uses = preflight.graph_uses(graph)
+        _warn(check_limits(limits, graph, kind=kind, target=target))
         if not no_preflight:
             preflight.check_run(uses)
         store = open_store(db or default_location())
@@ -323,6 +324,7 @@ def _run_many(target: str, kind: str, options: RunOptions, shared: list[str],
                         "does not apply (leave it out)")
     _importable_cwd()
     graph = load_target(target)  # a graph that does not load fails here, not in a shard
+    _warn(check_limits(options.limits, graph, kind=kind, target=target))
     if preflight_first:
         preflight.check_run(preflight.graph_uses(graph))
     runs, lines = cluster_cli.read_inputs(inputs_file, parse_inputs(shared), graph, options)
@@ -330,6 +332,13 @@ def _run_many(target: str, kind: str, options: RunOptions, shared: list[str],
         target, runs, lines, workers=workers or 2, address=address, options=options, db=db,
         quiet=quiet, as_json=as_json, out=out,
         progress_out=make_console(stderr=True) if as_json else out)
+
+
+def _warn(warnings: list[str]) -> None:
+    from rich.text import Text
+    for warning in warnings:
+        make_console(stderr=True).print(Text(f"warning: {warning}", style="yellow"),
+                                        soft_wrap=True)
 
 
 def _run(graph: Graph, options: RunOptions, inputs: dict[str, Any], store: RunStore,
