@@ -31,7 +31,7 @@ from .models import ASK_HELP, MODELS_HELP, ask_command, models_command
 from .pictures import GRAPH_HELP, TRACE_HELP, graph_command, trace_command
 from .retention import DELETE_HELP, PRUNE_HELP, delete_command, prune_command
 from .signals import TERMINATED, stop_on_sigterm
-from .stores import closing_quietly_on_error, db_flag
+from .stores import check_writable, closing_quietly_on_error, db_flag
 from .stores import importable_cwd as _importable_cwd
 from .stores import open_existing as open_existing
 from .ui import UI_HELP, ui_command
@@ -239,6 +239,7 @@ def run(
     out = make_console()
     kind = goals.target_kind(target)
     with reported():
+        check_writable(db)  # before the graph's code is imported, or a model is asked
         from ..budget import Budget, parse_seconds
         from ..errors import UserError
         from ..models import load_registry
