@@ -285,7 +285,7 @@ def run(
             values: dict[str, Any] = {}
         elif kind == "workflow":
             graph, values = goals.workflow_graph(target, inputs or [], model)
-            uses = preflight.graph_uses(graph, None if model else target)
+            uses = preflight.graph_uses(graph, f"--model {model}" if model else None)
         else:
             values = parse_inputs(inputs or [])
             _importable_cwd()

@@ -264,11 +264,14 @@ class AgentStep(StepRunner):
     """Runs an agent on a rendered task and context."""
 
     def __init__(self, info: StepInfo, *, agent: Agent, task: Template,
-                 context: Template | tuple[tuple[str, Template], ...] | None) -> None:
+                 context: Template | tuple[tuple[str, Template], ...] | None,
+                 model_where: str | None = None) -> None:
         super().__init__(info)
         self.agent = agent
         self.task = task
         self.context = context
+        self.model_where = model_where
+        """``file:line`` of the ``model:`` that named the agent's model (for messages)."""
 
     async def once(self, scope: Scope) -> Any:
         task = to_text(self.task.render(scope.resolve))
