@@ -363,6 +363,13 @@ class _Planner(_Checks):
                         f"{spec.map!r}", "write map: ${steps.ID.output} or "
                         "map: ${inputs.NAME}")
             return None
+        declared = self.spec.inputs.get(single.name) if single.root == "inputs" else None
+        if declared is not None and not single.path and declared.type != "list":
+            article = "an" if declared.type[0] in "aeiou" else "a"
+            self.report(at, f"step {step_id!r}: map: {spec.map} is {article} {declared.type} "
+                        f"input {single.name!r}, not a list; a map runs the step once per item "
+                        "of a list", f"declare it with type: list (inputs: {single.name}: "
+                        "{type: list}), or map over a step's output")
         if kind in ("workflow", "first_of"):
             self.report(at, f"step {step_id!r}: a {kind} step cannot be mapped",
                         "map an agent, tool or python step, or move the map into the "
