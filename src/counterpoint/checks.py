@@ -1,8 +1,14 @@
-"""Checks of the numbers users give in options (``RunOptions``, ``Policy``), each a
-:class:`~counterpoint.errors.UserError` that names the option and what it got."""
+"""Checks of the numbers users give in options (``RunOptions``, ``Policy``, an ``Agent``,
+breaker settings, a model's configuration), each a
+:class:`~counterpoint.errors.UserError` that names the option and what it got.
+
+Every one refuses a ``bool`` (``True`` is an ``int`` to Python, never a count or a
+number of seconds to a user), NaN and infinity the same way, with the same wording.
+"""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .errors import UserError
@@ -18,6 +24,21 @@ def whole(value: Any, name: str, *, least: int) -> None:
 
 
 def seconds(value: Any, name: str) -> None:
-    """Refuse ``value`` unless it is a number of seconds above 0 (not a ``bool``)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+    """Refuse ``value`` unless it is a finite number of seconds above 0 (not a ``bool``)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0 or \
+            value == math.inf:
         raise UserError(f"{name} must be > 0 seconds (a number), got {value!r}")
+
+
+def number(value: Any, name: str, *, least: float = 0.0, above: bool = False,
+           most: float | None = None) -> None:
+    """Refuse ``value`` unless it is a finite ``int`` or ``float`` (not a ``bool``) of at
+    least ``least`` (more than it, with ``above``) and at most ``most``."""
+    low = f"> {least:g}" if above else f">= {least:g}"
+    bound = low if most is None else \
+        f"in {'(' if above else '['}{least:g}, {most:g}]"
+    fits = not isinstance(value, bool) and isinstance(value, int | float) and \
+        math.isfinite(value) and (value > least if above else value >= least) and \
+        (most is None or value <= most)
+    if not fits:
+        raise UserError(f"{name} must be a finite number {bound}, got {value!r}")

@@ -12,6 +12,7 @@ from .errors import UserError
 
 if TYPE_CHECKING:
     from .backend import Backend
+    from .graph import Graph
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -68,3 +69,29 @@ class RunOptions:
                    cache=bool(data.get("cache", True)),
                    detach_when_waiting=bool(data.get("detach_when_waiting")),
                    budget=Budget.from_data(data.get("budget")))
+
+
+def resources_held(graph: Graph) -> tuple[frozenset[str], bool]:
+    """The resource names the nodes of ``graph`` and of its sub-graphs hold (what a run's
+    ``limits`` can bound: a run shares them with its sub-runs), and whether a step of the
+    user's code among them takes a ``NodeContext``: such a step may add nodes that hold
+    other names by a live edit. Counterpoint's own steps (a goal's planner, a workflow's
+    loops) add only nodes that hold none."""
+    from .graph import Graph
+    held: set[str] = set()
+    editable = False
+    seen: set[int] = set()
+    todo = [graph]
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        for spec in current.nodes.values():
+            held.update(spec.policy.resources)
+            if isinstance(spec.fn, Graph):
+                todo.append(spec.fn)
+            elif spec.context_param is not None and not str(
+                    getattr(spec.fn, "__module__", "")).startswith("counterpoint."):
+                editable = True
+    return frozenset(held), editable

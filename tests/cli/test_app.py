@@ -265,7 +265,9 @@ def test_run_summary_caps_rows_but_keeps_failures(work: Workdir) -> None:
 
 
 def test_run_options(work: Workdir) -> None:
-    work.write("ok.py", OK)
+    # a limit must name a resource a node holds (tests/cli/test_run_limits.py)
+    work.write("ok.py", OK.replace('graph.add("fetch", fetch)',
+                                   'graph.add("fetch", fetch, resources={"openai": 1})'))
     done = work.cli("run", "ok.py", "--max-concurrency", "2", "--limit", "openai=3",
                     "--fail-fast", "--json")
     assert done.returncode == 0, done.stderr

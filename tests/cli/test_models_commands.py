@@ -215,3 +215,12 @@ def test_run_summary_and_show_list_the_model_calls(tmp_path: Path) -> None:
     as_json = json.loads(_cli("show", data["run_id"], "--db", "r.db", "--calls", "--json",
                               cwd=tmp_path).stdout)
     assert [c["node"] for c in as_json["calls"]] == ["one", "one", "two"]
+
+
+def test_ask_refuses_an_infinite_temperature_before_asking() -> None:
+    from typer.testing import CliRunner
+
+    from counterpoint.cli.app import app
+    result = CliRunner().invoke(app, ["ask", "local:smollm2", "hi", "--temperature", "inf"])
+    assert result.exit_code == 2
+    assert result.output == "error: --temperature must be a finite number >= 0, got inf\n"

@@ -73,7 +73,12 @@ async def test_a_configured_model_opens_its_breaker_after_its_own_failures(
 
 @pytest.mark.parametrize(("old", "new", "line", "message"), [
     ("failures = 4", "failurs = 4", 8, "unknown health setting 'failurs'"),
-    ("open_for = 60", 'open_for = "soon"', 9, "open_for must be a number"),
+    ("open_for = 60", 'open_for = "soon"', 9,
+     "open_for must be a finite number >= 0, got 'soon'"),
+    ("open_for = 60", "open_for = nan", 9, "open_for must be a finite number >= 0, got nan"),
+    ("open_for = 60", "open_for = inf", 9, "open_for must be a finite number >= 0, got inf"),
+    ("failures = 2", "failures = true", 12, "failures must be a whole number >= 1, got True"),
+    ("slow_call = 10", "slow_call = -1", 15, "slow_call must be > 0 seconds (a number)"),
     ("failures = 2", "failures = 2.5", 12, "failures must be a whole number"),
     ("slow_call = 10", "slow_cal = 10", 15, "unknown health setting 'slow_cal'"),
     ("failures = 2", "failures = 0", 12, "failures must be >= 1"),

@@ -38,6 +38,7 @@ import pydantic
 
 from .. import codec, loop
 from ..budget import Budget, remaining, spending
+from ..checks import number, seconds, whole
 from ..context import NodeContext, current_context
 from ..errors import (
     AgentError,
@@ -109,15 +110,13 @@ class Agent:
         if not isinstance(name, str) or not name or "/" in name or "#" in name:
             raise UserError(f"agent name {name!r} must be a non-empty string without '/' or "
                             "'#' (they separate scopes in the run log)")
-        if max_turns < 1:
-            raise UserError(f"agent {name}: max_turns must be >= 1, got {max_turns}")
-        if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
-            raise UserError(f"agent {name}: samples must be a whole number >= 1, got "
-                            f"{samples!r}")
-        for option, value in (("max_tokens", max_tokens), ("turn_tokens", turn_tokens),
-                              ("deadline", deadline)):
-            if value is not None and not value > 0:
-                raise UserError(f"agent {name}: {option} must be > 0, got {value!r}")
+        for option, count in (("max_turns", max_turns), ("samples", samples),
+                              ("max_tokens", max_tokens), ("turn_tokens", turn_tokens)):
+            if count is not None:
+                whole(count, f"agent {name}: {option}", least=1)
+        if deadline is not None:
+            seconds(deadline, f"agent {name}: deadline")
+        number(temperature, f"agent {name}: temperature")
         Budget.checked(budget, where=f"agent {name}")
         self.name = name
         self.__qualname__ = f"Agent.{name}"  # names the step in estimates and events

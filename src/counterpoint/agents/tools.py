@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol, get_type_hints, overload, runti
 
 import pydantic
 
+from ..checks import number
 from ..context import current_context
 from ..errors import ToolError, UserError
 from ..models.types import ToolSpec
@@ -82,9 +83,7 @@ class Tool:
         _check_name(self.name, "pass name=... to choose a valid one")
         if (self.fn is None) == (self.runner is None):
             raise UserError(f"tool {self.name}: give exactly one of fn and runner")
-        if not 0 <= self.cost < float("inf"):
-            raise UserError(f"tool {self.name}: cost must be a finite number >= 0, "
-                            f"got {self.cost!r}")
+        number(self.cost, f"tool {self.name}: cost")
 
     @property
     def spec(self) -> ToolSpec:

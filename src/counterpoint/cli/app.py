@@ -25,12 +25,13 @@ from . import goals, inspect
 from .args import AsJson, Db, Quiet, RunName
 from .console import make_console, reported
 from .fork import FORK_HELP, fork_command
+from .limits import check_limits, parse_limits
 from .mcp import MCP_HELP, mcp_command
 from .models import ASK_HELP, MODELS_HELP, ask_command, models_command
 from .pictures import GRAPH_HELP, TRACE_HELP, graph_command, trace_command
 from .retention import DELETE_HELP, PRUNE_HELP, delete_command, prune_command
 from .signals import TERMINATED, stop_on_sigterm
-from .stores import closing_quietly_on_error, db_flag
+from .stores import check_writable, closing_quietly_on_error, db_flag
 from .stores import importable_cwd as _importable_cwd
 from .stores import open_existing as open_existing
 from .ui import UI_HELP, ui_command
@@ -90,20 +91,6 @@ def main() -> None:
 
 
 # ------------------------------------------------------------------ plumbing
-def parse_limits(values: list[str]) -> dict[str, int]:
-    """``NAME=N`` options as a dict; a malformed one is a usage error."""
-    limits: dict[str, int] = {}
-    for value in values:
-        name, sep, number = value.partition("=")
-        try:
-            limits[_key(name, sep, value, "--limit", "NAME=N, e.g. --limit openai=4")] = \
-                int(number)
-        except ValueError:
-            raise typer.BadParameter(f"{value!r}: N must be a whole number, e.g. "
-                                     "--limit openai=4", param_hint="'--limit'") from None
-    return limits
-
-
 def parse_inputs(values: list[str]) -> dict[str, Any]:
     """``KEY=VALUE`` options as a dict; a value is JSON if it parses as JSON, else text."""
     inputs: dict[str, Any] = {}
@@ -252,6 +239,7 @@ def run(
     out = make_console()
     kind = goals.target_kind(target)
     with reported():
+        check_writable(db)  # before the graph's code is imported, or a model is asked
         from ..budget import Budget, parse_seconds
         from ..errors import UserError
         from ..models import load_registry
@@ -264,6 +252,9 @@ def run(
                                                                     where="--deadline")
         if budget_usd is not None and not budget_usd > 0:  # typer's min= cannot exclude 0
             raise UserError(f"--budget-usd must be more than 0 US dollars, got {budget_usd:g}; "
+                            "leave it out for no money budget")
+        if budget_usd == float("inf"):  # nor inf: a budget that bounds nothing
+            raise UserError("--budget-usd must be a finite number of US dollars, got inf; "
                             "leave it out for no money budget")
         budget = None if budget_usd is None and budget_tokens is None else Budget(
             usd=budget_usd, tokens=budget_tokens)
@@ -294,13 +285,14 @@ def run(
             values: dict[str, Any] = {}
         elif kind == "workflow":
             graph, values = goals.workflow_graph(target, inputs or [], model)
-            uses = preflight.graph_uses(graph, None if model else target)
+            uses = preflight.graph_uses(graph, f"--model {model}" if model else None)
         else:
             values = parse_inputs(inputs or [])
             _importable_cwd()
             graph = load_target(target)
             attr = graph_attr(target)
             uses = preflight.graph_uses(graph)
+        _warn(check_limits(limits, graph, kind=kind, target=target))
         if not no_preflight:
             preflight.check_run(uses)
         store = open_store(db or default_location())
@@ -333,6 +325,7 @@ def _run_many(target: str, kind: str, options: RunOptions, shared: list[str],
                         "does not apply (leave it out)")
     _importable_cwd()
     graph = load_target(target)  # a graph that does not load fails here, not in a shard
+    _warn(check_limits(options.limits, graph, kind=kind, target=target))
     if preflight_first:
         preflight.check_run(preflight.graph_uses(graph))
     runs, lines = cluster_cli.read_inputs(inputs_file, parse_inputs(shared), graph, options)
@@ -340,6 +333,13 @@ def _run_many(target: str, kind: str, options: RunOptions, shared: list[str],
         target, runs, lines, workers=workers or 2, address=address, options=options, db=db,
         quiet=quiet, as_json=as_json, out=out,
         progress_out=make_console(stderr=True) if as_json else out)
+
+
+def _warn(warnings: list[str]) -> None:
+    from rich.text import Text
+    for warning in warnings:
+        make_console(stderr=True).print(Text(f"warning: {warning}", style="yellow"),
+                                        soft_wrap=True)
 
 
 def _run(graph: Graph, options: RunOptions, inputs: dict[str, Any], store: RunStore,

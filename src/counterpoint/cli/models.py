@@ -146,12 +146,15 @@ def ask_command(
     from rich.text import Text
 
     from .. import loop
+    from ..checks import number
     from ..models import Model
     from ..secrets import redact
     from .console import fail, make_console, reported
     from .spinner import Working
     out = make_console()
     output: Any = None
+    with reported():  # typer's min= lets nan and inf through
+        number(temperature, "--temperature")
     if schema is not None:
         try:
             document = json.loads(schema.read_text())

@@ -2,15 +2,13 @@
 
 A goal run names its roles' models (``--model``, ``--planner-model``...); a workflow
 file or a Python graph names the models of its agent nodes (a workflow's by the
-``file:line`` that names the model). :func:`check_run` checks them all with
+``file:line`` of the ``model:`` that names it). :func:`check_run` checks them all with
 :func:`counterpoint.models.preflight.preflight` and raises one error for every
 problem found, so a missing key is one message before the run, not a failure per node.
 """
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -42,14 +40,15 @@ def goal_uses(team: Team, options: dict[str, str | None]) -> list[ModelUse]:
                              f"role{'s' if len(who) > 1 else ''} {', '.join(who)} ({option})")]
 
 
-def graph_uses(graph: Graph, file: str | None = None) -> list[ModelUse]:
-    """The models of ``graph``'s agent nodes (and of nested graphs and goal steps);
-    ``file`` is the workflow file, searched for the line that names each model."""
+def graph_uses(graph: Graph, option: str | None = None) -> list[ModelUse]:
+    """The models of ``graph``'s agent nodes (and of nested graphs and goal steps), each
+    named where it is chosen: a workflow step's ``model:`` line (the step's, its agent's
+    or the workflow's, see :attr:`~counterpoint.workflow.steps.AgentStep.model_where`),
+    else ``option`` (``--model NAME``, which chose every agent's model), else the node."""
     from ..agents import Agent
     from ..graph import Graph
     from ..planning import Team
     found: list[ModelUse] = []
-    text = Path(file).read_text() if file else None
     plain: set[int] = set()  # the ids of steps that use no model: many nodes share one
     for node, spec in graph.nodes.items():
         fn = spec.fn
@@ -58,10 +57,10 @@ def graph_uses(graph: Graph, file: str | None = None) -> list[ModelUse]:
         # a workflow's agent step holds its agent, and its file:line as its label
         agent = fn if isinstance(fn, Agent) else getattr(fn, "agent", None)
         if isinstance(fn, Graph):
-            found += graph_uses(fn, file)
+            found += graph_uses(fn, option)
         elif isinstance(agent, Agent) and agent.model.named:
             label = getattr(getattr(fn, "info", None), "label", None)
-            where = _line(file, text, agent.model.name) or \
+            where = getattr(fn, "model_where", None) or option or \
                 (str(label) if label else f"node {node!r} of graph {graph.name!r}")
             found += _uses(agent.model, agent.model.name, where)
         elif isinstance(team := getattr(fn, "team", None), Team):
@@ -96,13 +95,3 @@ def _uses(model: Model | None, name: str, where: str) -> list[ModelUse]:
 def _use_name(name: str, where: str) -> ModelUse:
     from ..models.preflight import ModelUse
     return ModelUse(name=name, where=where)
-
-
-def _line(file: str | None, text: str | None, name: str) -> str | None:
-    if file is None or text is None:
-        return None
-    pattern = re.compile(rf"^\s*(-\s*)?model:\s*[\"']?{re.escape(name)}[\"']?\s*(#.*)?$")
-    for number, line in enumerate(text.splitlines(), 1):
-        if pattern.match(line):
-            return f"{file}:{number}"
-    return None

@@ -47,6 +47,21 @@ def open_existing(db: str | None, run_id: str | None = None) -> RunStore:
     return open_store(location)
 
 
+def check_writable(db: str | None) -> None:
+    """Refuse, before anything is loaded or run, a store location a run could not be
+    recorded in: a directory, a device, a read-only file or directory, a pseudo file
+    system such as ``/proc``, or (for a location the user named, not the default
+    ``.counterpoint/runs.db``) a directory that does not exist."""
+    from ..store import DEFAULT_PATH, default_location, is_file_location, paths
+    location = db or default_location()
+    if not is_file_location(location):
+        return
+    path = Path(location)
+    problem = paths.writing_problem(path, create_directories=location == str(DEFAULT_PATH))
+    if problem is not None:
+        raise paths.error(path, problem)
+
+
 @contextlib.contextmanager
 def closing_quietly_on_error(store: RunStore) -> Iterator[None]:
     """Close ``store`` when the block ends. When the block raises, a store that fails to

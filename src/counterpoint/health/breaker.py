@@ -19,9 +19,11 @@ import enum
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
+from ..checks import number, seconds, whole
 from ..errors import UserError
 
 
@@ -71,24 +73,31 @@ class BreakerOptions:
     """Calls let through at once when half-open; all must succeed to close it."""
 
     def __post_init__(self) -> None:
-        problems = []
-        if self.failures < 1:
-            problems.append(f"failures must be >= 1, got {self.failures}")
-        if not 0 < self.error_rate <= 1:
-            problems.append(f"error_rate must be in (0, 1], got {self.error_rate}")
-        if not 0 < self.slow_rate <= 1:
-            problems.append(f"slow_rate must be in (0, 1], got {self.slow_rate}")
-        if self.window < 1 or not 1 <= self.min_calls <= self.window:
+        # each problem starts with its key: health.settings finds the key's line by it
+        found = [_problem(whole, self.failures, "failures", least=1),
+                 _problem(number, self.error_rate, "error_rate", above=True, most=1),
+                 _problem(number, self.slow_rate, "slow_rate", above=True, most=1),
+                 _problem(whole, self.window, "window", least=1),
+                 _problem(whole, self.min_calls, "min_calls", least=1),
+                 _problem(number, self.open_for, "open_for"),
+                 _problem(whole, self.probes, "probes", least=1)]
+        if self.slow_call is not None:
+            found.append(_problem(seconds, self.slow_call, "slow_call"))
+        problems = [problem for problem in found if problem is not None]
+        if not problems and self.min_calls > self.window:
             problems.append(f"need window >= 1 and 1 <= min_calls <= window, got window="
                             f"{self.window}, min_calls={self.min_calls}")
-        if self.slow_call is not None and self.slow_call <= 0:
-            problems.append(f"slow_call must be > 0 seconds, got {self.slow_call}")
-        if self.open_for < 0:
-            problems.append(f"open_for must be >= 0 seconds, got {self.open_for}")
-        if self.probes < 1:
-            problems.append(f"probes must be >= 1, got {self.probes}")
         if problems:
             raise UserError("BreakerOptions: " + "; ".join(problems))
+
+
+def _problem(check: Callable[..., None], *args: Any, **options: Any) -> str | None:
+    """What ``check(*args, **options)`` refuses, or ``None``."""
+    try:
+        check(*args, **options)
+    except UserError as exc:
+        return str(exc)
+    return None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..errors import UserError
+from ..checks import number
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -58,9 +57,7 @@ class RouteGraph:
         self._count = itertools.count()
 
     def add(self, source: str, target: str, cost: float, *, uses: str | None = None) -> Edge:
-        if not math.isfinite(cost) or cost < 0:
-            raise UserError(f"route {source} -> {target}: cost must be a finite number >= 0, "
-                            f"got {cost!r}")
+        number(cost, f"route {source} -> {target}: cost")
         edge = Edge(source=source, target=target, cost=cost, uses=uses,
                     order=next(self._count))
         self._out.setdefault(source, []).append(edge)

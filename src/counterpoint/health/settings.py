@@ -84,14 +84,13 @@ class HealthSettings:
         return out
 
 
-def _value(key: str, value: Any) -> tuple[Any, str | None]:
-    """``value`` for ``key`` (an int where a number may be a float), or a problem."""
-    kind = KEYS[key]
-    if isinstance(value, bool) or not isinstance(value, int | float) or \
-            (kind is int and not isinstance(value, int)):
-        wanted = "a whole number" if kind is int else "a number"
-        return None, f"{key} must be {wanted}, not {value!r}"
-    return (float(value) if kind is float else value), None
+def _value(key: str, value: Any) -> Any:
+    """``value`` for ``key``: an int where a number may be a float is that float. Whether
+    it is a number at all, and in range, :class:`BreakerOptions` checks (with
+    :mod:`counterpoint.checks`, as for options given in Python)."""
+    if KEYS[key] is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
 
 
 def _keys(table: Any, at: Path, problems: list[tuple[Path, str]],
@@ -109,11 +108,7 @@ def _keys(table: Any, at: Path, problems: list[tuple[Path, str]],
             problems.append(((*at, key), f"unknown health setting {key!r}; the settings are "
                                          f"{', '.join(KEYS)}{extra}"))
             continue
-        checked, problem = _value(key, value)
-        if problem is not None:
-            problems.append(((*at, key), problem))
-        else:
-            keys[key] = checked
+        keys[key] = _value(key, value)
     return keys
 
 

@@ -54,14 +54,23 @@ from __future__ import annotations
 import difflib
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from ..errors import ConfigError
+from .. import checks
+from ..errors import ConfigError, UserError
 from ..health.settings import SECTIONS, HealthSettings, parse_health
 from ..secrets import register_secret
 from . import provider_registry
@@ -78,6 +87,16 @@ _KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 """The key variable a built-in kind reads when a model sets neither key option."""
 _BASE_URL_ENV = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
 """The endpoint variable a built-in kind's SDK reads when a model sets no ``base_url``."""
+
+
+_NUMBERS: dict[str, tuple[Callable[..., None], dict[str, Any]]] = {
+    "price_input": (checks.number, {}), "price_output": (checks.number, {}),
+    "price_cached_input": (checks.number, {}), "context_window": (checks.whole, {"least": 1}),
+    "quality": (checks.whole, {"least": 0}), "max_output_tokens": (checks.whole, {"least": 1}),
+    "max_concurrency": (checks.whole, {"least": 1}), "rpm": (checks.number, {"above": True}),
+    "tpm": (checks.number, {"above": True}), "timeout": (checks.seconds, {}),
+    "retries": (checks.whole, {"least": 0})}
+"""A model's numeric keys and the check of each (its Field's bounds say the same)."""
 
 
 class ModelConfig(BaseModel):
@@ -136,6 +155,20 @@ class ModelConfig(BaseModel):
     """Models to try, in order, when this one still fails after its retries."""
     source: str | None = None
     """Where it was defined (``file:line``), for messages."""
+
+    @field_validator(*_NUMBERS, mode="before")
+    @classmethod
+    def _a_number(cls, value: Any, info: ValidationInfo) -> Any:
+        """The numbers checked as every option's are (:mod:`counterpoint.checks`): no
+        ``true`` for a count, no ``nan`` or ``inf``, and what it must be said once."""
+        field = str(info.field_name)
+        check, options = _NUMBERS[field]
+        if value is not None:
+            try:
+                check(value, field, **options)
+            except UserError as exc:
+                raise ValueError(str(exc).removeprefix(f"{field} ")) from None
+        return value
 
     @model_validator(mode="after")
     def _one_endpoint_setting(self) -> ModelConfig:

@@ -19,7 +19,8 @@ ELSEWHERE = "or point --db / COUNTERPOINT_DB elsewhere"
 
 def creation_problem(path: Path) -> str | None:
     """Why the store file ``path`` (which does not exist) could not be created, or
-    ``None`` if it could (as far as permissions tell). Reads only."""
+    ``None`` if it could (as far as permissions and the file system tell). Reads only,
+    but for a file system that reports no blocks (see :func:`_file_system_problem`)."""
     parent = path.parent
     while True:
         try:
@@ -37,6 +38,9 @@ def creation_problem(path: Path) -> str | None:
         return (f"{parent} is a file, not a directory, so nothing can be created under it; "
                 f"choose a path in a directory (e.g. {parent.parent / 'runs.db'}), "
                 f"{ELSEWHERE}")
+    problem = _file_system_problem(parent)
+    if problem is not None:
+        return problem
     if not os.access(parent, os.W_OK | os.X_OK):
         what = "the store file" if parent == path.parent else "its directories"
         return (f"no permission to create {what} in {parent}; make {parent} writable "
@@ -56,6 +60,9 @@ def existing_problem(path: Path, *, writing: bool) -> str | None:
     if stat.S_ISDIR(info.st_mode):
         return (f"{path} is a directory; pass the path of a file in it (e.g. "
                 f"{path / 'runs.db'})")
+    if not stat.S_ISREG(info.st_mode):
+        return (f"{path} is not a regular file (a device, a pipe or a socket); pass the "
+                f"path of a SQLite file, e.g. ./runs.db")
     if not os.access(path, os.R_OK):
         return f"no permission to read {path}; fix its permissions (chmod u+rw) {ELSEWHERE}"
     directory = path.parent
@@ -66,6 +73,24 @@ def existing_problem(path: Path, *, writing: bool) -> str | None:
     if writing and not os.access(path, os.W_OK):
         return (f"{path} is read-only; make it writable (chmod u+w) {ELSEWHERE}")
     return None
+
+
+def writing_problem(path: Path, *, create_directories: bool = True) -> str | None:
+    """Why a run could not be recorded in the store file ``path`` (to be created, or
+    existing), or ``None``; without ``create_directories``, a missing directory of the
+    file is a problem too (the store would create it at the first write: a misspelt
+    directory made a new store nobody looks in)."""
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        problem = creation_problem(path)
+        if problem is None and not create_directories and not path.parent.is_dir():
+            return (f"its directory {path.parent} does not exist; create it first (mkdir "
+                    f"-p {path.parent}), or correct the path (--db / COUNTERPOINT_DB)")
+        return problem
+    except OSError:
+        pass  # existing_problem says what stands in the way
+    return existing_problem(path, writing=True)
 
 
 def error(path: Path, problem: str) -> StoreError:
@@ -94,3 +119,33 @@ def _wal_files_usable(path: Path) -> bool:
         if not (side.exists() and os.access(side, os.R_OK | os.W_OK)):
             return False
     return True
+
+
+def _file_system_problem(directory: Path) -> str | None:
+    """Why no file can be created on the file system of ``directory`` whatever its
+    permissions say (root's ``os.access`` says yes to ``/proc``), or ``None``.
+
+    A file system with no blocks (``/proc``, ``/sys``) is tried: a file is created and
+    removed at once, since some network and FUSE file systems report no blocks and
+    hold files all the same."""
+    try:
+        info = os.statvfs(directory)
+    except OSError:
+        return None  # nothing to tell: the permission checks and the OS's error speak
+    if info.f_flag & os.ST_RDONLY:
+        return (f"{directory} is on a read-only file system, so the store file cannot be "
+                f"created there; choose a path on a writable disk (e.g. ./runs.db) "
+                f"{ELSEWHERE}")
+    if info.f_blocks:
+        return None
+    probe = directory / f".counterpoint-probe-{os.getpid()}"
+    try:
+        os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        return None
+    except OSError as exc:
+        return (f"no file can be created in {directory} ({os.strerror(exc.errno or 0)}): "
+                f"it is not on a disk (a pseudo file system such as /proc or /sys); choose "
+                f"a path on a disk (e.g. ./runs.db) {ELSEWHERE}")
+    os.unlink(probe)
+    return None

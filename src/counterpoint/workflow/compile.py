@@ -151,7 +151,7 @@ class _Step:
         if step.kind == "agent":
             assert step.agent is not None and step.task is not None
             return AgentStep(self.info, agent=step.agent, task=step.task,
-                             context=step.context)
+                             context=step.context, model_where=step.model_where)
         if step.kind == "tool":
             assert step.tool is not None
             return ToolStep(self.info, tool=step.tool, args=step.args or {})

@@ -8,8 +8,10 @@ FILE.py`` loads one, under a stable module name). ``name`` may be dotted
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib
+import os
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -19,12 +21,14 @@ from ..loader import load_file
 
 
 class ImportProblem(Exception):
-    """A reference cannot be resolved; ``hint`` says what to check."""
+    """A reference cannot be resolved; ``hint`` says what to check, ``where`` (when not
+    empty) the ``file:line`` of the Python file at fault (a syntax error in it)."""
 
-    def __init__(self, message: str, hint: str = "") -> None:
+    def __init__(self, message: str, hint: str = "", *, where: str = "") -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.where = where
 
 
 def is_file_ref(module: str) -> bool:
@@ -64,10 +68,14 @@ def _module(name: str, base: Path) -> ModuleType:
         try:
             return load_file(file)
         except SourceError as exc:
+            if isinstance(exc.__cause__, SyntaxError):
+                raise _syntax_problem(exc.__cause__, file) from None
             raise ImportProblem(f"cannot load {name!r}: {exc}",
                                 "fix the error in that file") from None
     try:
         return importlib.import_module(name)
+    except SyntaxError as exc:
+        raise _syntax_problem(exc, Path(name)) from None
     except ModuleNotFoundError as exc:
         raise ImportProblem(f"no module named {exc.name or name!r}",
                             "install it, or check the module path (a file needs .py)") \
@@ -75,3 +83,16 @@ def _module(name: str, base: Path) -> ModuleType:
     except Exception as exc:
         raise ImportProblem(f"importing module {name!r} raised {type(exc).__name__}: {exc}",
                             "fix the error in that module") from None
+
+
+def _syntax_problem(exc: SyntaxError, file: Path) -> ImportProblem:
+    """``exc`` as ``FILE:LINE: SyntaxError: what: `the line```: where Python's own
+    text put ``(file.py, line 2)`` inside the message, and showed the line not at all."""
+    path = exc.filename or str(file)
+    with contextlib.suppress(ValueError):  # relative to the working directory, if in it
+        relative = os.path.relpath(path)
+        if not relative.startswith("..") and os.getcwd() != os.sep:
+            path = relative
+    line = (exc.text or "").strip()
+    return ImportProblem(f"{type(exc).__name__}: {exc.msg}" + (f": `{line}`" if line else ""),
+                         "fix that line", where=f"{path}:{exc.lineno}" if exc.lineno else path)

@@ -46,6 +46,9 @@ class StepPlan:
     kind: str
     """``agent``, ``tool``, ``python``, ``workflow`` or ``first_of``."""
     agent: Agent | None = None
+    model_where: str | None = None
+    """``file:line`` of the ``model:`` that chose the agent's model (the step's, its
+    agent's or the workflow's); ``None`` when an override chose it."""
     task: Template | None = None
     context: Template | tuple[tuple[str, Template], ...] | None = None
     tool: Tool | None = None
@@ -280,7 +283,21 @@ class _Planner(_Checks):
                 if entry is not None:
                     entries.append(entry)
             context = tuple(entries)
-        return {"agent": agent, "task": task, "context": context}
+        return {"agent": agent, "task": task, "context": context,
+                "model_where": self._model_where(spec, at)}
+
+    def _model_where(self, spec: StepSpec, at: KeyPath) -> str | None:
+        """Where the model of agent step ``spec`` (at ``at``) is named, if in this file."""
+        named, at = spec.model, (*at, "model")
+        if named is None:
+            agent = self.spec.agents.get(spec.agent or "")
+            named = agent.model if agent is not None else None
+            at = ("agents", spec.agent or "", "model")
+            if named is None:
+                named, at = self.spec.model, ("model",)
+        if named is None or named in self.models or "*" in self.models:
+            return None  # an override chose it (load_workflow(models=...), --model)
+        return self.doc.where(at)
 
     def _context_entry(self, text: str, at: KeyPath,
                        uses: list[_Use]) -> tuple[str, Template] | None:
@@ -346,6 +363,13 @@ class _Planner(_Checks):
                         f"{spec.map!r}", "write map: ${steps.ID.output} or "
                         "map: ${inputs.NAME}")
             return None
+        declared = self.spec.inputs.get(single.name) if single.root == "inputs" else None
+        if declared is not None and not single.path and declared.type != "list":
+            article = "an" if declared.type[0] in "aeiou" else "a"
+            self.report(at, f"step {step_id!r}: map: {spec.map} is {article} {declared.type} "
+                        f"input {single.name!r}, not a list; a map runs the step once per item "
+                        "of a list", f"declare it with type: list (inputs: {single.name}: "
+                        "{type: list}), or map over a step's output")
         if kind in ("workflow", "first_of"):
             self.report(at, f"step {step_id!r}: a {kind} step cannot be mapped",
                         "map an agent, tool or python step, or move the map into the "

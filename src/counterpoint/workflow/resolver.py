@@ -193,7 +193,13 @@ class _Resolver:
         try:
             return resolve(text, self.folder)
         except ImportProblem as exc:
-            self.report(at, exc.message, exc.hint)
+            if not exc.where:
+                self.report(at, exc.message, exc.hint)
+                return None
+            # the mistake is in the Python file: its line first, then who names it
+            self.problems.append(Problem(where=exc.where, message=exc.message,
+                                         hint=f"{exc.hint} ({self.doc.where(at)} names "
+                                              f"{text!r})"))
             return None
 
     def _sub(self, step_id: str, relative: str) -> SubWorkflow | None:

@@ -264,11 +264,14 @@ class AgentStep(StepRunner):
     """Runs an agent on a rendered task and context."""
 
     def __init__(self, info: StepInfo, *, agent: Agent, task: Template,
-                 context: Template | tuple[tuple[str, Template], ...] | None) -> None:
+                 context: Template | tuple[tuple[str, Template], ...] | None,
+                 model_where: str | None = None) -> None:
         super().__init__(info)
         self.agent = agent
         self.task = task
         self.context = context
+        self.model_where = model_where
+        """``file:line`` of the ``model:`` that named the agent's model (for messages)."""
 
     async def once(self, scope: Scope) -> Any:
         task = to_text(self.task.render(scope.resolve))
@@ -319,10 +322,30 @@ class Render(StepRunner):
     def __init__(self, info: StepInfo, *, value: Any, role: str) -> None:
         super().__init__(info)
         self.value = value
+        self.role = role
         self.__qualname__ = f"{info.qualname}.{role}"  # its own duration estimate
 
     async def once(self, scope: Scope) -> Any:
-        return render_nested(self.value, scope.resolve)
+        rendered = render_nested(self.value, scope.resolve)
+        if self.role == "items" and not isinstance(rendered, list):
+            # said here in the file's words: the map node would say "over=ref['key']"
+            source = self.value.source if isinstance(self.value, Template) else "its value"
+            raise NodeFailed(f"{self.info.label}: map: {source} is {yaml_kind(rendered)}, "
+                             "not a list; a map runs the step once per item of a list, so "
+                             "pass a list there", retryable=False)
+        return rendered
+
+
+def yaml_kind(value: Any) -> str:
+    """``value``'s kind as a workflow file names it (``a string``, ``an object``...)."""
+    if value is None:
+        return "null"
+    kinds = ((bool, "a boolean"), (int, "an integer"), (float, "a number"),
+             (str, "a string"), (dict, "an object (a mapping)"), (list, "a list"))
+    kind = next((text for cls, text in kinds if isinstance(value, cls)),
+                f"a {type(value).__name__}")
+    shown = repr(value)
+    return f"{kind} ({shown if len(shown) <= 40 else shown[:37] + '...'})"
 
 
 class Guard:
