@@ -144,13 +144,13 @@ def test_a_run_that_fails_validation_leaves_no_store(tmp_path: Path) -> None:
         graph.add("a", step, after=["b"])
         graph.add("b", step, after=["a"])
     """))
-    db = tmp_path / "store" / "runs.db"
+    db = tmp_path / "runs.db"  # (a --db in a folder that does not exist is refused first)
     done = subprocess.run([sys.executable, "-m", "counterpoint.cli", "run", str(graph),
                            "--db", str(db)], capture_output=True, text=True, cwd=tmp_path,
                           env={**os.environ, "NO_COLOR": "1"}, timeout=120)
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "cycle" in (done.stdout + done.stderr).lower()
-    assert not (tmp_path / "store").exists()
+    assert not db.exists() and not (tmp_path / ".counterpoint").exists()
 
 
 @pytest.mark.parametrize("location", ["postgressql://app:s3cret@127.0.0.1:5432/runs",
