@@ -52,7 +52,7 @@ async def _launched(execution: Execution, first: Event) -> RunHandle:
     """Launch a new run, returning once its ``run_created`` event is durable; no step of
     the run begins before that, so no step's effects are done for a run the store does not
     hold (a process killed in the run's first milliseconds leaves a resumable run)."""
-    execution.hold_steps()  # (the run releases them at the same commit)
+    execution.hold_steps()
     handle = launch(execution, first)
     await asyncio.sleep(0)  # the run's first burst of events: run_created and the roots
     try:

@@ -88,8 +88,6 @@ class Execution(Attempts):
                 self._deadline = the_clock.call_later(self.deadline_at - the_clock.now(),
                                                       self._deadline_passed)
             self.emit(first)
-            if self._gate is not None:  # see hold_steps: steps begin once this is durable
-                self._release_when_durable()
             self.approvals.start()
             if self.state.stop_reason is not None and not self.state.status.terminal:
                 self._cancel_rest()  # resumed in the middle of a stop: finish it

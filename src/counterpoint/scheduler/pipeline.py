@@ -222,31 +222,6 @@ class Pipeline(ExecutionCore):
         for queue in self._subscribers:
             queue.put_nowait(ev)
 
-    def _release_when_durable(self) -> None:
-        """Release the held nodes (:meth:`hold_steps`) once every event so far is durable,
-        waiting for the store's next batch: one future per run, no task; a store that
-        cannot write them ends the run with its error, as any failed write does."""
-        try:
-            self._hand_over()
-        except StoreError as exc:
-            self._abort(exc)
-            return
-        assert self._loop is not None
-        durable: asyncio.Future[None] = self._loop.create_future()
-        self.store.settle_when_batched(durable)
-        durable.add_done_callback(self._durable)
-
-    def _durable(self, durable: asyncio.Future[None]) -> None:
-        if durable.cancelled():
-            return
-        exc = durable.exception()
-        if exc is None:
-            self.release_steps()
-        elif isinstance(exc, StoreError):
-            self._abort(exc)
-        elif self._done is not None and not self._done.done():
-            self._done.set_exception(exc)
-
     def _dispatch(self) -> None:
         """Start what :func:`pick` chooses. One pass is enough: starting a node makes no
         other node ready, and what pick passed over (no free slot or resource) stays so."""
