@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .ids import NodeId
-from .state import NodeState, NodeStatus, RunState, in_topological_order
+from .state import NodeState, NodeStatus, RunState, in_added_order_after, in_topological_order
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -206,26 +205,14 @@ def _spawn_order(state: RunState, spawned: Mapping[NodeId, Spawn]) -> list[NodeS
     order they were added otherwise; ``None`` if the two together form a cycle (an edit
     that made its own node wait for what it added), for then only dependencies count."""
     nodes = state.nodes
-    after: dict[NodeId, list[NodeId]] = {}
-    unmet: dict[NodeId, int] = {}
+    before: dict[NodeId, Sequence[NodeId]] = {}
     for k, ns in nodes.items():
-        before = list(ns.spec.deps)
+        first: Sequence[NodeId] = ns.spec.deps
         spawn = spawned.get(k)
-        if spawn is not None and spawn.by in nodes and spawn.by not in before:
-            before.append(spawn.by)
-        unmet[k] = len(before)
-        for b in before:
-            after.setdefault(b, []).append(k)
-    ready = [(ns.order, k) for k, ns in nodes.items() if not unmet[k]]
-    heapq.heapify(ready)
-    order: list[NodeState] = []
-    while ready:
-        ns = nodes[heapq.heappop(ready)[1]]
-        order.append(ns)
-        for nxt in after.get(ns.spec.id, ()):
-            unmet[nxt] -= 1
-            if not unmet[nxt]:
-                heapq.heappush(ready, (nodes[nxt].order, nxt))
+        if spawn is not None and spawn.by in nodes and spawn.by not in first:
+            first = (*first, spawn.by)
+        before[k] = first
+    order = in_added_order_after(nodes, before)
     return order if len(order) == len(nodes) else None
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import enum
 import heapq
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -429,14 +429,28 @@ def in_added_order(state: RunState) -> list[NodeState]:
         seen.add(ns.spec.id)
     else:
         return listed  # as added: the usual case
-    unmet = {k: len(v.spec.deps) for k, v in nodes.items()}
+    return in_added_order_after(nodes, {k: ns.spec.deps for k, ns in nodes.items()})
+
+
+def in_added_order_after(nodes: Mapping[NodeId, NodeState],
+                         before: Mapping[NodeId, Sequence[NodeId]]) -> list[NodeState]:
+    """``nodes`` in the order they were added, except that each comes after the nodes
+    ``before`` lists for it (ids of ``nodes``, each once); nodes on a cycle of ``before``
+    are left out, so a result shorter than ``nodes`` says there is one."""
+    after: dict[NodeId, list[NodeId]] = {}
+    unmet: dict[NodeId, int] = {}
+    for k in nodes:
+        first = before.get(k, ())
+        unmet[k] = len(first)
+        for b in first:
+            after.setdefault(b, []).append(k)
     ready = [(ns.order, k) for k, ns in nodes.items() if not unmet[k]]
     heapq.heapify(ready)
     order: list[NodeState] = []
     while ready:
         ns = nodes[heapq.heappop(ready)[1]]
         order.append(ns)
-        for nxt in ns.dependents:
+        for nxt in after.get(ns.spec.id, ()):
             unmet[nxt] -= 1
             if not unmet[nxt]:
                 heapq.heappush(ready, (nodes[nxt].order, nxt))
