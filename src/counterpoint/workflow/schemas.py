@@ -6,7 +6,8 @@ Two spellings, mixable per field:
   makes a field optional, ``None`` when absent);
 * JSON-schema-ish: ``{type: object, properties: {...}, required: [...]}`` and per
   field ``{type, description, items, properties, enum, minItems, maxItems,
-  minLength, maxLength}``.
+  minLength, maxLength, pattern}`` (``pattern``: a regular expression the whole string
+  must match, written ``^...$``).
 
 Types: ``string``, ``integer``, ``number``, ``boolean``, ``object``, ``list``
 (or ``array``), ``list[T]``. A string ``module:Class`` / ``file.py:Class`` names a
@@ -21,6 +22,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 import pydantic
+import pydantic_core
 
 from .yamlsource import KeyPath
 
@@ -28,7 +30,7 @@ SCALARS: dict[str, Any] = {"string": str, "integer": int, "number": float, "bool
                            "object": dict[str, Any]}
 LISTS = ("list", "array")
 FIELD_KEYS = ("type", "description", "items", "properties", "required", "enum", "minItems",
-              "maxItems", "minLength", "maxLength")
+              "maxItems", "minLength", "maxLength", "pattern")
 _LIST_OF = re.compile(r"(?:list|array)\[(.+)\]")
 _CONSTRAINTS = {"minItems": "min_length", "maxItems": "max_length",
                 "minLength": "min_length", "maxLength": "max_length"}
@@ -110,6 +112,11 @@ def _field(spec: Any, at: KeyPath, name: str) -> tuple[Any, dict[str, Any]]:
             if not isinstance(spec[key], int) or spec[key] < 0:
                 raise SchemaProblem((*at, key), f"{key} must be a whole number >= 0")
             info[option] = spec[key]
+    if "pattern" in spec:
+        if kind != "string":
+            raise SchemaProblem((*at, "pattern"), "pattern applies to a string field only",
+                                "add type: string, or remove pattern")
+        info["pattern"] = _pattern(spec["pattern"], (*at, "pattern"))
     if "enum" in spec:
         values = spec["enum"]
         if not isinstance(values, list) or not values:
@@ -132,6 +139,33 @@ def _field(spec: Any, at: KeyPath, name: str) -> tuple[Any, dict[str, Any]]:
         raise SchemaProblem(at, "a field spec needs a type", "add type: string (or integer, "
                             "number, boolean, object, list)")
     return _named_type(kind, (*at, "type"), name), info
+
+
+def _pattern(pattern: Any, at: KeyPath) -> str:
+    """A field's ``pattern``, checked: a string, anchored at both ends (the whole answer
+    must match it, which is also what a model's constrained decoder enforces), and a valid
+    regular expression."""
+    if not isinstance(pattern, str) or not pattern:
+        raise SchemaProblem(at, f"pattern must be a regular expression, got {pattern!r}",
+                            "write e.g. pattern: '^[A-Z][a-z ]+$'")
+    if not (pattern.startswith("^") and pattern.endswith("$")) or pattern.endswith("\\$"):
+        bare = pattern.strip("^$")
+        raise SchemaProblem(at, f"pattern {pattern!r} must match the whole string: start it "
+                            "with ^ and end it with $",
+                            f"write '^{bare}$' (or '^.*{bare}.*$' to find it anywhere)")
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise SchemaProblem(at, f"pattern {pattern!r} is not a valid regular expression: "
+                            f"{exc}") from None
+    try:  # answers are checked by pydantic's regex engine, which has no look-arounds
+        pydantic.TypeAdapter(Annotated[str, pydantic.Field(pattern=pattern)])
+    except pydantic_core.SchemaError as exc:  # syntax its engine lacks
+        reason = str(exc).strip().splitlines()[-1].strip() or type(exc).__name__
+        raise SchemaProblem(at, f"pattern {pattern!r} uses syntax answers cannot be checked "
+                            f"with ({reason})", "write it without look-arounds ((?=, (?!, "
+                            "(?<=, (?<!) and back-references (\\1)") from None
+    return pattern
 
 
 def _named_type(text: str, at: KeyPath, name: str) -> Any:
