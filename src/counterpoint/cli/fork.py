@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import time
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -20,8 +21,11 @@ from .console import make_console, reported
 from .stores import db_flag
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from rich.console import Console
 
+    from ..events import Event
     from ..results import RunResult
     from ..state import ModelTally
     from ..store import RunStore
@@ -82,13 +86,16 @@ def _fork(run_id: str, store: RunStore, at: int | str | None, replace: dict[str,
           inputs: dict[str, Any], *, db: str | None, quiet: bool, as_json: bool,
           out: Console) -> int:
     from .. import api, loop
+    from ..history import spawned_by
     from ..ids import RunId
+    from ..metrics import compute
     from .live import Display, LineDisplay, LiveView, follow
     from .render import Report, dumps, payload, summary
     progress = make_console(stderr=True) if as_json else out
     display: Display = Display() if quiet else (
         LiveView(progress) if progress.is_terminal else LineDisplay(progress))
     started: list[str] = []
+    logged: list[Sequence[Event]] = []
 
     async def fork_and_follow() -> RunResult:
         handle = await api.start_fork(run_id, at=at, replace=replace, inputs=inputs,
@@ -99,7 +106,9 @@ def _fork(run_id: str, store: RunStore, at: int | str | None, replace: dict[str,
             progress.print(f"run {handle.run_id} forked from {run_id}"
                            + (f" at {at}" if at is not None else "")
                            + f": {reused} node output(s) reused", soft_wrap=True)
-        return await follow(handle, display)
+        result = await follow(handle, display)
+        logged.append(handle.history())  # which node's edit added which: the critical path
+        return result
 
     try:
         result = loop.run(fork_and_follow())
@@ -110,7 +119,8 @@ def _fork(run_id: str, store: RunStore, at: int | str | None, replace: dict[str,
         return 130
     record = store.run(RunId(result.run_id))
     report = Report(run_id=result.run_id, graph=result.graph, status=result.status.value,
-                    state=result.state, metrics=result.metrics, output=result.output,
+                    state=result.state, output=result.output,
+                    metrics=compute(result.state, time.time(), spawned_by(logged[0])),
                     forked_from=record.forked_from)
     if as_json:
         typer.echo(dumps(payload(report)))
