@@ -443,6 +443,7 @@ def resume(
                                     sub_runs=sub_run_events(store, run_id))
                 code = _finish(report, db=db, as_json=as_json, out=out)
             else:
+                check_writable(db)  # before the graph's code is imported again
                 chosen = cluster_cli.choose_backend(backend, ray_address)
                 try:
                     code = _resume(run_id, store, db=db, quiet=quiet, as_json=as_json,

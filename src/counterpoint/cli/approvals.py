@@ -120,8 +120,9 @@ def _answer(db: str | None, approval_id: str, given: Answer, *, resume: bool,
             quiet: bool) -> int:
     from ..answering import answer
     from ..store.owners import run_owner_alive
+    from .stores import open_for_writing
     out = make_console()
-    store = _open(db)
+    store = open_for_writing(db)  # the answer is recorded first: refused before it
     try:
         approval_id = _approval_id(store, approval_id)
         answered = answer(store, approval_id, given)

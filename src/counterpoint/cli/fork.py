@@ -63,7 +63,7 @@ def fork_command(
 ) -> None:
     """Fork a recorded run: reuse what it recorded before the fork point, run the rest."""
     from .recorded import resolve_run
-    from .stores import importable_cwd, open_existing
+    from .stores import importable_cwd, open_for_writing
     out = make_console()
     with reported():
         importable_cwd()
@@ -71,7 +71,7 @@ def fork_command(
         changes = {node: _target(node, text) for node, text in _pairs(replace or [],
                                                                        "--replace")}
         raw = _pairs(inputs or [], "--input")
-        store = open_existing(db, run_id)
+        store = open_for_writing(db, run_id)
         try:
             run_id = resolve_run(store, run_id)
             values = _typed(store, run_id, raw) if raw else {}

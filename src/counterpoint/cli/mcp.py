@@ -39,8 +39,10 @@ def mcp_command(
 
         from ..mcp.server import build_server
         from ..store import default_location, open_store
+        from .stores import check_writable
         if http is not None:
             _check_port(http)
+        check_writable(db)  # it starts, cancels and answers runs: refused before serving
         store = open_store(db or default_location())
         try:
             server = build_server(store, model=model)
