@@ -31,7 +31,8 @@ from .mcp import MCP_HELP, mcp_command
 from .models import ASK_HELP, MODELS_HELP, ask_command, models_command
 from .pictures import GRAPH_HELP, TRACE_HELP, graph_command, trace_command
 from .retention import DELETE_HELP, PRUNE_HELP, delete_command, prune_command
-from .signals import TERMINATED, stop_on_sigterm
+from .signals import TERMINATED, quit_without_waiting, stop_on_sigterm
+from .signals import interrupted as _interrupted
 from .stores import check_writable, closing_quietly_on_error, db_flag
 from .stores import importable_cwd as _importable_cwd
 from .stores import open_existing as open_existing
@@ -88,7 +89,12 @@ app.command("fork", help=FORK_HELP)(fork_command)
 def main() -> None:
     """Entry point of the ``counterpoint`` console script."""
     tune_gc()  # this process is ours: see counterpoint.garbage
-    app(prog_name="counterpoint")
+    try:
+        app(prog_name="counterpoint")
+    except SystemExit as exc:
+        if exc.code in (130, TERMINATED):  # a run stopped: its steps in threads may not
+            quit_without_waiting(exc.code)
+        raise
 
 
 # ------------------------------------------------------------------ plumbing
@@ -398,17 +404,6 @@ def _store_failed(exc: StoreError, run_id: str, db: str | None) -> StoreError:
     return type(exc)(f"{exc}; run {run_id} stopped, its log whole up to the failure: fix "
                      f"the cause (e.g. free disk space), then continue it with "
                      f"`counterpoint resume {run_id}{db_flag(db)}`")
-
-
-def _interrupted(run_id: str | None, db: str | None, *, terminated: bool = False) -> int:
-    """Ctrl-C (exit code 130) or SIGTERM (143) stopped the run: say how to go on."""
-    from rich.text import Text
-    message = "terminated (SIGTERM)" if terminated else "interrupted"
-    if run_id is not None:
-        message += (f": run {run_id} stopped; continue it with `counterpoint resume "
-                    f"{run_id}{db_flag(db)}`")
-    make_console(stderr=True).print(Text(message, style="yellow"), soft_wrap=True)
-    return TERMINATED if terminated else 130
 
 
 # ------------------------------------------------------------------ resume

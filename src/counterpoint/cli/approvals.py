@@ -141,23 +141,35 @@ def _answer(db: str | None, approval_id: str, given: Answer, *, resume: bool,
             return 0
         out.print(f"{verb} {approval_id} ({where}); resuming run {record.run_id}",
                   soft_wrap=True)
-        return _resume(store, record.run_id, out, quiet=quiet)
+        return _resume(store, record.run_id, out, quiet=quiet, db=db)
     finally:
         store.close()
 
 
-def _resume(store: RunStore, run_id: str, out: Console, *, quiet: bool) -> int:
+def _resume(store: RunStore, run_id: str, out: Console, *, quiet: bool,
+            db: str | None) -> int:
+    import asyncio
+
     from .. import api, loop
     from ..errors import RunClaimed
     from .live import Display, LineDisplay, LiveView, follow
+    from .signals import interrupted, stop_on_sigterm
     display = Display() if quiet else LiveView(out) if out.is_terminal else LineDisplay(out)
+    stopped: list[int] = []
 
     async def resume_and_follow() -> RunResult:
+        stop_on_sigterm(stopped)
         handle = await api.start_resume(run_id, store=store)
         return await follow(handle, display)
 
     try:
         result = loop.run(resume_and_follow())
+    except KeyboardInterrupt:  # the answer is recorded: a resume goes on from it
+        return interrupted(run_id, db)
+    except asyncio.CancelledError:
+        if not stopped:
+            raise
+        return interrupted(run_id, db, terminated=True)
     except RunClaimed:  # another process took it over meanwhile: it takes the answer too
         out.print(f"run {run_id} was resumed by another process, which continues it",
                   soft_wrap=True)
