@@ -389,7 +389,8 @@ def _run(graph: Graph, options: RunOptions, inputs: dict[str, Any], store: RunSt
             raise
         raise _store_failed(exc, started[0], db) from exc
     if not result.status.terminal:  # it ended its execution to wait for people
-        return approvals_cli.waiting(result.run_id, list(result.state.asking), out, store)
+        return approvals_cli.waiting(result.run_id, list(result.state.asking), out, store,
+                                     as_json=as_json)
     code = _finish(_result_report(result, events=logged[0],
                                   sub_runs=sub_run_events(store, result.run_id)),
                    db=db, as_json=as_json, out=out)
@@ -475,7 +476,8 @@ def _resume(run_id: str, store: RunStore, *, db: str | None, quiet: bool, as_jso
     except StoreError as exc:
         raise _store_failed(exc, run_id, db) from exc
     if not result.status.terminal:  # it ended its execution to wait for people
-        return approvals_cli.waiting(result.run_id, list(result.state.asking), out, store)
+        return approvals_cli.waiting(result.run_id, list(result.state.asking), out, store,
+                                     as_json=as_json)
     code = _finish(_result_report(result, events=store.events(result.run_id),
                                   sub_runs=sub_run_events(store, result.run_id)),
                    db=db, as_json=as_json, out=out)

@@ -186,14 +186,28 @@ def finished(result: RunResult, out: Console, store: RunStore) -> int:
     return 0 if result.status is RunStatus.SUCCEEDED else 1
 
 
-def waiting(run_id: str, nodes: list[Any], out: Console, store: RunStore) -> int:
+def waiting(run_id: str, nodes: list[Any], out: Console, store: RunStore, *,
+            as_json: bool = False) -> int:
     """Say that ``run_id`` waits for approvals of ``nodes`` (none: its sub-runs' nodes,
-    found in ``store``); :data:`WAITING_EXIT`."""
+    found in ``store``); :data:`WAITING_EXIT`. With ``as_json``, stdout gets
+    ``{"run_id", "status": "waiting", "approvals": [...]}`` (the pending ones, of the run
+    and its sub-runs) and the sentence goes to stderr."""
     where = f"nodes {sorted(map(str, nodes))}" if nodes else _asked_below(store, run_id)
-    out.print(f"run {run_id} is waiting for approvals ({where}); "
-              f"list them with `counterpoint approvals {run_id}`, answer with "
-              "`counterpoint approve ID` or `counterpoint reject ID --reason ...`",
-              soft_wrap=True)
+    said = make_console(stderr=True) if as_json else out
+    said.print(f"run {run_id} is waiting for approvals ({where}); "
+               f"list them with `counterpoint approvals {run_id}`, answer with "
+               "`counterpoint approve ID` or `counterpoint reject ID --reason ...`",
+               soft_wrap=True)
+    if as_json:
+        from ..answering import approvals
+        from ..approval import PENDING
+        from ..ids import RunId
+        from .approvals_view import approval_dict
+        from .render import dumps
+        runs = [run_id, *(sub.run_id for sub in store.sub_runs(RunId(run_id)))]
+        typer.echo(dumps({"run_id": run_id, "status": "waiting", "approvals": [
+            approval_dict(a) for run in runs for a in approvals(store, run)
+            if a.status == PENDING]}))
     return WAITING_EXIT
 
 

@@ -9,6 +9,7 @@ and exit code 2, before anything is written.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import json
 import time
@@ -91,13 +92,16 @@ def _fork(run_id: str, store: RunStore, at: int | str | None, replace: dict[str,
     from ..metrics import compute
     from .live import Display, LineDisplay, LiveView, follow
     from .render import Report, dumps, payload, summary
+    from .signals import interrupted, stop_on_sigterm
     progress = make_console(stderr=True) if as_json else out
     display: Display = Display() if quiet else (
         LiveView(progress) if progress.is_terminal else LineDisplay(progress))
     started: list[str] = []
     logged: list[Sequence[Event]] = []
+    stopped: list[int] = []
 
     async def fork_and_follow() -> RunResult:
+        stop_on_sigterm(stopped)
         handle = await api.start_fork(run_id, at=at, replace=replace, inputs=inputs,
                                       store=store)
         started.append(handle.run_id)
@@ -113,10 +117,15 @@ def _fork(run_id: str, store: RunStore, at: int | str | None, replace: dict[str,
     try:
         result = loop.run(fork_and_follow())
     except KeyboardInterrupt:
-        new = f"run {started[0]} stopped; continue it with `counterpoint resume " \
-              f"{started[0]}{db_flag(db)}`" if started else "nothing was forked"
-        make_console(stderr=True).print(f"interrupted: {new}", soft_wrap=True)
-        return 130
+        return interrupted(started[0] if started else None, db)
+    except asyncio.CancelledError:
+        if not stopped:
+            raise
+        return interrupted(started[0] if started else None, db, terminated=True)
+    if not result.status.terminal:  # it waits for approvals the fork asks again
+        from .approvals import waiting
+        return waiting(result.run_id, list(result.state.asking), out, store,
+                       as_json=as_json)
     record = store.run(RunId(result.run_id))
     report = Report(run_id=result.run_id, graph=result.graph, status=result.status.value,
                     state=result.state, output=result.output,
