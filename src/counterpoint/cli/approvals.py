@@ -18,6 +18,7 @@ import typer
 
 from ..texts import some
 from .console import fail, make_console, reported
+from .stores import open_existing
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -53,9 +54,20 @@ def approvals_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print them as JSON.")] = False,
 ) -> None:
     from ..answering import approvals
+    from ..store import default_location
     from .approvals_view import approval_dict, approvals_table
+    from .stores import missing_file
+    location = db or default_location()
     with reported():
-        store = _open(db)
+        if run_id is None and missing_file(location):  # nothing ran yet: as `runs` says
+            if as_json:
+                typer.echo("[]")
+            else:
+                which = "approvals" if show_all else "pending approvals"
+                make_console().print(f"no {which}: there is no store at {location}",
+                                     soft_wrap=True)
+            return
+        store = open_existing(db, run_id)
         try:
             if run_id is not None:  # `last` or a start of an id, as `show` takes
                 from .recorded import resolve_run
@@ -258,6 +270,3 @@ def _read_edit(path: Path) -> Any:
     return value
 
 
-def _open(db: str | None) -> RunStore:
-    from .stores import open_existing
-    return open_existing(db)
