@@ -87,6 +87,14 @@ def _write(text: str, out: Path | None) -> None:
         return
     try:
         out.write_text(text, encoding="utf-8")
+    except IsADirectoryError:
+        fail(f"cannot write {out}: it is a folder; give a file in it, e.g. "
+             f"{out / ('picture' + out.suffix if out.suffix else 'picture.svg')}")
+    except FileNotFoundError as exc:
+        if not out.parent.is_dir():  # a misspelt folder is not made: see `run --db`
+            fail(f"cannot write {out}: its folder {out.parent} does not exist; create it "
+                 f"first (mkdir -p {out.parent}), or correct the path")
+        fail(f"cannot write {out}: {exc.strerror or exc}")
     except OSError as exc:
         fail(f"cannot write {out}: {exc.strerror or exc}")
     make_console(stderr=True).print(f"wrote {out}", soft_wrap=True)
