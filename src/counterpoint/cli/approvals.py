@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..texts import some
+from .args import Db
 from .console import fail, make_console, reported
 from .stores import open_existing
 
@@ -34,10 +35,6 @@ APPROVALS_HELP = "List approvals: pending ones of every unfinished run, or all o
 APPROVE_HELP = "Approve an approval (a tool call: --edit replaces its arguments)."
 REJECT_HELP = "Reject an approval, saying why (--reason)."
 
-Db = Annotated[str | None, typer.Option(
-    "--db", metavar="PATH|URL",
-    help="The run store: a SQLite file or a postgresql:// URL (default: "
-         "$COUNTERPOINT_DB or .counterpoint/runs.db).")]
 By = Annotated[str | None, typer.Option("--by", metavar="NAME", help="Who answers.")]
 NoResume = Annotated[bool, typer.Option(
     "--no-resume", help="Only record the answer; do not resume a run whose process ended.")]

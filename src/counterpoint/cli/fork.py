@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..errors import ForkError
+from .args import Db
 from .console import make_console, reported
 from .stores import db_flag
 
@@ -53,10 +54,7 @@ def fork_command(
         "--input", metavar="KEY=VALUE",
         help="Change a graph input (repeatable); VALUE is JSON if it parses, else text.")]
         = None,
-    db: Annotated[str | None, typer.Option(
-        "--db", metavar="PATH|URL",
-        help="The run store: a SQLite file or a postgresql:// URL (default: "
-         "$COUNTERPOINT_DB or .counterpoint/runs.db).")] = None,
+    db: Db = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q",
                                         help="No live view or progress lines.")] = False,
     as_json: Annotated[bool, typer.Option("--json",

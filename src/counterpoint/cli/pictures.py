@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from .args import Db
 from .console import fail, make_console, reported
 
 if TYPE_CHECKING:
@@ -105,10 +106,7 @@ def trace_command(
         metavar="RUN_ID", help="The run: its id, a unique start of it, or last.")],
     out: Annotated[Path, typer.Option(
         "--out", "-o", metavar="FILE", help="FILE.html or FILE.svg to write.")],
-    db: Annotated[str | None, typer.Option(
-        "--db", metavar="PATH|URL",
-        help="The run store: a SQLite file or a postgresql:// URL (default: "
-         "$COUNTERPOINT_DB or .counterpoint/runs.db).")] = None,
+    db: Db = None,
 ) -> None:
     """Write a static Gantt chart of a run from its log (the graph's code is not imported).
 
