@@ -107,3 +107,17 @@ def test_a_module_target_that_fails_is_named_by_its_file_and_line(
         "'qa_pkg.absent')")
     assert _failing(tmp_path, monkeypatch, "a..b") == \
         "a..b: no such file or importable module (not a module name)"
+
+
+def test_a_folder_or_a_file_that_is_not_python_says_what_to_pass(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression: a folder was imported as a namespace package and said "defines no Graph
+    at module level"; a text file, "cannot be imported as Python" and no more."""
+    (tmp_path / "qa_pkg_flows").mkdir()
+    (tmp_path / "notes.txt").write_text("hello\n")
+    assert _failing(tmp_path, monkeypatch, "qa_pkg_flows") == (
+        "qa_pkg_flows: a folder (a namespace package) holds no graph; pass one of its "
+        "files (qa_pkg_flows/FILE.py) or modules (qa_pkg_flows.MODULE)")
+    assert _failing(tmp_path, monkeypatch, "notes.txt") == (
+        "notes.txt: cannot be imported as Python (not a .py file); pass FILE.py[:GRAPH], a "
+        "workflow FILE.yaml or a goal in quotes")

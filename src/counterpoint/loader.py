@@ -156,7 +156,8 @@ def _import_python(file: Path, path: str) -> ModuleType:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, file)
     if spec is None or spec.loader is None:
-        raise SourceError(f"{path}: cannot be imported as Python")
+        raise SourceError(f"{path}: cannot be imported as Python (not a .py file); pass "
+                          "FILE.py[:GRAPH], a workflow FILE.yaml or a goal in quotes")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     folder = str(file.resolve().parent)
@@ -272,7 +273,7 @@ def _import_module(name: str) -> ModuleType:
     if not all(part.isidentifier() for part in name.split(".")):  # ".x", "a..b", "a-b"
         raise SourceError(f"{name}: no such file or importable module (not a module name)")
     try:
-        return importlib.import_module(name)
+        module = importlib.import_module(name)
     except ModuleNotFoundError as exc:
         missing = exc.name or ""
         if name == missing or name.startswith(missing + "."):  # it, or its package
@@ -280,6 +281,12 @@ def _import_module(name: str) -> ModuleType:
         failed: Exception = exc  # a module it imports is missing: its line says which
     except Exception as exc:
         failed = exc
+    else:
+        if getattr(module, "__file__", None) is None and hasattr(module, "__path__"):
+            raise SourceError(f"{name}: a folder (a namespace package) holds no graph; "
+                              f"pass one of its files ({name.replace('.', '/')}/FILE.py) or "
+                              f"modules ({name}.MODULE)")
+        return module
     origin = _origin(name)
     raise import_failed(failed, origin, shown_path(str(origin)) if origin else name) \
         from failed
