@@ -121,3 +121,10 @@ def test_a_folder_or_a_file_that_is_not_python_says_what_to_pass(
     assert _failing(tmp_path, monkeypatch, "notes.txt") == (
         "notes.txt: cannot be imported as Python (not a .py file); pass FILE.py[:GRAPH], a "
         "workflow FILE.yaml or a goal in quotes")
+
+
+def test_a_blank_target_says_what_run_takes(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _failing(tmp_path, monkeypatch, "   ") == (
+        "'   ' names no file or module; give FILE.py[:GRAPH], package.module[:GRAPH], a "
+        "workflow file or a goal in quotes")

@@ -260,7 +260,7 @@ def load_target(target: str) -> Graph:
     path, attr = split_target(target)
     if not path.strip():
         raise SourceError(f"{target!r} names no file or module; give FILE.py[:GRAPH], "
-                          "package.module[:GRAPH] or a workflow file")
+                          "package.module[:GRAPH], a workflow file or a goal in quotes")
     if path.endswith(".py") or "/" in path or Path(path).is_file():
         return find_graph(load_file(path), attr or None, where=path)
     return find_graph(_import_module(path), attr or None, where=path)
