@@ -23,7 +23,6 @@ import importlib.util
 import inspect
 import re
 import sys
-import traceback
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +34,7 @@ import pydantic_core
 from .errors import SourceError, UserError
 from .failures import exception_text, failure_location
 from .graph import Graph, GraphSource, step_key
+from .loader_messages import import_failed, shown_path
 from .texts import some
 
 FileLoader = Callable[[Path], ModuleType]
@@ -150,17 +150,14 @@ def load_file(path: str | Path) -> ModuleType:
     return _import_python(file, str(path))
 
 
-_PACKAGE = str(Path(__file__).resolve().parent)
-"""Where counterpoint's own modules are: a frame there is not where a user's mistake is."""
-
-
 def _import_python(file: Path, path: str) -> ModuleType:
     name = module_name_for(file)
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, file)
     if spec is None or spec.loader is None:
-        raise SourceError(f"{path}: cannot be imported as Python")
+        raise SourceError(f"{path}: cannot be imported as Python (not a .py file); pass "
+                          "FILE.py[:GRAPH], a workflow FILE.yaml or a goal in quotes")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     folder = str(file.resolve().parent)
@@ -174,29 +171,12 @@ def _import_python(file: Path, path: str) -> ModuleType:
         raise
     except Exception as exc:
         sys.modules.pop(name, None)
-        raise SourceError(f"{_raised_at(exc, file, path)}: importing it raised "
-                          f"{type(exc).__name__}: {exception_text(exc)}") from exc
+        raise import_failed(exc, file, path) from exc
     finally:
         if first and folder in sys.path:  # then last: a file named like a library
             sys.path.remove(folder)       # (rich.py, json.py) must not stand in for it
             sys.path.append(folder)       # when the program imports that library later
     return module
-
-
-def _raised_at(exc: BaseException, file: Path, path: str) -> str:
-    """``path:LINE``, the line of ``file`` that was running when importing it raised
-    ``exc`` (the last such frame), with where it was raised if that is another file's
-    (outside counterpoint); ``path`` alone if no frame of ``file`` is on the traceback."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    mine = str(file.resolve())
-    own = [f for f in frames if f.filename == mine]
-    if not own:
-        return path
-    where = f"{path}:{own[-1].lineno}"
-    deepest = frames[-1]
-    if deepest.filename != mine and not deepest.filename.startswith(_PACKAGE):
-        where += f" (raised at {deepest.filename}:{deepest.lineno})"
-    return where
 
 
 def find_graph(module: ModuleType, attr: str | None, *, name: str | None = None,
@@ -280,14 +260,48 @@ def load_target(target: str) -> Graph:
     path, attr = split_target(target)
     if not path.strip():
         raise SourceError(f"{target!r} names no file or module; give FILE.py[:GRAPH], "
-                          "package.module[:GRAPH] or a workflow file")
+                          "package.module[:GRAPH], a workflow file or a goal in quotes")
     if path.endswith(".py") or "/" in path or Path(path).is_file():
         return find_graph(load_file(path), attr or None, where=path)
+    return find_graph(_import_module(path), attr or None, where=path)
+
+
+def _import_module(name: str) -> ModuleType:
+    """The module ``name`` (``package.module``); a name that finds no module, and a module
+    whose code fails while it is imported (:func:`import_failed`: its file and line, no
+    traceback), are :class:`SourceError`."""
+    if not all(part.isidentifier() for part in name.split(".")):  # ".x", "a..b", "a-b"
+        raise SourceError(f"{name}: no such file or importable module (not a module name)")
     try:
-        module = importlib.import_module(path)
-    except (ImportError, ValueError, TypeError) as exc:  # a name such as ".x" or "a..b"
-        raise SourceError(f"{path}: no such file or importable module ({exc})") from exc
-    return find_graph(module, attr or None, where=path)
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if name == missing or name.startswith(missing + "."):  # it, or its package
+            raise SourceError(f"{name}: no such file or importable module ({exc})") from exc
+        failed: Exception = exc  # a module it imports is missing: its line says which
+    except Exception as exc:
+        failed = exc
+    else:
+        if getattr(module, "__file__", None) is None and hasattr(module, "__path__"):
+            raise SourceError(f"{name}: a folder (a namespace package) holds no graph; "
+                              f"pass one of its files ({name.replace('.', '/')}/FILE.py) or "
+                              f"modules ({name}.MODULE)")
+        return module
+    origin = _origin(name)
+    raise import_failed(failed, origin, shown_path(str(origin)) if origin else name) \
+        from failed
+
+
+def _origin(name: str) -> Path | None:
+    """The file of module ``name`` (after a failed import of it: its packages are
+    imported already), or ``None`` when that cannot be told."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except Exception:  # its package failed to import too
+        return None
+    if spec is None or not spec.has_location or not spec.origin:
+        return None
+    return Path(spec.origin)
 
 
 def source_record(graph: Graph, attr: str | None = None) -> dict[str, Any]:

@@ -150,6 +150,22 @@ def test_graph_misuse_is_one_line_and_exit_code_2(work: Work) -> None:
     _misuse(work.cli("graph", "plan a trip to Lisbon", db=False), "not a graph file")
 
 
+def test_an_output_in_a_folder_that_does_not_exist_says_so(work: Work) -> None:
+    """Regression: ``cannot write pics/g.svg: No such file or directory``, which did not
+    say that the folder was what was missing (and it is not made: a misspelt one)."""
+    work.write("ok.py", OK)
+    done = work.cli("graph", "ok.py", "-o", "pics/g.svg", db=False)
+    _misuse(done)
+    assert done.stderr == ("error: cannot write pics/g.svg: its folder pics does not exist; "
+                           "create it first (mkdir -p pics), or correct the path\n")
+    (work.path / "g.svg").mkdir()
+    done = work.cli("graph", "ok.py", "-o", "g.svg", db=False)
+    _misuse(done)
+    assert done.stderr == ("error: cannot write g.svg: it is a folder; give a file in it, "
+                           "e.g. g.svg/picture.svg\n")
+    assert not (work.path / "pics").exists()
+
+
 # ------------------------------------------------------------------ run ids
 def test_show_resume_and_cancel_take_a_unique_prefix_or_last(work: Work) -> None:
     work.write("ok.py", OK)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import counterpoint as cp
-from counterpoint.store import SQLiteStore, open_store
+from counterpoint.store import SQLiteStore, open_store, paths
 
 from .helpers import RUN, created, unprivileged
 
@@ -135,3 +135,53 @@ def test_permissions_hold_in_the_unprivileged_helper(tmp_path: Path) -> None:
     done = unprivileged("import os, sys; print(os.access(sys.argv[1], os.W_OK))", str(locked))
     assert done.stdout.strip() == "False", done.stderr
     assert os.access(locked, os.R_OK)
+
+
+def _root_may(*command: str) -> bool:
+    """Whether this process may run ``command`` (root with its capabilities, on a file
+    system that supports it); the tests below then use it for real."""
+    import shutil
+    import subprocess
+    if os.geteuid() != 0 or shutil.which(command[0]) is None:
+        return False
+    return subprocess.run(command, capture_output=True).returncode == 0
+
+
+def test_an_immutable_store_names_the_attribute_not_chmod(tmp_path: Path) -> None:
+    """``chattr +i`` stops even root; "chmod u+w" would not help (its mode allows it)."""
+    import subprocess
+    path = tmp_path / "runs.db"
+    _store_with_a_run(path)
+    if not _root_may("chattr", "+i", str(path)):
+        pytest.skip("needs root and a file system with attributes (chattr +i)")
+    try:
+        problem = paths.writing_problem(path)
+        read = paths.existing_problem(path, writing=False)
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+    assert problem == (f"{path} is immutable (lsattr shows 'i'), so not even root may write "
+                       f"it; clear the flag (chattr -i {path}) or point --db / "
+                       "COUNTERPOINT_DB elsewhere")
+    assert read is None
+
+
+def test_a_store_on_a_read_only_mount_names_the_mount_not_chmod(tmp_path: Path) -> None:
+    import subprocess
+    folder, mount = tmp_path / "disk", tmp_path / "mounted"
+    folder.mkdir()
+    mount.mkdir()
+    _store_with_a_run(folder / "runs.db")
+    if not _root_may("mount", "--bind", str(folder), str(mount)):
+        pytest.skip("needs root with CAP_SYS_ADMIN (a read-only bind mount)")
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(mount)], check=True)
+        path = mount / "runs.db"
+        problem = paths.writing_problem(path)
+        created = paths.writing_problem(mount / "new.db")
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+    assert problem == ("it is on a read-only file system, and SQLite must create "
+                       "runs.db-wal and runs.db-shm next to the file (WAL mode); copy the "
+                       "store to a writable disk, or mount it read-write")
+    assert created is not None and created.startswith(f"{mount} is on a read-only file "
+                                                      "system")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -30,7 +31,8 @@ from .mcp import MCP_HELP, mcp_command
 from .models import ASK_HELP, MODELS_HELP, ask_command, models_command
 from .pictures import GRAPH_HELP, TRACE_HELP, graph_command, trace_command
 from .retention import DELETE_HELP, PRUNE_HELP, delete_command, prune_command
-from .signals import TERMINATED, stop_on_sigterm
+from .signals import TERMINATED, quit_without_waiting, stop_on_sigterm
+from .signals import interrupted as _interrupted
 from .stores import check_writable, closing_quietly_on_error, db_flag
 from .stores import importable_cwd as _importable_cwd
 from .stores import open_existing as open_existing
@@ -87,7 +89,12 @@ app.command("fork", help=FORK_HELP)(fork_command)
 def main() -> None:
     """Entry point of the ``counterpoint`` console script."""
     tune_gc()  # this process is ours: see counterpoint.garbage
-    app(prog_name="counterpoint")
+    try:
+        app(prog_name="counterpoint")
+    except SystemExit as exc:
+        if exc.code in (130, TERMINATED):  # a run stopped: its steps in threads may not
+            quit_without_waiting(exc.code)
+        raise
 
 
 # ------------------------------------------------------------------ plumbing
@@ -145,8 +152,12 @@ def _result_report(result: RunResult, note: str | None = None, *,
                    events: Sequence[Event] = (),
                    sub_runs: Sequence[Sequence[Event]] = ()) -> Report:
     """The summary of a finished run; ``events`` (its log) and ``sub_runs`` (its sub-runs'
-    logs) give its budget, ``events`` what the router chose and the samples sent."""
+    logs) give its budget, ``events`` what the router chose, the samples sent and which
+    node's live edit added which nodes (a goal run's critical path then begins at
+    ``plan``, as ``counterpoint show`` of the same run says)."""
     from ..budget import account
+    from ..history import spawned_by
+    from ..metrics import compute
     from ..models.sampling import sampling_by_node
     from ..routing.trail import routing_by_node
     from .render import Report
@@ -157,9 +168,10 @@ def _result_report(result: RunResult, note: str | None = None, *,
                 "fail_fast": "stopped after the first failure (--fail-fast)",
                 "cancelled": "cancelled while running"}.get(reason, reason)
     return Report(run_id=result.run_id, graph=result.graph, status=result.status.value,
-                  state=result.state, metrics=result.metrics, note=note, output=result.output,
-                  budget=account(events, sub_runs), routing=routing_by_node(events),
-                  sampling=sampling_by_node(events))
+                  state=result.state, metrics=compute(result.state, time.time(),
+                                                      spawned_by(events)),
+                  note=note, output=result.output, budget=account(events, sub_runs),
+                  routing=routing_by_node(events), sampling=sampling_by_node(events))
 
 
 def _version(value: bool) -> None:
@@ -377,7 +389,8 @@ def _run(graph: Graph, options: RunOptions, inputs: dict[str, Any], store: RunSt
             raise
         raise _store_failed(exc, started[0], db) from exc
     if not result.status.terminal:  # it ended its execution to wait for people
-        return approvals_cli.waiting(result.run_id, list(result.state.asking), out, store)
+        return approvals_cli.waiting(result.run_id, list(result.state.asking), out, store,
+                                     as_json=as_json)
     code = _finish(_result_report(result, events=logged[0],
                                   sub_runs=sub_run_events(store, result.run_id)),
                    db=db, as_json=as_json, out=out)
@@ -392,17 +405,6 @@ def _store_failed(exc: StoreError, run_id: str, db: str | None) -> StoreError:
     return type(exc)(f"{exc}; run {run_id} stopped, its log whole up to the failure: fix "
                      f"the cause (e.g. free disk space), then continue it with "
                      f"`counterpoint resume {run_id}{db_flag(db)}`")
-
-
-def _interrupted(run_id: str | None, db: str | None, *, terminated: bool = False) -> int:
-    """Ctrl-C (exit code 130) or SIGTERM (143) stopped the run: say how to go on."""
-    from rich.text import Text
-    message = "terminated (SIGTERM)" if terminated else "interrupted"
-    if run_id is not None:
-        message += (f": run {run_id} stopped; continue it with `counterpoint resume "
-                    f"{run_id}{db_flag(db)}`")
-    make_console(stderr=True).print(Text(message, style="yellow"), soft_wrap=True)
-    return TERMINATED if terminated else 130
 
 
 # ------------------------------------------------------------------ resume
@@ -437,6 +439,7 @@ def resume(
                                     sub_runs=sub_run_events(store, run_id))
                 code = _finish(report, db=db, as_json=as_json, out=out)
             else:
+                check_writable(db)  # before the graph's code is imported again
                 chosen = cluster_cli.choose_backend(backend, ray_address)
                 try:
                     code = _resume(run_id, store, db=db, quiet=quiet, as_json=as_json,
@@ -473,7 +476,8 @@ def _resume(run_id: str, store: RunStore, *, db: str | None, quiet: bool, as_jso
     except StoreError as exc:
         raise _store_failed(exc, run_id, db) from exc
     if not result.status.terminal:  # it ended its execution to wait for people
-        return approvals_cli.waiting(result.run_id, list(result.state.asking), out, store)
+        return approvals_cli.waiting(result.run_id, list(result.state.asking), out, store,
+                                     as_json=as_json)
     code = _finish(_result_report(result, events=store.events(result.run_id),
                                   sub_runs=sub_run_events(store, result.run_id)),
                    db=db, as_json=as_json, out=out)

@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..texts import some
+from .args import Db
 from .console import fail, make_console, reported
+from .stores import open_existing
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -33,10 +35,6 @@ APPROVALS_HELP = "List approvals: pending ones of every unfinished run, or all o
 APPROVE_HELP = "Approve an approval (a tool call: --edit replaces its arguments)."
 REJECT_HELP = "Reject an approval, saying why (--reason)."
 
-Db = Annotated[str | None, typer.Option(
-    "--db", metavar="PATH|URL",
-    help="The run store: a SQLite file or a postgresql:// URL (default: "
-         "$COUNTERPOINT_DB or .counterpoint/runs.db).")]
 By = Annotated[str | None, typer.Option("--by", metavar="NAME", help="Who answers.")]
 NoResume = Annotated[bool, typer.Option(
     "--no-resume", help="Only record the answer; do not resume a run whose process ended.")]
@@ -53,9 +51,20 @@ def approvals_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print them as JSON.")] = False,
 ) -> None:
     from ..answering import approvals
+    from ..store import default_location
     from .approvals_view import approval_dict, approvals_table
+    from .stores import missing_file
+    location = db or default_location()
     with reported():
-        store = _open(db)
+        if run_id is None and missing_file(location):  # nothing ran yet: as `runs` says
+            if as_json:
+                typer.echo("[]")
+            else:
+                which = "approvals" if show_all else "pending approvals"
+                make_console().print(f"no {which}: there is no store at {location}",
+                                     soft_wrap=True)
+            return
+        store = open_existing(db, run_id)
         try:
             if run_id is not None:  # `last` or a start of an id, as `show` takes
                 from .recorded import resolve_run
@@ -120,8 +129,9 @@ def _answer(db: str | None, approval_id: str, given: Answer, *, resume: bool,
             quiet: bool) -> int:
     from ..answering import answer
     from ..store.owners import run_owner_alive
+    from .stores import open_for_writing
     out = make_console()
-    store = _open(db)
+    store = open_for_writing(db)  # the answer is recorded first: refused before it
     try:
         approval_id = _approval_id(store, approval_id)
         answered = answer(store, approval_id, given)
@@ -140,23 +150,35 @@ def _answer(db: str | None, approval_id: str, given: Answer, *, resume: bool,
             return 0
         out.print(f"{verb} {approval_id} ({where}); resuming run {record.run_id}",
                   soft_wrap=True)
-        return _resume(store, record.run_id, out, quiet=quiet)
+        return _resume(store, record.run_id, out, quiet=quiet, db=db)
     finally:
         store.close()
 
 
-def _resume(store: RunStore, run_id: str, out: Console, *, quiet: bool) -> int:
+def _resume(store: RunStore, run_id: str, out: Console, *, quiet: bool,
+            db: str | None) -> int:
+    import asyncio
+
     from .. import api, loop
     from ..errors import RunClaimed
     from .live import Display, LineDisplay, LiveView, follow
+    from .signals import interrupted, stop_on_sigterm
     display = Display() if quiet else LiveView(out) if out.is_terminal else LineDisplay(out)
+    stopped: list[int] = []
 
     async def resume_and_follow() -> RunResult:
+        stop_on_sigterm(stopped)
         handle = await api.start_resume(run_id, store=store)
         return await follow(handle, display)
 
     try:
         result = loop.run(resume_and_follow())
+    except KeyboardInterrupt:  # the answer is recorded: a resume goes on from it
+        return interrupted(run_id, db)
+    except asyncio.CancelledError:
+        if not stopped:
+            raise
+        return interrupted(run_id, db, terminated=True)
     except RunClaimed:  # another process took it over meanwhile: it takes the answer too
         out.print(f"run {run_id} was resumed by another process, which continues it",
                   soft_wrap=True)
@@ -173,14 +195,28 @@ def finished(result: RunResult, out: Console, store: RunStore) -> int:
     return 0 if result.status is RunStatus.SUCCEEDED else 1
 
 
-def waiting(run_id: str, nodes: list[Any], out: Console, store: RunStore) -> int:
+def waiting(run_id: str, nodes: list[Any], out: Console, store: RunStore, *,
+            as_json: bool = False) -> int:
     """Say that ``run_id`` waits for approvals of ``nodes`` (none: its sub-runs' nodes,
-    found in ``store``); :data:`WAITING_EXIT`."""
+    found in ``store``); :data:`WAITING_EXIT`. With ``as_json``, stdout gets
+    ``{"run_id", "status": "waiting", "approvals": [...]}`` (the pending ones, of the run
+    and its sub-runs) and the sentence goes to stderr."""
     where = f"nodes {sorted(map(str, nodes))}" if nodes else _asked_below(store, run_id)
-    out.print(f"run {run_id} is waiting for approvals ({where}); "
-              f"list them with `counterpoint approvals {run_id}`, answer with "
-              "`counterpoint approve ID` or `counterpoint reject ID --reason ...`",
-              soft_wrap=True)
+    said = make_console(stderr=True) if as_json else out
+    said.print(f"run {run_id} is waiting for approvals ({where}); "
+               f"list them with `counterpoint approvals {run_id}`, answer with "
+               "`counterpoint approve ID` or `counterpoint reject ID --reason ...`",
+               soft_wrap=True)
+    if as_json:
+        from ..answering import approvals
+        from ..approval import PENDING
+        from ..ids import RunId
+        from .approvals_view import approval_dict
+        from .render import dumps
+        runs = [run_id, *(sub.run_id for sub in store.sub_runs(RunId(run_id)))]
+        typer.echo(dumps({"run_id": run_id, "status": "waiting", "approvals": [
+            approval_dict(a) for run in runs for a in approvals(store, run)
+            if a.status == PENDING]}))
     return WAITING_EXIT
 
 
@@ -231,6 +267,3 @@ def _read_edit(path: Path) -> Any:
     return value
 
 
-def _open(db: str | None) -> RunStore:
-    from .stores import open_existing
-    return open_existing(db)

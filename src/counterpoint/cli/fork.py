@@ -9,19 +9,25 @@ and exit code 2, before anything is written.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import json
+import time
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ..errors import ForkError
+from .args import Db
 from .console import make_console, reported
 from .stores import db_flag
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from rich.console import Console
 
+    from ..events import Event
     from ..results import RunResult
     from ..state import ModelTally
     from ..store import RunStore
@@ -48,10 +54,7 @@ def fork_command(
         "--input", metavar="KEY=VALUE",
         help="Change a graph input (repeatable); VALUE is JSON if it parses, else text.")]
         = None,
-    db: Annotated[str | None, typer.Option(
-        "--db", metavar="PATH|URL",
-        help="The run store: a SQLite file or a postgresql:// URL (default: "
-         "$COUNTERPOINT_DB or .counterpoint/runs.db).")] = None,
+    db: Db = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q",
                                         help="No live view or progress lines.")] = False,
     as_json: Annotated[bool, typer.Option("--json",
@@ -59,7 +62,7 @@ def fork_command(
 ) -> None:
     """Fork a recorded run: reuse what it recorded before the fork point, run the rest."""
     from .recorded import resolve_run
-    from .stores import importable_cwd, open_existing
+    from .stores import importable_cwd, open_for_writing
     out = make_console()
     with reported():
         importable_cwd()
@@ -67,7 +70,7 @@ def fork_command(
         changes = {node: _target(node, text) for node, text in _pairs(replace or [],
                                                                        "--replace")}
         raw = _pairs(inputs or [], "--input")
-        store = open_existing(db, run_id)
+        store = open_for_writing(db, run_id)
         try:
             run_id = resolve_run(store, run_id)
             values = _typed(store, run_id, raw) if raw else {}
@@ -82,15 +85,21 @@ def _fork(run_id: str, store: RunStore, at: int | str | None, replace: dict[str,
           inputs: dict[str, Any], *, db: str | None, quiet: bool, as_json: bool,
           out: Console) -> int:
     from .. import api, loop
+    from ..history import spawned_by
     from ..ids import RunId
+    from ..metrics import compute
     from .live import Display, LineDisplay, LiveView, follow
     from .render import Report, dumps, payload, summary
+    from .signals import interrupted, stop_on_sigterm
     progress = make_console(stderr=True) if as_json else out
     display: Display = Display() if quiet else (
         LiveView(progress) if progress.is_terminal else LineDisplay(progress))
     started: list[str] = []
+    logged: list[Sequence[Event]] = []
+    stopped: list[int] = []
 
     async def fork_and_follow() -> RunResult:
+        stop_on_sigterm(stopped)
         handle = await api.start_fork(run_id, at=at, replace=replace, inputs=inputs,
                                       store=store)
         started.append(handle.run_id)
@@ -99,18 +108,26 @@ def _fork(run_id: str, store: RunStore, at: int | str | None, replace: dict[str,
             progress.print(f"run {handle.run_id} forked from {run_id}"
                            + (f" at {at}" if at is not None else "")
                            + f": {reused} node output(s) reused", soft_wrap=True)
-        return await follow(handle, display)
+        result = await follow(handle, display)
+        logged.append(handle.history())  # which node's edit added which: the critical path
+        return result
 
     try:
         result = loop.run(fork_and_follow())
     except KeyboardInterrupt:
-        new = f"run {started[0]} stopped; continue it with `counterpoint resume " \
-              f"{started[0]}{db_flag(db)}`" if started else "nothing was forked"
-        make_console(stderr=True).print(f"interrupted: {new}", soft_wrap=True)
-        return 130
+        return interrupted(started[0] if started else None, db)
+    except asyncio.CancelledError:
+        if not stopped:
+            raise
+        return interrupted(started[0] if started else None, db, terminated=True)
+    if not result.status.terminal:  # it waits for approvals the fork asks again
+        from .approvals import waiting
+        return waiting(result.run_id, list(result.state.asking), out, store,
+                       as_json=as_json)
     record = store.run(RunId(result.run_id))
     report = Report(run_id=result.run_id, graph=result.graph, status=result.status.value,
-                    state=result.state, metrics=result.metrics, output=result.output,
+                    state=result.state, output=result.output,
+                    metrics=compute(result.state, time.time(), spawned_by(logged[0])),
                     forked_from=record.forked_from)
     if as_json:
         typer.echo(dumps(payload(report)))

@@ -12,7 +12,7 @@ import typer
 from ..ids import RunId
 from .args import AsJson, Db, RunName
 from .console import fail, make_console, reported
-from .stores import missing_file, open_existing
+from .stores import check_writable, missing_file, open_existing
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -151,13 +151,14 @@ def cancel(
     with reported():
         store = open_existing(db, run_id)
         try:
-            code = _cancel(store, resolve_run(store, run_id), wait, out)
+            code = _cancel(store, resolve_run(store, run_id), wait, out, db)
         finally:
             store.close()
     raise typer.Exit(code)
 
 
-def _cancel(store: RunStore, run_id: RunId, wait: float, out: Console) -> int:
+def _cancel(store: RunStore, run_id: RunId, wait: float, out: Console,
+            db: str | None) -> int:
     from ..state import RunStatus
     from ..store.owners import run_owner_alive as owner_alive
     from .recorded import mark_cancelled
@@ -165,6 +166,7 @@ def _cancel(store: RunStore, run_id: RunId, wait: float, out: Console) -> int:
     if record.status != RunStatus.RUNNING:
         out.print(f"run {run_id} already finished: {record.status}", soft_wrap=True)
         return 0
+    check_writable(db)  # the request, or the end, is recorded: refused before either
     if owner_alive(record):
         store.request_cancel(run_id)
         out.print(f"cancel of run {run_id} requested from process {record.owner_pid}; waiting "
@@ -175,7 +177,7 @@ def _cancel(store: RunStore, run_id: RunId, wait: float, out: Console) -> int:
             if record.status != RunStatus.RUNNING or time.monotonic() >= until:
                 break
             if not owner_alive(record):  # the process died while we waited
-                return _cancel(store, run_id, 0, out)
+                return _cancel(store, run_id, 0, out, db)
             time.sleep(CANCEL_POLL_SECONDS)
         if record.status == RunStatus.CANCELLED:
             out.print(f"run {run_id} cancelled", soft_wrap=True)

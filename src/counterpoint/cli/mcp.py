@@ -13,16 +13,14 @@ from typing import Annotated
 import typer
 
 from ..errors import UserError
+from .args import Db
 from .console import reported
 
 MCP_HELP = "Serve counterpoint as an MCP server: start, follow, show, list and cancel runs."
 
 
 def mcp_command(
-    db: Annotated[str | None, typer.Option(
-        "--db", metavar="PATH|URL",
-        help="The run store: a SQLite file or a postgresql:// URL (default: "
-         "$COUNTERPOINT_DB or .counterpoint/runs.db).")] = None,
+    db: Db = None,
     http: Annotated[int | None, typer.Option(
         "--http", metavar="PORT", min=1, max=65535,
         help="Serve streamable HTTP on 127.0.0.1:PORT (at /mcp) instead of stdio.")] = None,
@@ -39,8 +37,10 @@ def mcp_command(
 
         from ..mcp.server import build_server
         from ..store import default_location, open_store
+        from .stores import check_writable
         if http is not None:
             _check_port(http)
+        check_writable(db)  # it starts, cancels and answers runs: refused before serving
         store = open_store(db or default_location())
         try:
             server = build_server(store, model=model)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from .args import Db
 from .console import fail, make_console, reported
 
 if TYPE_CHECKING:
@@ -87,6 +88,14 @@ def _write(text: str, out: Path | None) -> None:
         return
     try:
         out.write_text(text, encoding="utf-8")
+    except IsADirectoryError:
+        fail(f"cannot write {out}: it is a folder; give a file in it, e.g. "
+             f"{out / ('picture' + out.suffix if out.suffix else 'picture.svg')}")
+    except FileNotFoundError as exc:
+        if not out.parent.is_dir():  # a misspelt folder is not made: see `run --db`
+            fail(f"cannot write {out}: its folder {out.parent} does not exist; create it "
+                 f"first (mkdir -p {out.parent}), or correct the path")
+        fail(f"cannot write {out}: {exc.strerror or exc}")
     except OSError as exc:
         fail(f"cannot write {out}: {exc.strerror or exc}")
     make_console(stderr=True).print(f"wrote {out}", soft_wrap=True)
@@ -97,10 +106,7 @@ def trace_command(
         metavar="RUN_ID", help="The run: its id, a unique start of it, or last.")],
     out: Annotated[Path, typer.Option(
         "--out", "-o", metavar="FILE", help="FILE.html or FILE.svg to write.")],
-    db: Annotated[str | None, typer.Option(
-        "--db", metavar="PATH|URL",
-        help="The run store: a SQLite file or a postgresql:// URL (default: "
-         "$COUNTERPOINT_DB or .counterpoint/runs.db).")] = None,
+    db: Db = None,
 ) -> None:
     """Write a static Gantt chart of a run from its log (the graph's code is not imported).
 

@@ -38,6 +38,9 @@ def resolve_run(store: RunStore, name: str) -> RunId:
     run's sub-runs (``RUN/node``) never make its own prefix ambiguous.
     """
     name = name.strip()
+    if not name:
+        raise RunNotFound("no run named: RUN_ID is empty; give a run's id, a unique start "
+                          "of it, or `last` (list runs with `counterpoint runs`)")
     if name == LAST:
         newest = next(iter(store.top_runs(1)), None)
         if newest is None:
@@ -48,8 +51,6 @@ def resolve_run(store: RunStore, name: str) -> RunId:
         return store.run(RunId(name)).run_id
     except RunNotFound as exc:
         missing = exc
-    if not name:
-        raise missing
     matches = [run_id for run_id in store.ids_containing(name)
                if run_id.startswith(name) or _serial(run_id).startswith(name)]
     found = set(matches)  # a match under another (its sub-run, RUN/node) is not a top one

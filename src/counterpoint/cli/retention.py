@@ -14,7 +14,7 @@ from ..errors import UserError
 from ..texts import some
 from .args import Db
 from .console import make_console, reported
-from .stores import open_existing
+from .stores import open_existing, open_for_writing
 
 if TYPE_CHECKING:
     from ..store import Deletion, RunStore
@@ -54,7 +54,7 @@ def delete_command(
     from .recorded import resolve_run
     out = make_console()
     with reported():
-        store = open_existing(db, run_ids[0])
+        store = open_for_writing(db, run_ids[0])
         try:
             ids = [resolve_run(store, name) for name in run_ids]
             done = store.delete_runs(ids)
@@ -96,7 +96,7 @@ def prune_command(
             raise typer.BadParameter(f"unknown status {', '.join(map(repr, unknown))}; use "
                                      f"{', '.join(_STATUSES)}", param_hint="'--status'")
         statuses = ["running" if s == "interrupted" else s for s in wanted]
-        store = open_existing(db)
+        store = open_existing(db) if dry_run else open_for_writing(db)
         try:
             done = prune(store, older_than=age, keep=keep or 0, statuses=statuses,
                          dry_run=dry_run)

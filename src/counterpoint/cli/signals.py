@@ -1,5 +1,6 @@
-"""SIGTERM for the commands that run a graph (``run``, ``resume``): the run stops as it
-does on Ctrl-C (its log kept, the run resumable), and the command says so.
+"""Ctrl-C and SIGTERM in the commands that run a graph (``run``, ``resume``, ``fork``,
+``approve``/``reject`` resuming a run): the run stops (its log kept, the run
+resumable), and the command says so and how to go on.
 
 ``docker stop``, ``systemctl stop`` and ``kill`` send SIGTERM; without a handler the
 process ended at once, its last events never shipped to the store's writer and nothing
@@ -11,7 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
+import sys
+import threading
 
 TERMINATED = 128 + signal.SIGTERM
 """The exit code of a command stopped by SIGTERM (as a shell reports a process it ended)."""
@@ -33,3 +37,51 @@ def stop_on_sigterm(stopped: list[int]) -> None:
 
     with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
         loop.add_signal_handler(signal.SIGTERM, on_term)
+
+
+def interrupted(run_id: str | None, db: str | None, *, terminated: bool = False) -> int:
+    """Ctrl-C (exit code 130) or SIGTERM (143) stopped the run ``run_id`` (``None``: before
+    it began): say so on stderr, and how to go on; the exit code."""
+    from rich.text import Text
+
+    from .console import make_console
+    from .stores import db_flag
+    message = "terminated (SIGTERM)" if terminated else "interrupted"
+    if run_id is not None:
+        message += (f": run {run_id} stopped; continue it with `counterpoint resume "
+                    f"{run_id}{db_flag(db)}`")
+    make_console(stderr=True).print(Text(message, style="yellow"), soft_wrap=True)
+    return TERMINATED if terminated else 130
+
+
+STEP_THREADS = "counterpoint-step"
+"""How the in-process backend names the threads of sync steps (counterpoint.backend)."""
+
+
+def quit_without_waiting(code: int) -> None:
+    """After a run was stopped (exit ``code``, 130 or 143), when threads still run (a sync
+    step cannot be stopped, and Python waits for its thread before the process ends, as
+    long as the step takes): say so, and make a second Ctrl-C or SIGTERM end the process
+    at once, with no traceback. The run's log is closed by then, so it resumes either
+    way; a store nobody uses any more is closed first (what it was given is committed)."""
+    busy = [t for t in threading.enumerate()
+            if t is not threading.main_thread() and t.is_alive() and not t.daemon]
+    if not busy:
+        return
+    steps = sum(1 for t in busy if t.name.startswith(STEP_THREADS))
+    what = f"{steps} step(s) in threads" if steps == len(busy) else f"{len(busy)} thread(s)"
+    print(f"waiting for {what} to return (a sync step cannot be stopped); Ctrl-C again "
+          "quits at once, and the run resumes from its log either way",
+          file=sys.stderr, flush=True)
+
+    def now(_signum: int, _frame: object) -> None:
+        from ..store.shared import close_idle_stores
+        with contextlib.suppress(Exception):
+            close_idle_stores()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+    for number in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(ValueError, OSError):  # not the main thread
+            signal.signal(number, now)

@@ -47,6 +47,17 @@ def open_existing(db: str | None, run_id: str | None = None) -> RunStore:
     return open_store(location)
 
 
+def open_for_writing(db: str | None, run_id: str | None = None) -> RunStore:
+    """The store at ``db``, which must exist already and take writes: a command that
+    records (an answer, a cancel, a fork, a delete) is refused before it writes anything
+    to a store it could not finish writing to (:func:`check_writable`)."""
+    from ..store import default_location
+    location = db or default_location()
+    if not missing_file(location):  # a missing one: open_existing says so
+        check_writable(db)
+    return open_existing(db, run_id)
+
+
 def check_writable(db: str | None) -> None:
     """Refuse, before anything is loaded or run, a store location a run could not be
     recorded in: a directory, a device, a read-only file or directory, a pseudo file

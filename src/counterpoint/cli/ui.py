@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from ..errors import ConfigError
+from .args import Db
 from .console import make_console, reported
 from .stores import missing_file
 
@@ -21,10 +22,7 @@ UI_HELP = ("Serve a live web view of the runs in the store: runs list, each run'
 
 
 def ui_command(
-    db: Annotated[str | None, typer.Option(
-        "--db", metavar="PATH|URL",
-        help="The run store: a SQLite file or a postgresql:// URL (default: "
-         "$COUNTERPOINT_DB or .counterpoint/runs.db).")] = None,
+    db: Db = None,
     host: Annotated[str, typer.Option(
         "--host", metavar="ADDRESS",
         help="Address to listen on; anything but loopback needs a token.")] = "127.0.0.1",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import sys
 from pathlib import Path
 
 from ..errors import StoreError
@@ -66,13 +67,58 @@ def existing_problem(path: Path, *, writing: bool) -> str | None:
     if not os.access(path, os.R_OK):
         return f"no permission to read {path}; fix its permissions (chmod u+rw) {ELSEWHERE}"
     directory = path.parent
+    mounted_read_only = _read_only_file_system(path)
     if not os.access(directory, os.W_OK | os.X_OK) and not _wal_files_usable(path):
-        return (f"its directory {directory} is not writable, and SQLite must create "
-                f"{path.name}-wal and {path.name}-shm next to the file (WAL mode); make "
-                f"{directory} writable, or copy the store to a writable directory")
+        wal = (f"SQLite must create {path.name}-wal and {path.name}-shm next to the file "
+               "(WAL mode)")
+        if mounted_read_only:
+            return (f"it is on a read-only file system, and {wal}; copy the store to a "
+                    "writable disk, or mount it read-write")
+        return (f"its directory {directory} is not writable, and {wal}; make {directory} "
+                "writable, or copy the store to a writable directory")
     if writing and not os.access(path, os.W_OK):
+        if mounted_read_only:
+            return (f"{path} is on a read-only file system; mount it read-write, or copy "
+                    f"the store to a writable disk {ELSEWHERE}")
+        if _immutable(path):
+            return (f"{path} is immutable (lsattr shows 'i'), so not even root may write "
+                    f"it; clear the flag (chattr -i {path}) {ELSEWHERE}")
         return (f"{path} is read-only; make it writable (chmod u+w) {ELSEWHERE}")
     return None
+
+
+def _read_only_file_system(path: Path) -> bool:
+    """Whether ``path`` is on a file system mounted read-only (chmod cannot help)."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+FS_IOC_GETFLAGS = 0x80086601
+"""Linux's ioctl reading an inode's attributes (``lsattr``); ``FS_IMMUTABLE_FL`` is one."""
+FS_IMMUTABLE_FL = 0x10
+
+
+def _immutable(path: Path) -> bool:
+    """Whether ``path`` carries Linux's immutable attribute (``chattr +i``): root's
+    ``os.access`` then says no to writing although the permissions say yes."""
+    if sys.platform != "linux":
+        return False
+    import array
+    import fcntl
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        flags = array.array("l", [0])
+        fcntl.ioctl(fd, FS_IOC_GETFLAGS, flags, True)
+    except OSError:  # a file system without attributes
+        return False
+    finally:
+        os.close(fd)
+    return bool(flags[0] & FS_IMMUTABLE_FL)
 
 
 def writing_problem(path: Path, *, create_directories: bool = True) -> str | None:

@@ -8,16 +8,15 @@ FILE.py`` loads one, under a stable module name). ``name`` may be dotted
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import importlib
-import os
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from ..errors import SourceError
 from ..loader import load_file
+from ..loader_messages import syntax_error_text
 
 
 class ImportProblem(Exception):
@@ -86,13 +85,7 @@ def _module(name: str, base: Path) -> ModuleType:
 
 
 def _syntax_problem(exc: SyntaxError, file: Path) -> ImportProblem:
-    """``exc`` as ``FILE:LINE: SyntaxError: what: `the line```: where Python's own
-    text put ``(file.py, line 2)`` inside the message, and showed the line not at all."""
-    path = exc.filename or str(file)
-    with contextlib.suppress(ValueError):  # relative to the working directory, if in it
-        relative = os.path.relpath(path)
-        if not relative.startswith("..") and os.getcwd() != os.sep:
-            path = relative
-    line = (exc.text or "").strip()
-    return ImportProblem(f"{type(exc).__name__}: {exc.msg}" + (f": `{line}`" if line else ""),
-                         "fix that line", where=f"{path}:{exc.lineno}" if exc.lineno else path)
+    """``exc`` as ``FILE:LINE: SyntaxError: what: `the line``` (the loader's words for
+    ``counterpoint run FILE.py``, :func:`counterpoint.loader.syntax_error_text`)."""
+    where, what = syntax_error_text(exc, file)
+    return ImportProblem(what, "fix that line", where=where)
