@@ -160,8 +160,13 @@ def test_the_critical_path_runs_through_the_node_whose_edit_added_a_node() -> No
     metrics = compute(projection.state, 0.0, projection.spawned)
     assert metrics.critical_path_nodes == ("a", "b")
     assert metrics.critical_path == pytest.approx(10.0) == metrics.makespan
-    # without what the log says of the edit (every other caller): dependencies only
+    # a projection's state records no spawns (the log's are in projection.spawned), so
+    # without them only the dependencies count
     assert compute(projection.state, 0.0).critical_path_nodes == ("b",)
+
+
+SPAWNED = {"t1": "plan", "t2": "plan", "verify-1": "plan", "answer": "plan",
+           "t3": "verify-1", "verify-2": "verify-1"}
 
 
 def test_a_goal_runs_critical_path_begins_with_its_planning() -> None:
@@ -178,3 +183,7 @@ def test_a_goal_runs_critical_path_begins_with_its_planning() -> None:
     projection = project(result.run_id, store.events(result.run_id))
     path = compute(projection.state, 0.0, projection.spawned).critical_path_nodes
     assert path == ("plan", "t1", "t2", "verify-1", "t3", "verify-2", "answer")
+    # the run's own result says the same: its state recorded which node's edit added
+    # which nodes (RunResult.metrics had the dependencies alone, and began after planning)
+    assert result.metrics.critical_path_nodes == path
+    assert {n: s.by for n, s in result.state.spawned.items()} == SPAWNED

@@ -28,10 +28,9 @@ from typing import Any
 from .events import Event, EventKind
 from .graph import NodeKind, NodeSpec
 from .ids import NodeId, RunId
-from .metrics import Spawn
 from .nodes import _new_spec
 from .policy import DEFAULT_POLICY
-from .state import NodeState, RunState, RunStatus, add_specs
+from .state import NodeState, RunState, RunStatus, Spawn, add_specs
 from .store import RunRecord, RunStore
 from .store.owners import run_owner_alive
 from .transitions import evolve

@@ -7,7 +7,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .ids import NodeId
-from .state import NodeState, NodeStatus, RunState, in_added_order_after, in_topological_order
+from .state import (
+    NodeState,
+    NodeStatus,
+    RunState,
+    Spawn,
+    in_added_order_after,
+    in_topological_order,
+)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -25,19 +32,6 @@ class NodeTiming:
     thread for a sync step), ``model`` (a model's concurrency slot or rate limit)."""
     busy_time: float = 0.0
     """``run_time`` less what it waited: the time the node's own work had."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Spawn:
-    """A node added to the running graph by another node's live edit (a goal run's
-    ``plan`` node adds the subtasks; a verify node that re-plans adds the next round):
-    the added node could not start before the edit, so for the critical path it comes
-    after the part of ``by``'s run time that preceded the edit."""
-
-    by: NodeId
-    """The node whose edit added it (``patch_applied``'s ``by``)."""
-    at: float
-    """When the edit was applied."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -79,9 +73,12 @@ def compute(state: RunState, now: float,
     100,000 take about 0.2 s).
 
     ``spawned``: the nodes live edits added and which node's edit added each (what a
-    log tells, :attr:`counterpoint.history.Projection.spawned`); the critical path then
-    also runs through the node that added a node (a goal run's is ``plan -> t1 -> ...``,
-    not ``t1 -> ...``). Without it, only the nodes' dependencies count."""
+    log tells, :attr:`counterpoint.history.Projection.spawned`; by default what the
+    run's own state recorded, :attr:`RunState.spawned`); the critical path then also
+    runs through the node that added a node (a goal run's is ``plan -> t1 -> ...``,
+    not ``t1 -> ...``). With an empty one, only the nodes' dependencies count."""
+    if spawned is None:
+        spawned = state.spawned
     nodes = state.nodes
     end = state.finished_at or now
     makespan = max(0.0, end - state.created_at) if state.created_at else 0.0

@@ -216,6 +216,19 @@ class ModelTally:
         return self.from_log / total if total else None
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Spawn:
+    """A node added to the running graph by another node's live edit (a goal run's
+    ``plan`` node adds the subtasks; a verify node that re-plans adds the next round):
+    the added node could not start before the edit, so for the critical path it comes
+    after the part of ``by``'s run time that preceded the edit."""
+
+    by: NodeId
+    """The node whose edit added it (``patch_applied``'s ``by``)."""
+    at: float
+    """When the edit was applied."""
+
+
 @dataclass(slots=True)
 class RunState:
     """The projection of a run's events."""
@@ -253,6 +266,8 @@ class RunState:
     holds no concurrency slot and no resource: see :mod:`counterpoint.approval`)."""
     board: BoardState | None = None
     """The run's blackboard, the projection of its board events; ``None`` until used."""
+    spawned: dict[NodeId, Spawn] = field(default_factory=dict)
+    """Nodes a node's live edit added -> that node and when (see :class:`Spawn`)."""
 
     @classmethod
     def new(cls, run_id: RunId, graph: str, specs: Iterable[NodeSpec], *,

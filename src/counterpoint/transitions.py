@@ -53,6 +53,7 @@ from .state import (
     NodeStatus,
     RunState,
     RunStatus,
+    Spawn,
     add_specs,
     compute_ranks,
     estimate_of,
@@ -110,6 +111,11 @@ def evolve(state: RunState, event: Event) -> None:
         _expand_map(state, event)
     elif kind is PATCH_APPLIED:
         _apply_patch(state, event.output)
+        by = (event.data or {}).get("by")
+        if by:  # a node's step made the edit: what it added comes after it
+            spawn = Spawn(by=NodeId(str(by)), at=event.at)
+            for spec in event.output.add:
+                state.spawned[spec.id] = spawn
     elif kind is RUN_CREATED:
         state.created_at = event.at
         state.status = RunStatus.RUNNING

@@ -20,11 +20,11 @@ from ..events import Event, EventKind
 from ..goal_story import GoalStory
 from ..history import Projector, shown_status
 from ..ids import NodeId, RunId
-from ..metrics import Spawn, compute
+from ..metrics import compute
 from ..models.sampling import sampling_by_node, sampling_line
 from ..plan_text import plan_tree, round_lines
 from ..routing.trail import routing_by_node
-from ..state import NodeState, RunState, RunStatus
+from ..state import NodeState, RunState, RunStatus, Spawn
 from ..store import RunRecord
 from ..store.owners import run_owner_alive
 from . import subset
