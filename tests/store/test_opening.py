@@ -191,3 +191,21 @@ def _hello_graph() -> cp.Graph:
 
 def _hello() -> str:
     return "hi"
+
+
+@pytest.mark.parametrize("blank", ["", " ", "\t "])
+def test_a_blank_counterpoint_db_is_the_default_store(
+        blank: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # regression: a value of blanks named a store file called " " in the working directory
+    from counterpoint.store import DEFAULT_PATH, default_location
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COUNTERPOINT_DB", blank)
+    assert default_location() == str(DEFAULT_PATH)
+    store = cp.open_store()
+    try:
+        run = cp.run_sync(_hello_graph(), store=store)
+    finally:
+        store.close()
+    assert run.ok
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".counterpoint"]

@@ -42,8 +42,10 @@ __all__ = ["DEFAULT_PATH", "ENV_VAR", "AnswerBox", "BlobStore", "CommandBus", "D
 
 
 def default_location() -> str:
-    """``$COUNTERPOINT_DB`` if set, else ``.counterpoint/runs.db`` under the working directory."""
-    return os.environ.get(ENV_VAR) or str(DEFAULT_PATH)
+    """``$COUNTERPOINT_DB`` if set, else ``.counterpoint/runs.db`` under the working
+    directory. A value of blanks counts as unset, as an empty one does (it named a store
+    file called `` `` in the working directory)."""
+    return (os.environ.get(ENV_VAR) or "").strip() or str(DEFAULT_PATH)
 
 
 def is_file_location(location: str | os.PathLike[str]) -> bool:
