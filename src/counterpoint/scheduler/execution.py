@@ -15,6 +15,7 @@ import os
 import socket
 import threading
 import time
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,7 +28,7 @@ from ..graph import Graph
 from ..ids import RunId, new_run_id
 from ..loader import load_recorded, source_record
 from ..observers import observers_for
-from ..options import RunOptions
+from ..options import RunOptions, first_warning, unheld_limits
 from ..results import RunResult
 from ..state import RunState
 from ..store import RunStore, open_store
@@ -187,6 +188,41 @@ def check_inputs(graph: Graph, inputs: Mapping[str, Any],
     return inputs
 
 
+def check_limits(graph: Graph, limits: Mapping[str, int]) -> None:
+    """Raise :class:`UserError` for a limit on a resource that no node of ``graph`` (nor
+    of its sub-graphs) holds: a misspelling, or a limit that would limit nothing. When a
+    step of the user's code takes a ``NodeContext`` (it may add nodes holding it by a live
+    edit), warn instead, once per graph and limit, and keep the limit. The judgement is
+    :func:`counterpoint.options.unheld_limits`, the same as ``run --limit``'s."""
+    unheld = unheld_limits(limits, graph)
+    if unheld is None:
+        return
+    workflow = str(graph.source.file or "").endswith((".yaml", ".yml"))
+    problems = []
+    for name in unheld.names:
+        close = unheld.close(name)
+        mean = f" (did you mean {close!r}?)" if close else ""
+        if unheld.editable:
+            fix = f"it stays in force for nodes that a live edit adds later{mean}"
+        elif workflow:
+            fix = ("a workflow file cannot declare resources on its steps; leave it out "
+                   "(to run fewer steps at once, use max_concurrency=N)")
+        else:
+            fix = (f"fix the name{mean}, declare the resource on the nodes it should bound "
+                   f"(g.add(..., resources={{{name!r}: 1}})), or leave it out")
+        problems.append(f"RunOptions(limits={{{name!r}: {limits[name]}}}): no node holds a "
+                        f"resource {name!r} ({unheld.holds()}), so the limit would limit "
+                        f"nothing; {fix}")
+    where = f"{graph.source.origin}: graph {graph.name!r}"
+    if unheld.editable:
+        for problem, name in zip(problems, unheld.names, strict=True):
+            if first_warning(graph, name):
+                warnings.warn(f"{where}: {problem}", UserWarning, stacklevel=2)
+        return
+    raise UserError(f"{where}: {problems[0]}" if len(problems) == 1 else "\n  ".join(
+        [f"{where}: several limits name resources no node holds:", *problems]))
+
+
 def _conformed(graph: Graph, inputs: Mapping[str, Any]) -> Mapping[str, Any]:
     typed = [(k, a) for k, a in graph.inputs.items() if a is not Any and a is not None]
     if not typed:
@@ -229,6 +265,8 @@ def prepare_run(graph: Graph, inputs: Mapping[str, Any], options: RunOptions,
         options = dataclasses.replace(options, budget=options.budget or graph.budget,
                                       deadline=options.deadline or graph.deadline)
     inputs = check_inputs(graph, inputs, options)
+    if options.limits and parent is None:  # a sub-run shares its parent's limits
+        check_limits(graph, options.limits)
     backend = backend or options.backend or DEFAULT_BACKEND
     check_backend(backend, graph)
     owns = not isinstance(store, RunStore)
