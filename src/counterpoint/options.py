@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .budget import Budget
-from .checks import seconds, whole
+from .checks import flag, seconds, whole
 from .errors import UserError
 
 if TYPE_CHECKING:
@@ -46,15 +46,27 @@ class RunOptions:
 
     def __post_init__(self) -> None:
         if self.max_concurrency is not None:
-            whole(self.max_concurrency, "RunOptions: max_concurrency", least=1)
+            whole(self.max_concurrency, "RunOptions: max_concurrency", least=1,
+                  fix="leave max_concurrency unset (None) for no limit")
         if self.deadline is not None:
-            seconds(self.deadline, "RunOptions: deadline")
+            seconds(self.deadline, "RunOptions: deadline",
+                    fix="leave deadline unset (None) for no deadline")
+        if self.seed is not None and (isinstance(self.seed, bool) or
+                                      not isinstance(self.seed, int)):
+            raise UserError(f"RunOptions: seed must be a whole number (an int), got "
+                            f"{self.seed!r} ({type(self.seed).__name__}); e.g. seed=42")
+        for name in ("fail_fast", "detach_when_waiting", "cache"):
+            flag(getattr(self, name), f"RunOptions: {name}")
         Budget.checked(self.budget, where="RunOptions")
         if not isinstance(self.limits, Mapping):
             raise UserError(f"RunOptions: limits must be a mapping of resource names to "
                             f"whole numbers, e.g. {{'openai': 4}}, got {self.limits!r}")
         for name, limit in self.limits.items():
-            whole(limit, f"RunOptions: limit {name!r}", least=1)
+            if not isinstance(name, str) or not name:
+                raise UserError(f"RunOptions: limits: a resource name must be a non-empty "
+                                f"string, as in resources={{'openai': 1}}, got {name!r}")
+            whole(limit, f"RunOptions: limit {name!r}", least=1,
+                  fix="leave the name out of limits for no limit on it")
 
     def as_data(self) -> dict[str, Any]:
         return {"max_concurrency": self.max_concurrency, "limits": dict(self.limits),
