@@ -58,6 +58,10 @@ class RunOptions:
         for name in ("fail_fast", "detach_when_waiting", "cache"):
             flag(getattr(self, name), f"RunOptions: {name}")
         Budget.checked(self.budget, where="RunOptions")
+        if self.backend is not None and not callable(getattr(self.backend, "call", None)):
+            raise UserError(f"RunOptions: backend must be a counterpoint Backend (an object "
+                            f"with an async call method, e.g. counterpoint.ray.RayBackend()), "
+                            f"got {self.backend!r}; leave it out to run steps in this process")
         if not isinstance(self.limits, Mapping):
             raise UserError(f"RunOptions: limits must be a mapping of resource names to "
                             f"whole numbers, e.g. {{'openai': 4}}, got {self.limits!r}")

@@ -165,6 +165,49 @@ def resumed_event(execution: Execution) -> Event | None:
     return Event(RUN_RESUMED, time.time(), data={"pid": os.getpid()})
 
 
+def check_call(graph: object, options: object, store: object, run_id: object = None,
+               backend: object = None, *, inputs: object = None,
+               graph_needed: bool = True) -> None:
+    """Raise :class:`UserError` for an argument of the wrong kind to ``cp.run``,
+    ``cp.start``, ``cp.resume`` or a fork (``options={...}``, a function for a graph,
+    ``store=123``), saying what to pass, rather than an ``AttributeError`` from inside,
+    or a SQLite file named ``123``."""
+    if (graph_needed or graph is not None) and not isinstance(graph, Graph):
+        inner = getattr(graph, "graph", None)
+        hint = "pass its .graph (e.g. cp.run(wf.graph, ...))" if isinstance(inner, Graph) \
+            else "build one with g = cp.Graph('name') and g.add('id', step, ...)"
+        raise UserError(f"graph must be a cp.Graph, got {_kind(graph)}; {hint}")
+    if inputs is not None and not isinstance(inputs, Mapping):
+        raise UserError(f"inputs must be a mapping of the graph's input names to values, "
+                        f"e.g. inputs={{'city': 'Paris'}}, got {_kind(inputs)}")
+    if options is not None and not isinstance(options, RunOptions):
+        example = ", ".join(f"{k}=..." for k in options) if isinstance(options, Mapping) \
+            else "max_concurrency=4"
+        raise UserError(f"options must be a cp.RunOptions, got {_kind(options)}; write "
+                        f"options=cp.RunOptions({example or 'max_concurrency=4'})")
+    if store is not None and not isinstance(store, RunStore | str | os.PathLike):
+        raise UserError(f"store must be a RunStore, a file path, a postgresql:// URL or "
+                        f"'memory', got {_kind(store)}; e.g. store='runs.db'")
+    if run_id is not None and (not isinstance(run_id, str) or not run_id.strip()
+                               or "/" in run_id):
+        raise UserError(f"run_id must be a non-empty string without '/' (it separates a "
+                        f"sub-run's id from its parent's), got {run_id!r}; or leave it out "
+                        "for a fresh id")
+    if backend is not None and not callable(getattr(backend, "call", None)):
+        raise UserError(f"backend must be a counterpoint Backend (an object with an async "
+                        f"call method, e.g. counterpoint.ray.RayBackend()), got "
+                        f"{_kind(backend)}; leave it out to run steps in this process")
+
+
+def _kind(value: object) -> str:
+    name = getattr(value, "__qualname__", None)
+    if callable(value) and isinstance(name, str):
+        return f"{type(value).__name__} {name}"
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    return f"{type(value).__name__} {shown}"
+
+
 def check_inputs(graph: Graph, inputs: Mapping[str, Any],
                  options: RunOptions) -> Mapping[str, Any]:
     """Raise :class:`UserError` if ``graph`` cannot run with ``inputs`` under ``options``;
@@ -259,6 +302,7 @@ def prepare_run(graph: Graph, inputs: Mapping[str, Any], options: RunOptions,
     Everything the user can get wrong is checked before the store is opened, so a
     mistake leaves nothing behind.
     """
+    check_call(graph, options, store, run_id, backend, inputs=inputs)
     topology = graph.validate()
     if (options.budget is None and graph.budget is not None) or (
             options.deadline is None and graph.deadline is not None):  # a workflow's own
