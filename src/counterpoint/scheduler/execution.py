@@ -302,7 +302,8 @@ def prepare_run(graph: Graph, inputs: Mapping[str, Any], options: RunOptions,
     Everything the user can get wrong is checked before the store is opened, so a
     mistake leaves nothing behind.
     """
-    check_call(graph, options, store, run_id, backend, inputs=inputs)
+    if parent is None:  # a sub-run's id is its parent's and its node's: run/node
+        check_call(graph, options, store, run_id, backend, inputs=inputs)
     topology = graph.validate()
     if (options.budget is None and graph.budget is not None) or (
             options.deadline is None and graph.deadline is not None):  # a workflow's own
