@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -180,3 +181,49 @@ def test_a_step_held_until_its_run_is_in_the_store_shows_that_wait_as_waiting(
         assert key.endswith("quick") and learned == pytest.approx(timing.busy_time, abs=1e-6)
     finally:
         store.close()
+
+
+def _one() -> cp.Graph:
+    g = cp.Graph("one")
+    g.add("d", double, x=1)
+    return g
+
+
+@pytest.mark.parametrize(("call", "said"), [
+    (lambda tmp: cp.run_sync(_one(), store="memory", options={"max_concurrency": 2}),
+     r"^options must be a cp.RunOptions, got dict \{'max_concurrency': 2\}; write "
+     r"options=cp.RunOptions\(max_concurrency=...\)$"),
+    (lambda tmp: cp.run_sync(double, store="memory"),
+     r"^graph must be a cp.Graph, got function double; build one with g = cp.Graph"),
+    (lambda tmp: cp.run_sync(_one(), store=123),
+     r"^store must be a RunStore, a file path, a postgresql:// URL or 'memory', got int 123"),
+    (lambda tmp: cp.run_sync(_one(), store="memory", run_id=3),
+     r"^run_id must be a non-empty string without '/' .* got 3"),
+    (lambda tmp: cp.run_sync(_one(), store="memory", run_id="a/b"),
+     r"^run_id must be a non-empty string without '/' .* got 'a/b'"),
+    (lambda tmp: cp.run_sync(_one(), store="memory", backend="ray"),
+     r"^backend must be a counterpoint Backend .* got str 'ray'"),
+    (lambda tmp: cp.run_sync(_one(), store="memory", inputs=[1]),
+     r"^inputs must be a mapping of the graph's input names to values, .* got list \[1\]"),
+    (lambda tmp: asyncio.run(cp.resume("r-1", store=tmp / "runs.db", options={"seed": 1})),
+     r"^options must be a cp.RunOptions, got dict"),
+    (lambda tmp: cp.fork_sync("r-1", store=7), r"^store must be a RunStore"),
+], ids=["options-dict", "graph-function", "store-int", "run-id-int", "run-id-slash",
+        "backend-str", "inputs-list", "resume-options-dict", "fork-store-int"])
+def test_an_argument_of_the_wrong_kind_is_a_user_error_saying_what_to_pass(
+        call: Any, said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: AttributeError from inside prepare_run ('dict' object has no attribute
+    'budget'), a run recorded under the int id 3, a failed run for backend='ray', and
+    for store=123 a SQLite file named 123 in the working directory."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(cp.errors.UserError, match=said):
+        call(tmp_path)
+    assert os.listdir(tmp_path) == []  # nothing was created
+
+
+def test_a_workflow_passed_for_its_graph_is_told_to_pass_its_graph() -> None:
+    class Workflow:  # what load_workflow returns holds the graph in .graph
+        graph = _one()
+
+    with pytest.raises(cp.errors.UserError, match=r"pass its .graph"):
+        cp.run_sync(Workflow(), store="memory")  # type: ignore[arg-type]

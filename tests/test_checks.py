@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from counterpoint.checks import number, seconds, whole
+from counterpoint.checks import flag, number, seconds, whole
 from counterpoint.errors import UserError
 
 
@@ -39,3 +39,21 @@ def test_number_bounds_are_said_as_checked() -> None:
         number(fine, "r", most=1)
     whole(3, "n", least=1)
     seconds(0.5, "t")
+
+
+def test_a_fix_ends_the_message_with_what_to_write() -> None:
+    with pytest.raises(UserError, match=r"^x must be a finite number > 0, got inf; leave x "
+                                        r"unset for no limit$"):
+        number(math.inf, "x", above=True, fix="leave x unset for no limit")
+    with pytest.raises(UserError, match=r"^n must be >= 1, got 0; leave n unset$"):
+        whole(0, "n", least=1, fix="leave n unset")
+    with pytest.raises(UserError, match=r"^t must be > 0 seconds \(a number\), got inf; no$"):
+        seconds(math.inf, "t", fix="no")
+
+
+@pytest.mark.parametrize("value", [1, 0, "yes", None])
+def test_flag_refuses_what_is_not_a_bool(value: Any) -> None:
+    with pytest.raises(UserError, match=r"^f must be True or False, got "):
+        flag(value, "f")
+    flag(True, "f")
+    flag(False, "f")

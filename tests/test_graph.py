@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -473,3 +474,47 @@ def test_literal_containers_without_references_are_plain_inputs() -> None:
     g = cp.Graph("g")
     g.add("total", lambda parts: sum(parts), parts=[1, 2, (3,)][:2])
     assert cp.run_sync(g, store="memory").output == {"total": 3}
+
+
+def _fetch(city: str) -> str:
+    return city
+
+
+@pytest.mark.parametrize(("build", "said"), [
+    (lambda g: g.add("x", _fetch, city="a", estimate="1"),
+     r"estimate must be a finite duration >= 0 seconds \(a number\), got '1'; or leave it "
+     "out"),
+    (lambda g: g.add("x", _fetch, city="a", estimate=math.inf), r"estimate must be a finite"),
+    (lambda g: g.add("x", _fetch, city="a", estimate=True), r"estimate must be a finite"),
+    (lambda g: g.add("x", _fetch, city="a", after="first"),
+     r"after= takes a list of nodes .* got str 'first'; write after=\['first'\]"),
+    (lambda g: g.add("x", _fetch, city="a", after=g.add("first", _fetch, city="b")),
+     r"after= takes a list of nodes .* got NodeRef .*; write after=\[ref\]"),
+    (lambda g: g.add("x", _fetch, city="a", after=3), r"after= takes a list of nodes"),
+    (lambda g: g.add("x", _fetch, city="a", policy={"retries": 2}),
+     r"policy= takes a cp.Policy, got dict \{'retries': 2\}; write "
+     r"policy=cp.Policy\(retries=...\)"),
+    (lambda g: g.add("x", _fetch, inputs=["a"]),
+     r"inputs= takes a mapping of parameter names to values or nodes, .* got list \['a'\]"),
+    (lambda g: g.map("x", _fetch, over=g.add("first", _fetch, city="b"), inputs=("a",)),
+     r"inputs= takes a mapping"),
+], ids=["estimate-str", "estimate-inf", "estimate-bool", "after-str", "after-ref",
+        "after-int", "policy-dict", "inputs-list", "map-inputs-tuple"])
+def test_a_node_option_of_the_wrong_kind_is_a_graph_error_where_it_was_added(
+        build: Any, said: str) -> None:
+    """Before: TypeError from a comparison ('>=' not supported between 'str' and 'int'),
+    AttributeError ('dict' object has no attribute 'fallback'), TypeError ('list' object
+    is not a mapping), and after='first' taken as the nodes 'f', 'i', 'r', 's', 't'."""
+    g = cp.Graph("g")
+    with pytest.raises(cp.GraphError, match=rf"^{re.escape(__file__)}:\d+: graph 'g', node 'x': "
+                                         rf"{said}"):
+        build(g)
+
+
+def test_the_graph_output_must_be_a_node_reference() -> None:
+    """Before: AttributeError: 'str' object has no attribute 'owner'."""
+    g = cp.Graph("g")
+    g.add("x", _fetch, city="a")
+    with pytest.raises(cp.GraphError, match=r"the graph output takes a node reference \(the "
+                                         r"value g.add returned\), got str 'x'"):
+        g.output("x")  # type: ignore[arg-type]

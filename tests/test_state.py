@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -298,7 +300,51 @@ def test_map_over_non_list_fails_clearly() -> None:
     succeed(state, "n", output={"not": "a list"})
     node = state.nodes[NodeId("sq")]
     assert node.status is NodeStatus.FAILED
-    assert "needs a list from 'n', got dict" in (node.error or {})["message"]
+    message = (node.error or {})["message"]
+    assert message.endswith(": map node 'sq' maps over the output of 'n', which is a dict, "
+                            "not a list; return a list from 'n', or map over a part of its "
+                            "output that is a list (over=ref['key'])")
+    assert message.startswith(f"{__file__}:")  # where g.map was called
+
+
+def _mapped_over(output: object, *path: str, where: str | None = None) -> str:
+    """The message of a map node over ``n``'s ``output`` (at ``path``), added at ``where``."""
+    async def square(x: int) -> int:
+        return x
+
+    def nums() -> list[int]:
+        return []
+
+    g = cp.Graph("g")
+    over = g.add("n", nums)
+    for key in path:
+        over = over[key]
+    g.map("sq", square, over=over)
+    if where is not None:  # as a workflow's compiler records the YAML line of the step
+        g.nodes[NodeId("sq")] = replace(g.nodes[NodeId("sq")], where=where)
+    state = new_state(g)
+    apply(state, Event(EventKind.RUN_CREATED, 0.0))
+    start(state, "n")
+    succeed(state, "n", output=output)
+    node = state.nodes[NodeId("sq")]
+    assert node.status is NodeStatus.FAILED
+    return str((node.error or {})["message"])
+
+
+def test_a_workflow_map_over_a_non_list_is_said_in_the_workflows_words() -> None:
+    """Regression: a YAML workflow's ``map: ${steps.n.output.items}`` was answered in
+    Python (``over=ref['key']``), without the file and line."""
+    assert _mapped_over({"items": "a b"}, "items", where="flow.yaml:7") == (
+        "flow.yaml:7: step 'sq' maps over the output of step 'n' at .items, which is a "
+        "str, not a list; return a list from step 'n', or map over a part of its output "
+        "that is a list (map: ${steps.n.output.KEY})")
+
+
+def test_a_map_over_a_part_that_is_not_there_names_the_part() -> None:
+    """Before: ``got KeyError``, the part not named."""
+    message = _mapped_over({"count": 2}, "items", where="g.py:3")
+    assert message.startswith("g.py:3: map node 'sq' maps over the output of 'n' at "
+                              "['items'], which is not there (KeyError: 'items'); ")
 
 
 def test_patch_validation_rejects_cycles_finished_nodes_and_stale_versions() -> None:

@@ -20,7 +20,14 @@ from .loop import run as run_loop
 from .options import RunOptions
 from .results import RunResult
 from .scheduler import RunHandle
-from .scheduler.execution import Execution, launch, prepare_resume, prepare_run, resumed_event
+from .scheduler.execution import (
+    Execution,
+    check_call,
+    launch,
+    prepare_resume,
+    prepare_run,
+    resumed_event,
+)
 from .scheduler.fork import prepare_fork
 from .scheduler.replay import replay
 from .store import RunStore, open_store
@@ -138,6 +145,7 @@ async def start_resume(run_id: str, *, store: RunStore | str | None = None,
                        graph: Graph | None = None, options: RunOptions | None = None,
                        backend: Backend | None = None) -> RunHandle:
     """:func:`resume` in the background: returns a handle to follow the resumed run."""
+    check_call(graph, options, store, backend=backend, graph_needed=False)
     owns = not isinstance(store, RunStore)
     the_store = store if isinstance(store, RunStore) else open_store(store)
     try:
@@ -185,6 +193,7 @@ async def start_fork(run_id: str, *, at: int | str | None = None,
                      new_run_id: str | None = None) -> RunHandle:
     """:func:`fork` in the background: returns once the new run's first events (what it
     reuses) are durable, with a handle to follow it."""
+    check_call(graph, options, store, new_run_id, backend, graph_needed=False)
     owns = not isinstance(store, RunStore)
     the_store = store if isinstance(store, RunStore) else open_store(store)
     try:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
+import operator
 import traceback
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from functools import lru_cache
 from typing import Any
 
@@ -39,7 +41,7 @@ def encode(value: Any) -> str:
     if kind not in _PLAIN and isinstance(value, Iterator | AsyncIterator):
         raise OutputNotSerializable(
             f"output of type {kind.__name__} is an iterator: {_ITERATOR_ADVICE}")
-    if kind in _CONTAINERS:
+    if kind not in _SCALARS:  # a container, a dataclass, a pydantic model...
         found = _nested_iterator(value)
         if found is not None:
             where, inner = found
@@ -61,18 +63,63 @@ def encode(value: Any) -> str:
             "JSON-compatible data, a dataclass or a pydantic model") from exc
 
 
+_View = Callable[[Any], tuple[Any, bool]]
+_VIEWS: dict[type, _View | None] = {}
+"""Type -> how to see inside its values (``None``: nothing to see), made once per type."""
+
+
+def _view(value: Any) -> tuple[Any, bool] | None:
+    """What pydantic would serialize inside ``value``, as a plain dict or tuple to walk,
+    and whether its keys are field names (shown ``.name`` on a path): a dict's or a list's
+    subclass, a dataclass's or a pydantic model's fields; ``None`` for anything else (a
+    scalar, an object pydantic cannot store: its error to report)."""
+    kind = type(value)
+    try:
+        view = _VIEWS[kind]
+    except KeyError:
+        if len(_VIEWS) >= 1024:  # classes made at run time would otherwise pile up
+            _VIEWS.clear()
+        view = _VIEWS[kind] = _view_of(kind)
+    return None if view is None else view(value)
+
+
+def _view_of(kind: type) -> _View | None:
+    if issubclass(kind, dict):
+        return lambda value: (dict(value), False)
+    if issubclass(kind, list | tuple | set | frozenset):
+        return lambda value: (tuple(value), False)
+    if issubclass(kind, pydantic.BaseModel):
+        def model(value: Any) -> tuple[Any, bool]:
+            extra = value.__pydantic_extra__
+            return ({**value.__dict__, **extra} if extra else value.__dict__), True
+        return model
+    if dataclasses.is_dataclass(kind):
+        names = tuple(f.name for f in dataclasses.fields(kind))
+        if not names:
+            return None
+        read = operator.attrgetter(*names)
+        if len(names) == 1:
+            return lambda value: ({names[0]: read(value)}, True)
+        return lambda value: (dict(zip(names, read(value), strict=True)), True)
+    return None
+
+
 def _nested_iterator(value: Any) -> tuple[str, Any] | None:
-    """The path (``['items'][0]``) and value of the first iterator inside the plain
-    containers (dicts, lists, tuples, sets) of ``value``, if there is one. Encoding would
-    consume it (pydantic writes an iterator as a list) while the live output handed to
-    the node's dependents kept it, exhausted. Other objects' fields are not looked into.
-    Each container's item types are gathered in one pass in C; only containers holding
-    something other than scalars are walked item by item."""
-    stack: list[tuple[Any, Any]] = [(value, None)]  # (container, its path as links)
+    """The path (``['items'][0]``, ``.field``) and value of the first iterator inside
+    ``value``: in its plain containers (dicts, lists, tuples, sets), their subclasses,
+    and the fields of its dataclasses and pydantic models, if there is one. Encoding
+    would consume it (pydantic writes an iterator as a list) while the live output handed
+    to the node's dependents kept it, exhausted. Each container's item types are gathered
+    in one pass in C; only containers holding something other than scalars are walked
+    item by item, and only their items of other types are looked into (``_view``)."""
+    root = (value, False) if type(value) in _CONTAINERS else _view(value)
+    if root is None:
+        return None
+    stack: list[tuple[Any, Any, bool]] = [(root[0], None, root[1])]
     seen = {id(value)}  # a container holding itself is pydantic's error to report
     scalars, containers = _SCALARS, _CONTAINERS
-    while stack:
-        current, links = stack.pop()
+    while stack:  # (container, its path as links, whether its keys are field names)
+        current, links, fields = stack.pop()
         is_dict = type(current) is dict
         if scalars.issuperset(map(type, current.values() if is_dict else current)):
             continue
@@ -83,14 +130,24 @@ def _nested_iterator(value: Any) -> tuple[str, Any] | None:
             if kind in containers:
                 if id(item) not in seen:
                     seen.add(id(item))
-                    stack.append((item, (links, key)))
+                    stack.append((item, (links, key, fields), False))
             elif isinstance(item, Iterator | AsyncIterator):
-                keys = [key]
-                while links is not None:
-                    links, parent_key = links
-                    keys.append(parent_key)
-                return "".join(f"[{k!r}]" for k in reversed(keys)), item
+                return _path(links, key, fields), item
+            elif id(item) not in seen:
+                seen.add(id(item))
+                inner = _view(item)
+                if inner is not None:
+                    stack.append((inner[0], (links, key, fields), inner[1]))
     return None
+
+
+def _path(links: Any, key: Any, fields: bool) -> str:
+    """``['items'][0].name``: the keys from the output down to ``key``."""
+    keys = [(key, fields)]
+    while links is not None:
+        links, parent_key, parent_fields = links
+        keys.append((parent_key, parent_fields))
+    return "".join(f".{k}" if by_name else f"[{k!r}]" for k, by_name in reversed(keys))
 
 
 @lru_cache(maxsize=512)

@@ -24,6 +24,7 @@ from .graph_checks import _CONTAINERS, _GraphChecks, _holds_ref, nested_refs_err
 from .graph_checks import _MISSING as _MISSING
 from .graph_checks import _check_estimate as _check_estimate
 from .graph_checks import _preview as _preview
+from .graph_checks import id_of as id_of
 from .ids import NodeId
 from .nodes import _GRAPH as _GRAPH
 from .nodes import _JOIN as _JOIN
@@ -118,7 +119,7 @@ class Graph(_GraphChecks):
 
     def __init__(self, name: str, *, board: Board | None = None) -> None:
         if not name or not isinstance(name, str):
-            raise GraphError("Graph name must be a non-empty string")
+            raise GraphError(f"Graph name must be a non-empty string, got {name!r}")
         self.name = name
         self.board = board
         """The run's blackboard: its keys' policies and its work queues (``ctx.board``)."""
@@ -183,7 +184,7 @@ class Graph(_GraphChecks):
         the node's output.
         """
         where = call_site(sys._getframe(1))
-        merged = {**inputs, **kwargs} if inputs else kwargs
+        merged = self._merged(where, id, inputs, kwargs) if inputs is not None else kwargs
         options = NO_OPTIONS if retries is None and timeout is None and fallback is None \
             and resources is None else NodeOptions(retries=retries, timeout=timeout,
                                                    fallback=fallback, resources=resources)
@@ -226,7 +227,7 @@ class Graph(_GraphChecks):
             raise GraphError(f"{where}: graph {self.name!r}, node {id!r}: map(over=...) takes a "
                              f"node reference (the value returned by Graph.add), got "
                              f"{type(over).__name__}")
-        merged = {**(inputs or {}), **kwargs}
+        merged = self._merged(where, id, inputs, kwargs) if inputs is not None else kwargs
         param = item
         if isinstance(fn, Graph):
             if param is None:
@@ -337,7 +338,9 @@ class Graph(_GraphChecks):
         if not (subgraph or callable(fn)):
             raise GraphError(f"{self._label(where, id)}: expected a function or a Graph, got "
                              f"{type(fn).__name__}")
-        after_ids = self._ordering(id, after) if after else ()
+        after_ids = self._ordering(where, id, after) if after else ()
+        if policy is not None and not isinstance(policy, Policy):
+            raise self._not_a_policy(where, id, policy)
         try:
             facts = _NO_FACTS if subgraph else step_facts(fn)  # type: ignore[arg-type]
         except GraphError as exc:  # an annotation that cannot be evaluated
@@ -494,7 +497,3 @@ class Graph(_GraphChecks):
         from . import pictures
         return pictures.to_svg(pictures.describe(self))
 
-
-def id_of(graph: Graph) -> int:
-    """Identity used to tell references of different graphs apart."""
-    return id(graph)

@@ -9,6 +9,7 @@ that names the graph, the node and where it was added.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +43,13 @@ class _GraphChecks:
 
         def _output_type(self, node: NodeId) -> Any: ...
 
-    def _ordering(self, node: str, after: Iterable[NodeRef | str]) -> tuple[NodeId, ...]:
+    def _ordering(self, where: str, node: str,
+                  after: Iterable[NodeRef | str]) -> tuple[NodeId, ...]:
+        if isinstance(after, str | NodeRef) or not isinstance(after, Iterable):
+            one = "ref" if isinstance(after, NodeRef) else repr(after)
+            raise GraphError(f"{self._label(where, node)}: after= takes a list of nodes (the "
+                             f"references g.add returned, or their ids), got "
+                             f"{type(after).__name__} {after!r}; write after=[{one}]")
         ordering: list[NodeId] = []
         for item in after:
             if isinstance(item, NodeRef):
@@ -61,7 +68,28 @@ class _GraphChecks:
         except GraphError as exc:  # an annotation that cannot be evaluated
             raise GraphError(f"{self._label(where, node)}: {exc}") from exc
 
+    def _merged(self, where: str, node: str, inputs: object,
+                kwargs: dict[str, Any]) -> dict[str, Any]:
+        """``inputs={...}`` and the keyword inputs in one dict."""
+        if not isinstance(inputs, Mapping):
+            raise GraphError(f"{self._label(where, node)}: inputs= takes a mapping of "
+                             f"parameter names to values or nodes, e.g. inputs={{'city': "
+                             f"'Paris'}}, got {type(inputs).__name__} {inputs!r}")
+        return {**inputs, **kwargs} if inputs else kwargs
+
+    def _not_a_policy(self, where: str, node: str, policy: object) -> GraphError:
+        example = ", ".join(f"{k}=..." for k in policy) if isinstance(policy, Mapping) \
+            else "retries=2"
+        return GraphError(f"{self._label(where, node)}: policy= takes a cp.Policy, got "
+                          f"{type(policy).__name__} {policy!r}; write "
+                          f"policy=cp.Policy({example or 'retries=2'}), or pass retries=, "
+                          "timeout=, ... to g.add directly")
+
     def _check_ref_owner(self, value: NodeRef, node: str, what: str) -> None:
+        if not isinstance(value, NodeRef):
+            raise GraphError(f"graph {self.name!r}, node {node!r}: {what} takes a node "
+                             f"reference (the value g.add returned), got "
+                             f"{type(value).__name__} {value!r}")
         if value.owner is not None and value.owner != self._identity and not self._any_owner:
             raise GraphError(f"graph {self.name!r}, node {node!r}: {what} refers to node "
                              f"{value.node!r} of another graph; pass a node of this graph, "
@@ -162,10 +190,17 @@ class _GraphChecks:
 
 
 def _check_estimate(estimate: float, where: str, graph: str, node: str) -> float:
-    if not estimate >= 0:
+    if isinstance(estimate, bool) or not isinstance(estimate, int | float) or \
+            not 0 <= estimate < math.inf:
         raise GraphError(f"{where}: graph {graph!r}, node {node!r}: estimate must be a "
-                         f"duration >= 0 seconds, got {estimate!r}")
+                         f"finite duration >= 0 seconds (a number), got {estimate!r}; or "
+                         "leave it out to use the duration learned for the step")
     return float(estimate)
+
+
+def id_of(graph: object) -> int:
+    """Identity used to tell references of different graphs apart."""
+    return id(graph)
 
 
 def _preview(nodes: Mapping[NodeId, Any], limit: int = 8) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from .errors import PatchError
 from .events import (
@@ -48,6 +49,9 @@ from .state import (
     RunStatus,
 )
 from .transitions import FINISHING
+
+if TYPE_CHECKING:
+    from .nodes import NodeSpec
 
 _RUN_RUNNING = RunStatus.RUNNING
 _MAP = NodeKind.MAP
@@ -210,20 +214,43 @@ def _verdict(state: RunState, ns: NodeState, now: float) -> Event | None:
 
 def _expansion(state: RunState, ns: NodeState, now: float) -> Event:
     spec = ns.spec
-    assert spec.map_over is not None
-    source = state.nodes[spec.map_over.node]
+    over = spec.map_over
+    assert over is not None
+    source = state.nodes[over.node]
     try:
-        items = spec.map_over.resolve(source.output)
+        items = over.resolve(source.output)
     except (KeyError, IndexError, TypeError) as exc:
         items = exc
     if not isinstance(items, list | tuple):
-        got = type(items).__name__
         return Event(NODE_FAILED, now, spec.id, data={
             "final": True, "type": "TypeError", "retryable": False,
-            "message": f"map node {spec.id!r} needs a list from {spec.map_over.node!r}, "
-                       f"got {got}; return a list from that step or map over a part of "
-                       "its output (over=ref['key'])"})
+            "message": _not_a_list(spec, items)})
     return Event(MAP_EXPANDED, now, spec.id, data={"count": len(items)})
+
+
+def _not_a_list(spec: NodeSpec, items: object) -> str:
+    """Why a map node cannot expand, in the words of the file it was written in: a
+    workflow's ``map: ${steps.ID.output.KEY}`` (paths as ``.KEY``), a Python graph's
+    ``over=ref['KEY']``."""
+    over = spec.map_over
+    assert over is not None
+    yaml = spec.where.rpartition(":")[0].endswith((".yaml", ".yml"))
+    source = f"step {over.node!r}" if yaml else repr(over.node)
+    path = "".join(f".{key}" if yaml else f"[{key!r}]" for key in over.path)
+    part = f"the output of {source}" + (f" at {path}" if path else "")
+    if isinstance(items, Exception):
+        got = f"{part}, which is not there ({type(items).__name__}: {items})"
+    else:
+        got = f"{part}, which is {_a(type(items).__name__)}, not a list"
+    step = over.node if "." not in over.node else "ID"  # a.b: a node of the workflow's own
+    fix = f"map: ${{steps.{step}.output.KEY}}" if yaml else "over=ref['key']"
+    return (f"{spec.where + ': ' if spec.where else ''}{'step' if yaml else 'map node'} "
+            f"{spec.id!r} maps over {got}; return a list from {source}, or map over a part "
+            f"of its output that is a list ({fix})")
+
+
+def _a(noun: str) -> str:
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
 
 
 def pick(state: RunState, slots: int) -> list[NodeId]:

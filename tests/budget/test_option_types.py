@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any
 
 import pytest
@@ -17,7 +19,7 @@ from counterpoint.models import ScriptedModel
 
 @pytest.mark.parametrize("usd", ["0.5", [1], {"usd": 1}])
 def test_a_budget_of_the_wrong_type_is_a_user_error(usd: Any) -> None:
-    with pytest.raises(UserError, match="Budget: usd must be a number > 0"):
+    with pytest.raises(UserError, match="Budget: usd must be a finite number > 0"):
         Budget(usd=usd)
 
 
@@ -64,3 +66,54 @@ def test_counts_and_seconds_of_the_wrong_type_are_user_errors(build: Any, said: 
     of 'str' and 'int'`` from inside the options' own check."""
     with pytest.raises(UserError, match=said):
         build()
+
+
+@pytest.mark.parametrize("usd", [math.inf, math.nan, -1.0, 0, True])
+def test_a_budget_of_infinite_or_no_money_says_to_leave_usd_unset(usd: Any) -> None:
+    """Before, ``Budget(usd=float("inf"))`` was accepted as a cap (shown as ``$inf``)."""
+    with pytest.raises(UserError, match=rf"^Budget: usd must be a finite number > 0, got "
+                                        rf"{re.escape(repr(usd))}; leave usd unset for no "
+                                        r"limit on money, e.g. Budget\(tokens=20_000\)$"):
+        Budget(usd=usd)
+
+
+@pytest.mark.parametrize("tokens", [math.inf, 0, -5, True, 2.5])
+def test_a_budget_of_tokens_that_is_not_a_count_says_to_leave_tokens_unset(
+        tokens: Any) -> None:
+    with pytest.raises(UserError, match=r"^Budget: tokens must be .*; leave tokens unset for "
+                                        r"no limit on tokens"):
+        Budget(tokens=tokens)
+
+
+@pytest.mark.parametrize(("build", "said"), [
+    (lambda: cp.RunOptions(deadline=math.inf),
+     r"deadline must be > 0 seconds \(a number\), got inf; leave deadline unset \(None\) "
+     "for no deadline"),
+    (lambda: cp.RunOptions(max_concurrency=math.inf),
+     r"max_concurrency must be a whole number >= 1, got inf \(float\); leave "
+     r"max_concurrency unset \(None\) for no limit"),
+    (lambda: cp.RunOptions(limits={"gpu": math.inf}),
+     r"limit 'gpu' must be a whole number >= 1, got inf \(float\); leave the name out of "
+     "limits"),
+    (lambda: cp.RunOptions(limits={3: 1}), r"limits: a resource name must be a non-empty "
+                                           r"string, as in resources=\{'openai': 1\}, got 3"),
+    (lambda: cp.RunOptions(seed=math.nan), r"seed must be a whole number \(an int\), got nan"),
+    (lambda: cp.RunOptions(seed=True), r"seed must be a whole number \(an int\), got True"),
+    (lambda: cp.RunOptions(fail_fast="yes"), r"fail_fast must be True or False, got 'yes'"),
+    (lambda: cp.RunOptions(cache=None), r"cache must be True or False, got None"),
+    (lambda: cp.RunOptions(detach_when_waiting=1),
+     r"detach_when_waiting must be True or False, got 1 \(int\)"),
+], ids=["deadline-inf", "concurrency-inf", "limit-inf", "limit-name-int", "seed-nan",
+        "seed-bool", "fail-fast-str", "cache-none", "detach-int"])
+def test_run_options_refuse_what_makes_no_sense_saying_what_to_write(build: Any,
+                                                                     said: str) -> None:
+    """Before, a seed of NaN or ``"1"``, ``cache=None`` (read as off) and a limit named
+    ``3`` were accepted."""
+    with pytest.raises(UserError, match=rf"^RunOptions: {said}"):
+        build()
+
+
+def test_run_options_that_make_sense_are_kept() -> None:
+    options = cp.RunOptions(max_concurrency=2, deadline=1.5, seed=-1, fail_fast=True,
+                            cache=False, limits={"gpu": 1}, budget=Budget(usd=0.5))
+    assert cp.RunOptions.from_data(options.as_data()) == options

@@ -115,3 +115,16 @@ def test_a_workflow_says_its_steps_cannot_hold_resources(
         "limit would limit nothing; a workflow file cannot declare resources on its steps; "
         "leave the flag out (to run fewer steps at once, use --max-concurrency N)")
     assert not (tmp_path / "runs.db").exists()
+
+
+def test_the_warning_is_given_once_in_the_flags_words(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run that ``run`` starts makes the same judgement (RunOptions' check) and does
+    not warn a second time, as a Python warning."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        code, output = _run(tmp_path, monkeypatch, "grows.py", EDITS, "--limit", "cpu=1")
+    assert code == 0, output
+    assert output.count("no node of graph 'grows'") == 1
+    assert "RunOptions(limits=" not in output

@@ -167,8 +167,9 @@ def test_dispatch_respects_dependencies_under_resource_limits(
         tag = {"slot": 1} if (seed >> (int(node_id[1:]) % 16)) & 1 else None
         limited.add(node_id, spec.fn, inputs=dict(spec.inputs), after=spec.after,
                     resources=tag)  # type: ignore[arg-type]
-    result = cp.run_sync(limited, store="memory",
-                         options=cp.RunOptions(limits={"slot": 1}))
+    held = any(s.policy.resources for s in limited.nodes.values())  # else refused: it
+    result = cp.run_sync(limited, store="memory",  # would limit nothing (check_limits)
+                         options=cp.RunOptions(limits={"slot": 1} if held else {}))
     check_invariants(result)
     running: list[tuple[int, int]] = [
         (TRACE.starts[n], TRACE.ends[n]) for n, s in limited.nodes.items()

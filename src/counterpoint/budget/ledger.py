@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..approval import clock
+from ..checks import number, whole
 from ..errors import BudgetExceeded, UserError
 
 _EPSILON = 1e-12
@@ -29,12 +30,12 @@ class Budget:
     """Input plus output tokens of all calls."""
 
     def __post_init__(self) -> None:
-        if self.usd is not None and (isinstance(self.usd, bool) or
-                                     not isinstance(self.usd, int | float) or not self.usd > 0):
-            raise UserError(f"Budget: usd must be a number > 0, got {self.usd!r}")
-        if self.tokens is not None and (isinstance(self.tokens, bool) or
-                                        not isinstance(self.tokens, int) or self.tokens < 1):
-            raise UserError(f"Budget: tokens must be a whole number >= 1, got {self.tokens!r}")
+        if self.usd is not None:
+            number(self.usd, "Budget: usd", above=True,
+                   fix="leave usd unset for no limit on money, e.g. Budget(tokens=20_000)")
+        if self.tokens is not None:
+            whole(self.tokens, "Budget: tokens", least=1,
+                  fix="leave tokens unset for no limit on tokens, e.g. Budget(usd=0.5)")
 
     def __str__(self) -> str:
         parts = ([f"${self.usd:g}"] if self.usd is not None else []) + (

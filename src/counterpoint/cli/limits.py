@@ -11,7 +11,6 @@ loops) add only nodes that hold no resources.
 
 from __future__ import annotations
 
-import difflib
 from typing import TYPE_CHECKING
 
 import typer
@@ -55,22 +54,17 @@ def check_limits(limits: Mapping[str, int], graph: Graph, *, kind: str,
     naming the flag, the resource, the ones its nodes do hold and what to do; ``kind``
     and ``target`` are ``run``'s (a goal, a workflow or a graph). Returns the warnings
     to print instead, when a step of the graph may add such nodes by a live edit."""
-    if not limits:
-        return []
-    from ..options import resources_held
-    held, editable = resources_held(graph)
-    unheld = [name for name in limits if name not in held]
-    if not unheld:
+    from ..options import first_warning, unheld_limits
+    unheld = unheld_limits(limits, graph)  # the judgement RunOptions(limits=...) gets too
+    if unheld is None:
         return []
     what = {"goal": "the goal run", "workflow": f"workflow {target}"}.get(
         kind, f"graph {graph.name!r} ({target})")
-    holds = f"its nodes hold {', '.join(repr(n) for n in sorted(held))}" if held else \
-        "its nodes hold no resources"
     problems = []
-    for name in unheld:
-        close = difflib.get_close_matches(name, sorted(held), n=1)
-        mean = f" (did you mean --limit {close[0]}={limits[name]}?)" if close else ""
-        if editable:
+    for name in unheld.names:
+        close = unheld.close(name)
+        mean = f" (did you mean --limit {close}={limits[name]}?)" if close else ""
+        if unheld.editable:
             fix = f"it stays in force for nodes that a live edit adds later{mean}"
         elif kind == "graph":
             fix = (f"fix the name{mean}, declare the resource on the nodes it should bound "
@@ -80,9 +74,10 @@ def check_limits(limits: Mapping[str, int], graph: Graph, *, kind: str,
                    "workflow" else "a goal run's steps hold none") + \
                 "; leave the flag out (to run fewer steps at once, use --max-concurrency N)"
         problems.append(f"--limit {name}={limits[name]}: no node of {what} holds a resource "
-                        f"{name!r}{f' ({holds})' if kind == 'graph' else ''}, so the limit "
-                        f"would limit nothing; {fix}")
-    if editable:
-        return problems
+                        f"{name!r}{f' ({unheld.holds()})' if kind == 'graph' else ''}, so "
+                        f"the limit would limit nothing; {fix}")
+    if unheld.editable:  # given here in the flag's words, so not again by the run
+        return [p for p, name in zip(problems, unheld.names, strict=True)
+                if first_warning(graph, name)]
     raise UserError(problems[0] if len(problems) == 1 else "\n  ".join(
         ["several --limit flags name resources no node holds:", *problems]))

@@ -15,6 +15,7 @@ import os
 import socket
 import threading
 import time
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,7 +28,7 @@ from ..graph import Graph
 from ..ids import RunId, new_run_id
 from ..loader import load_recorded, source_record
 from ..observers import observers_for
-from ..options import RunOptions
+from ..options import RunOptions, first_warning, unheld_limits
 from ..results import RunResult
 from ..state import RunState
 from ..store import RunStore, open_store
@@ -164,6 +165,49 @@ def resumed_event(execution: Execution) -> Event | None:
     return Event(RUN_RESUMED, time.time(), data={"pid": os.getpid()})
 
 
+def check_call(graph: object, options: object, store: object, run_id: object = None,
+               backend: object = None, *, inputs: object = None,
+               graph_needed: bool = True) -> None:
+    """Raise :class:`UserError` for an argument of the wrong kind to ``cp.run``,
+    ``cp.start``, ``cp.resume`` or a fork (``options={...}``, a function for a graph,
+    ``store=123``), saying what to pass, rather than an ``AttributeError`` from inside,
+    or a SQLite file named ``123``."""
+    if (graph_needed or graph is not None) and not isinstance(graph, Graph):
+        inner = getattr(graph, "graph", None)
+        hint = "pass its .graph (e.g. cp.run(wf.graph, ...))" if isinstance(inner, Graph) \
+            else "build one with g = cp.Graph('name') and g.add('id', step, ...)"
+        raise UserError(f"graph must be a cp.Graph, got {_kind(graph)}; {hint}")
+    if inputs is not None and not isinstance(inputs, Mapping):
+        raise UserError(f"inputs must be a mapping of the graph's input names to values, "
+                        f"e.g. inputs={{'city': 'Paris'}}, got {_kind(inputs)}")
+    if options is not None and not isinstance(options, RunOptions):
+        example = ", ".join(f"{k}=..." for k in options) if isinstance(options, Mapping) \
+            else "max_concurrency=4"
+        raise UserError(f"options must be a cp.RunOptions, got {_kind(options)}; write "
+                        f"options=cp.RunOptions({example or 'max_concurrency=4'})")
+    if store is not None and not isinstance(store, RunStore | str | os.PathLike):
+        raise UserError(f"store must be a RunStore, a file path, a postgresql:// URL or "
+                        f"'memory', got {_kind(store)}; e.g. store='runs.db'")
+    if run_id is not None and (not isinstance(run_id, str) or not run_id.strip()
+                               or "/" in run_id):
+        raise UserError(f"run_id must be a non-empty string without '/' (it separates a "
+                        f"sub-run's id from its parent's), got {run_id!r}; or leave it out "
+                        "for a fresh id")
+    if backend is not None and not callable(getattr(backend, "call", None)):
+        raise UserError(f"backend must be a counterpoint Backend (an object with an async "
+                        f"call method, e.g. counterpoint.ray.RayBackend()), got "
+                        f"{_kind(backend)}; leave it out to run steps in this process")
+
+
+def _kind(value: object) -> str:
+    name = getattr(value, "__qualname__", None)
+    if callable(value) and isinstance(name, str):
+        return f"{type(value).__name__} {name}"
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    return f"{type(value).__name__} {shown}"
+
+
 def check_inputs(graph: Graph, inputs: Mapping[str, Any],
                  options: RunOptions) -> Mapping[str, Any]:
     """Raise :class:`UserError` if ``graph`` cannot run with ``inputs`` under ``options``;
@@ -185,6 +229,41 @@ def check_inputs(graph: Graph, inputs: Mapping[str, Any],
         if excess:
             raise UserError(f"{excess[0].where}: {excess[1]}; raise the limit")
     return inputs
+
+
+def check_limits(graph: Graph, limits: Mapping[str, int]) -> None:
+    """Raise :class:`UserError` for a limit on a resource that no node of ``graph`` (nor
+    of its sub-graphs) holds: a misspelling, or a limit that would limit nothing. When a
+    step of the user's code takes a ``NodeContext`` (it may add nodes holding it by a live
+    edit), warn instead, once per graph and limit, and keep the limit. The judgement is
+    :func:`counterpoint.options.unheld_limits`, the same as ``run --limit``'s."""
+    unheld = unheld_limits(limits, graph)
+    if unheld is None:
+        return
+    workflow = str(graph.source.file or "").endswith((".yaml", ".yml"))
+    problems = []
+    for name in unheld.names:
+        close = unheld.close(name)
+        mean = f" (did you mean {close!r}?)" if close else ""
+        if unheld.editable:
+            fix = f"it stays in force for nodes that a live edit adds later{mean}"
+        elif workflow:
+            fix = ("a workflow file cannot declare resources on its steps; leave it out "
+                   "(to run fewer steps at once, use max_concurrency=N)")
+        else:
+            fix = (f"fix the name{mean}, declare the resource on the nodes it should bound "
+                   f"(g.add(..., resources={{{name!r}: 1}})), or leave it out")
+        problems.append(f"RunOptions(limits={{{name!r}: {limits[name]}}}): no node holds a "
+                        f"resource {name!r} ({unheld.holds()}), so the limit would limit "
+                        f"nothing; {fix}")
+    where = f"{graph.source.origin}: graph {graph.name!r}"
+    if unheld.editable:
+        for problem, name in zip(problems, unheld.names, strict=True):
+            if first_warning(graph, name):
+                warnings.warn(f"{where}: {problem}", UserWarning, stacklevel=2)
+        return
+    raise UserError(f"{where}: {problems[0]}" if len(problems) == 1 else "\n  ".join(
+        [f"{where}: several limits name resources no node holds:", *problems]))
 
 
 def _conformed(graph: Graph, inputs: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -223,12 +302,16 @@ def prepare_run(graph: Graph, inputs: Mapping[str, Any], options: RunOptions,
     Everything the user can get wrong is checked before the store is opened, so a
     mistake leaves nothing behind.
     """
+    if parent is None:  # a sub-run's id is its parent's and its node's: run/node
+        check_call(graph, options, store, run_id, backend, inputs=inputs)
     topology = graph.validate()
     if (options.budget is None and graph.budget is not None) or (
             options.deadline is None and graph.deadline is not None):  # a workflow's own
         options = dataclasses.replace(options, budget=options.budget or graph.budget,
                                       deadline=options.deadline or graph.deadline)
     inputs = check_inputs(graph, inputs, options)
+    if options.limits and parent is None:  # a sub-run shares its parent's limits
+        check_limits(graph, options.limits)
     backend = backend or options.backend or DEFAULT_BACKEND
     check_backend(backend, graph)
     owns = not isinstance(store, RunStore)
