@@ -402,7 +402,7 @@ class Graph(_GraphChecks):
             self._check_types(where, id, hints, inputs, map_over, map_param)
         base: Policy = policy if policy is not None else getattr(fn, _POLICY_ATTR,
                                                                  DEFAULT_POLICY)
-        merged = base if options is NO_OPTIONS else options.apply(base)
+        merged = base if options is NO_OPTIONS else self._options(where, id, options, base)
         if merged.fallback is not None:
             self._check_fallback(where, id, merged.fallback, inputs, map_param)
         if estimate is not None:
@@ -437,7 +437,7 @@ class Graph(_GraphChecks):
         missing = sorted(set(sub.inputs) - set(inputs) - {map_param})
         if missing:
             raise GraphError(f"{label}: sub-graph {sub.name!r} needs input(s) {missing}")
-        merged = options.apply(policy or DEFAULT_POLICY)
+        merged = self._options(where, id, options, policy or DEFAULT_POLICY)
         if merged.fallback is not None:
             self._check_fallback(where, id, merged.fallback, inputs, map_param)
         if estimate is not None:

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from .annotations import is_assignable, item_type, type_name
 from .callables import StepFacts, step_facts
-from .errors import GraphError
+from .errors import GraphError, UserError
 from .ids import NodeId
-from .nodes import InputRef, NodeRef, NodeSpec
+from .nodes import InputRef, NodeOptions, NodeRef, NodeSpec
+from .policy import Policy
 from .topology import Topology
 
 if TYPE_CHECKING:
@@ -84,6 +85,13 @@ class _GraphChecks:
                           f"{type(policy).__name__} {policy!r}; write "
                           f"policy=cp.Policy({example or 'retries=2'}), or pass retries=, "
                           "timeout=, ... to g.add directly")
+
+    def _options(self, where: str, node: str, options: NodeOptions, base: Policy) -> Policy:
+        """``options.apply(base)``, its error named with the node and its ``g.add`` line."""
+        try:
+            return options.apply(base)
+        except UserError as exc:
+            raise GraphError(f"{self._label(where, node)}: {exc}") from None
 
     def _check_ref_owner(self, value: NodeRef, node: str, what: str) -> None:
         if not isinstance(value, NodeRef):

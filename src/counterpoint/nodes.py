@@ -27,8 +27,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
+from .checks import seconds, whole
 from .ids import NodeId
-from .policy import DEFAULT_POLICY, Backoff, Policy
+from .policy import DEFAULT_POLICY, NO_TIMEOUT, Backoff, Policy
 
 if TYPE_CHECKING:
     from .graph import Graph
@@ -341,11 +342,16 @@ class NodeOptions:
     """Named resources the node holds while it runs."""
 
     def apply(self, base: Policy) -> Policy:
-        """``base`` with every field set here replaced (``base`` itself when none is set)."""
+        """``base`` with every field set here replaced (``base`` itself when none is set).
+
+        Raises :class:`~counterpoint.errors.UserError` for a value that makes no sense,
+        naming the option as ``g.add`` takes it (``timeout``, not ``Policy.timeout``)."""
         changes: dict[str, Any] = {}
         if self.retries is not None:
+            whole(self.retries, "retries", least=0)
             changes["retries"] = self.retries
         if self.timeout is not None:
+            seconds(self.timeout, "timeout", fix=NO_TIMEOUT)
             changes["timeout"] = self.timeout
         if self.backoff is not None:
             changes["backoff"] = self.backoff

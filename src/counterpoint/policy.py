@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .budget import Budget
-from .checks import seconds, whole
+from .checks import number, seconds, whole
 from .errors import UserError
 
 PROGRAMMING_ERRORS: tuple[type[BaseException], ...] = (
@@ -35,6 +36,10 @@ class RetriedByDefault(metaclass=_RetriedByDefaultType):
     """
 
 
+NO_TIMEOUT = "leave timeout unset for no limit"
+"""What a timeout message says to write instead of infinity, 0 or a negative."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Backoff:
     """Exponential backoff with jitter between attempts of a node."""
@@ -48,9 +53,24 @@ class Backoff:
     jitter: float = 0.5
     """Fraction of the delay drawn at random (0 = none, 1 = full jitter)."""
 
+    def __post_init__(self) -> None:
+        number(self.initial, "Backoff.initial",
+               fix="give the first delay in seconds (0 retries at once)")
+        number(self.factor, "Backoff.factor", least=1.0,
+               fix="each delay is the one before times factor; factor=1 keeps it constant")
+        number(self.maximum, "Backoff.maximum",
+               fix="give the longest single delay in seconds")
+        number(self.jitter, "Backoff.jitter", most=1.0,
+               fix="it is the fraction of each delay drawn at random: 0 for none, 1 for "
+                   "full jitter")
+
     def delay(self, attempt: int, rng: random.Random) -> float:
         """Delay before attempt ``attempt + 1`` (``attempt`` counts from 1)."""
-        base = min(self.maximum, self.initial * self.factor ** max(0, attempt - 1))
+        try:
+            grown = self.initial * self.factor ** max(0, attempt - 1)
+        except OverflowError:  # float ** int past ~1e308: the cap applies long before
+            grown = math.inf
+        base = min(self.maximum, grown)
         return base * (1.0 - self.jitter * rng.random())
 
 
@@ -85,7 +105,11 @@ class Policy:
     def __post_init__(self) -> None:
         whole(self.retries, "Policy.retries", least=0)
         if self.timeout is not None:
-            seconds(self.timeout, "Policy.timeout")
+            seconds(self.timeout, "Policy.timeout", fix=NO_TIMEOUT)
+        if not isinstance(self.backoff, Backoff):
+            raise UserError(f"Policy.backoff takes a cp.Backoff, got "
+                            f"{type(self.backoff).__name__} {self.backoff!r}; write "
+                            "backoff=cp.Backoff(initial=0.5, factor=2.0)")
         for name, units in self.resources.items():
             whole(units, f"Policy.resources[{name!r}]", least=1)
         Budget.checked(self.budget, where="Policy")
