@@ -1,4 +1,4 @@
-"""g.add's node options (retries=, timeout=): a bad one is a GraphError with
+"""g.add's node options (retries=, timeout=, resources=): a bad one is a GraphError with
 the file:line of the g.add, the graph and the node, and what to write instead."""
 
 from __future__ import annotations
@@ -55,8 +55,23 @@ def test_map_and_step_name_their_line_too() -> None:
         g.step(timeout=-5)(work)
 
 
+@pytest.mark.parametrize(("resources", "says"), [
+    (["gpu"], r"resources takes a mapping of resource names to the units the node holds, "
+              r"got list \['gpu'\]; write resources=\{'gpu': 1\}"),
+    ({"gpu": 0}, r"resources\['gpu'\] must be >= 1, got 0"),
+    ({"gpu": -1}, r"resources\['gpu'\] must be >= 1, got -1"),
+    ({"gpu": 1.5}, r"resources\['gpu'\] must be a whole number >= 1, got 1.5"),
+    ({"": 1}, r"resources names each resource by a non-empty string, got ''"),
+    ({3: 1}, r"resources names each resource by a non-empty string, got 3"),
+])
+def test_bad_resources_name_the_add_line(resources: object, says: str) -> None:
+    g = cp.Graph("opts")
+    with pytest.raises(cp.GraphError, match=rf"^{here()}:\d+: graph 'opts', node 'a': {says}"):
+        g.add("a", work, resources=resources)  # type: ignore[arg-type]
+
+
 def test_good_options_reach_the_policy() -> None:
     g = cp.Graph("opts")
-    g.add("a", work, retries=2, timeout=1.5)
+    g.add("a", work, retries=2, timeout=1.5, resources={"gpu": 1})
     policy = g.nodes[NodeId("a")].policy
-    assert (policy.retries, policy.timeout) == (2, 1.5)
+    assert (policy.retries, policy.timeout, dict(policy.resources)) == (2, 1.5, {"gpu": 1})

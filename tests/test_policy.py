@@ -52,3 +52,24 @@ def test_policy_takes_a_backoff_only() -> None:
     with pytest.raises(cp.UserError, match=r"Policy.backoff takes a cp.Backoff, got float 0.5; "
                                            r"write backoff=cp.Backoff\("):
         cp.Policy(backoff=0.5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("resources", "says"), [
+    (["gpu"], r"Policy.resources takes a mapping of resource names to the units the node "
+              r"holds, got list \['gpu'\]; write resources=\{'gpu': 1\}"),
+    (("gpu", "db"), r"got tuple .*; write resources=\{'gpu': 1, 'db': 1\}"),
+    ("gpu", r"got str 'gpu'; write resources=\{'gpu': 1\}"),
+    ({"gpu": 0}, r"Policy.resources\['gpu'\] must be >= 1, got 0; .*leave the name out"),
+    ({"gpu": -1}, r"Policy.resources\['gpu'\] must be >= 1, got -1"),
+    ({"gpu": 1.5}, r"Policy.resources\['gpu'\] must be a whole number >= 1, got 1.5"),
+    ({"gpu": True}, r"Policy.resources\['gpu'\] must be a whole number >= 1, got True"),
+    ({"": 1}, r"Policy.resources names each resource by a non-empty string, got '' \(str\)"),
+    ({3: 1}, r"Policy.resources names each resource by a non-empty string, got 3 \(int\)"),
+])
+def test_policy_resources_are_names_and_whole_units(resources: object, says: str) -> None:
+    with pytest.raises(cp.UserError, match=says):
+        cp.Policy(resources=resources)  # type: ignore[arg-type]
+
+
+def test_policy_keeps_good_resources() -> None:
+    assert dict(cp.Policy(resources={"gpu": 2, "db": 1}).resources) == {"gpu": 2, "db": 1}

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from .checks import seconds, whole
 from .ids import NodeId
-from .policy import DEFAULT_POLICY, NO_TIMEOUT, Backoff, Policy
+from .policy import DEFAULT_POLICY, NO_TIMEOUT, Backoff, Policy, check_resources
 
 if TYPE_CHECKING:
     from .graph import Graph
@@ -358,6 +358,7 @@ class NodeOptions:
         if self.fallback is not None:
             changes["fallback"] = self.fallback
         if self.resources is not None:
+            check_resources(self.resources, "resources")
             changes["resources"] = dict(self.resources)
         return replace(base, **changes) if changes else base
 

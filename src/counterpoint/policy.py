@@ -40,6 +40,27 @@ NO_TIMEOUT = "leave timeout unset for no limit"
 """What a timeout message says to write instead of infinity, 0 or a negative."""
 
 
+def check_resources(resources: object, name: str) -> None:
+    """Refuse ``resources`` unless it maps non-empty names to whole units >= 1 (``name``
+    is how messages call the option: ``Policy.resources``, ``resources``)."""
+    if not isinstance(resources, Mapping):
+        given = [resources] if isinstance(resources, str) else list(resources) \
+            if isinstance(resources, list | tuple | set | frozenset) else []
+        names = [r for r in given if isinstance(r, str) and r] or ["gpu"]
+        example = "{" + ", ".join(f"{r!r}: 1" for r in names) + "}"
+        raise UserError(f"{name} takes a mapping of resource names to the units the node "
+                        f"holds, got {type(resources).__name__} {resources!r}; write "
+                        f"resources={example}")
+    for key, units in resources.items():
+        if not isinstance(key, str) or not key.strip():
+            raise UserError(f"{name} names each resource by a non-empty string, got "
+                            f"{key!r} ({type(key).__name__}); write e.g. "
+                            f"resources={{'gpu': {units!r}}}")
+        whole(units, f"{name}[{key!r}]", least=1,
+              fix="a node holds at least 1 unit of each resource it names; leave the "
+                  "name out to hold none")
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Backoff:
     """Exponential backoff with jitter between attempts of a node."""
@@ -110,8 +131,7 @@ class Policy:
             raise UserError(f"Policy.backoff takes a cp.Backoff, got "
                             f"{type(self.backoff).__name__} {self.backoff!r}; write "
                             "backoff=cp.Backoff(initial=0.5, factor=2.0)")
-        for name, units in self.resources.items():
-            whole(units, f"Policy.resources[{name!r}]", least=1)
+        check_resources(self.resources, "Policy.resources")
         Budget.checked(self.budget, where="Policy")
         if self.isolation not in ("thread", "process"):
             raise UserError(f"Policy.isolation must be 'thread' or 'process', got "
