@@ -23,11 +23,14 @@ that Python's default thresholds start while such a graph is built walk a third 
 from __future__ import annotations
 
 import enum
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
+from .callables import call_site
 from .checks import seconds, whole
+from .errors import GraphError
 from .ids import NodeId
 from .policy import DEFAULT_POLICY, NO_TIMEOUT, Backoff, Policy, check_resources
 
@@ -71,6 +74,18 @@ class NodeRef:
 
     def __getitem__(self, key: str | int) -> NodeRef:
         return replace(self, path=(*self.path, key))
+
+    def __iter__(self) -> NoReturn:
+        """Refuse: the output does not exist while the graph is built. Without this,
+        ``list(ref)``, ``a, b = ref`` and ``x in ref`` would call ``ref[0]``, ``ref[1]``,
+        ... for ever (Python's iteration through ``__getitem__``)."""
+        where = call_site(sys._getframe(1))
+        raise GraphError(
+            f"{where}: the output of node {self.node!r} was iterated (list(), unpacking, a "
+            "for loop or `in`), but a reference stands for an output that exists only when "
+            f"the graph runs; index it to pass part of it (ref[0], ref['key'], or "
+            "a, b = ref[0], ref[1]), or run a "
+            f"step once per item with g.map('id', fn, over=ref)")
 
     def or_none(self) -> NodeRef:
         """This input receives ``None`` instead of being skipped when the source is skipped."""
