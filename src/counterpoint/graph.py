@@ -228,29 +228,7 @@ class Graph(_GraphChecks):
                              f"node reference (the value returned by Graph.add), got "
                              f"{type(over).__name__}")
         merged = self._merged(where, id, inputs, kwargs) if inputs is not None else kwargs
-        param = item
-        if isinstance(fn, Graph):
-            if param is None:
-                free = [p for p in fn.inputs if p not in merged]
-                if not free:
-                    raise GraphError(
-                        f"{where}: graph {self.name!r}, node {id!r}: sub-graph {fn.name!r} has "
-                        "no input left to receive the mapped item; declare one with "
-                        f"{fn.name}.input(...) (declared inputs: {sorted(fn.inputs) or 'none'})")
-                param = free[0]
-            elif param not in fn.inputs:
-                raise GraphError(
-                    f"{where}: graph {self.name!r}, node {id!r}: sub-graph {fn.name!r} has no "
-                    f"input {param!r} to receive the mapped item; declared inputs: "
-                    f"{sorted(fn.inputs) or 'none'}")
-        elif param is None and callable(fn):
-            facts = self._facts(where, id, fn)
-            free = [p for p in facts.names if p not in merged and p != facts.context_param]
-            if not free:
-                raise GraphError(f"{where}: graph {self.name!r}, node {id!r}: {facts.key} has "
-                                 "no parameter left to receive the mapped item; name one with "
-                                 "item=")
-            param = free[0]
+        param = self._mapped_param(where, id, fn, item, merged)
         spec = self._build_spec(id, fn, merged, after, policy,
                                 NodeOptions(retries=retries, timeout=timeout, fallback=fallback,
                                             resources=resources), where,

@@ -32,6 +32,7 @@ class _GraphChecks:
 
     if TYPE_CHECKING:
         name: str
+        inputs: dict[str, Any]
         nodes: dict[NodeId, NodeSpec]
         output_ref: NodeRef | None
         source: GraphSource
@@ -77,6 +78,32 @@ class _GraphChecks:
                              f"parameter names to values or nodes, e.g. inputs={{'city': "
                              f"'Paris'}}, got {type(inputs).__name__} {inputs!r}")
         return {**inputs, **kwargs} if inputs else kwargs
+
+    def _mapped_param(self, where: str, node: str, fn: Callable[..., Any] | _GraphChecks,
+                      item: str | None, inputs: Mapping[str, Any]) -> str | None:
+        """The parameter (or sub-graph input) of a map's ``fn`` that receives each item:
+        ``item`` if given, else the first one not among ``inputs``."""
+        if isinstance(fn, _GraphChecks):  # a sub-graph: Graph is the only subclass
+            declared = f"declared inputs: {sorted(fn.inputs) or 'none'}"
+            if item is None:
+                free = [p for p in fn.inputs if p not in inputs]
+                if not free:
+                    raise GraphError(f"{self._label(where, node)}: sub-graph {fn.name!r} has no "
+                                     "input left to receive the mapped item; declare one with "
+                                     f"{fn.name}.input(...) ({declared})")
+                return free[0]
+            if item not in fn.inputs:
+                raise GraphError(f"{self._label(where, node)}: sub-graph {fn.name!r} has no "
+                                 f"input {item!r} to receive the mapped item; {declared}")
+            return item
+        if item is None and callable(fn):
+            facts = self._facts(where, node, fn)
+            free = [p for p in facts.names if p not in inputs and p != facts.context_param]
+            if not free:
+                raise GraphError(f"{self._label(where, node)}: {facts.key} has no parameter "
+                                 "left to receive the mapped item; name one with item=")
+            return free[0]
+        return item
 
     def _not_a_policy(self, where: str, node: str, policy: object) -> GraphError:
         example = ", ".join(f"{k}=..." for k in policy) if isinstance(policy, Mapping) \
