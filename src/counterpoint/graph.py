@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 _POLICY_ATTR = "__counterpoint_policy__"
+_NO_STEP: Any = object()  # g.add given an id only
 _RESERVED_ID_CHARS = "[]/"
 
 
@@ -162,7 +163,7 @@ class Graph(_GraphChecks):
     def add(
         self,
         id: str,
-        fn: Callable[..., Any] | Graph,
+        fn: Callable[..., Any] | Graph = _NO_STEP,
         /,
         *,
         after: Iterable[NodeRef | str] = (),
@@ -184,6 +185,8 @@ class Graph(_GraphChecks):
         the node's output.
         """
         where = call_site(sys._getframe(1))
+        if fn is _NO_STEP:  # @g.add, or g.add("id") with no function
+            raise self._no_step(where, id)
         merged = self._merged(where, id, inputs, kwargs) if inputs is not None else kwargs
         options = NO_OPTIONS if retries is None and timeout is None and fallback is None \
             and resources is None else NodeOptions(retries=retries, timeout=timeout,
@@ -239,7 +242,7 @@ class Graph(_GraphChecks):
     @overload
     def step(self, fn: F, /) -> F: ...
     @overload
-    def step(self, fn: None = None, /, *, id: str | None = None, retries: int | None = None,
+    def step(self, fn: str | None = None, /, *, id: str | None = None, retries: int | None = None,
              timeout: float | None = None, fallback: Callable[..., Any] | None = None,
              resources: Mapping[str, int] | None = None,
              after: Iterable[NodeRef | str] = ()) -> Callable[[F], F]: ...
@@ -248,12 +251,15 @@ class Graph(_GraphChecks):
              timeout: float | None = None, fallback: Callable[..., Any] | None = None,
              resources: Mapping[str, int] | None = None,
              after: Iterable[NodeRef | str] = ()) -> Any:
-        """Decorator sugar: add the function as a node named after it.
+        """Decorator sugar: add the function as a node named after it (``@g.step``), or
+        ``id`` (``@g.step("id")`` or ``@g.step(id="id")``).
 
         Each parameter is wired to the node of the same name if one exists, else
         to the graph input of that name, else to its default value.
         """
         where = _caller_location(1)
+        if isinstance(fn, str):
+            fn, id = None, self._step_id(where, fn, id)
         options = NodeOptions(retries=retries, timeout=timeout, fallback=fallback,
                               resources=resources)
 

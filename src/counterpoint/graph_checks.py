@@ -105,6 +105,25 @@ class _GraphChecks:
             return free[0]
         return item
 
+    def _no_step(self, where: str, id: object) -> GraphError:
+        """The error for ``g.add`` given no function: used as a decorator, mostly."""
+        if callable(id):  # @g.add over a def: the function came as the id
+            name = getattr(id, "__name__", "step")
+            return GraphError(f"{where}: graph {self.name!r}: g.add got function {name} "
+                              "where the node id goes and no function, as @g.add over a def "
+                              f"does; use @g.step (or @g.step({name!r})) to add a function as "
+                              f"a node, or call g.add({name!r}, {name}, ...)")
+        return GraphError(f"{self._label(where, str(id))}: g.add({id!r}) has no function to "
+                          f"run; write g.add({id!r}, fn, ...), or put @g.step({id!r}) over "
+                          "the function to add it as a node")
+
+    def _step_id(self, where: str, given: str, id: str | None) -> str:
+        """The id of ``@g.step("id")``: one of the two ways to name it."""
+        if id is not None and id != given:
+            raise GraphError(f"{where}: graph {self.name!r}: @g.step({given!r}, id={id!r}) "
+                             "names the node twice; keep one of them")
+        return given
+
     def _not_a_policy(self, where: str, node: str, policy: object) -> GraphError:
         example = ", ".join(f"{k}=..." for k in policy) if isinstance(policy, Mapping) \
             else "retries=2"
