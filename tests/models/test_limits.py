@@ -10,8 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 
+import pytest
+
+from counterpoint.errors import UserError
 from counterpoint.models import Model
+from counterpoint.models.config import ModelConfig, ModelRegistry
 from counterpoint.models.limits import RateLimiter, limiter_for
 from counterpoint.models.openai_compat import OpenAIProvider
 from counterpoint.policy import Backoff
@@ -140,3 +145,36 @@ async def test_parallel_callers_recover_from_a_servers_rate_limit_without_a_stor
     assert not failures, failures
     assert sorted(r.text for r in results if not isinstance(r, BaseException)) == \
         sorted(f"echo: question {i}" for i in range(8))
+
+
+@pytest.mark.parametrize(("limits", "said"), [
+    ({"max_concurrency": 0}, "max_concurrency must be >= 1, got 0; leave max_concurrency "
+                             "unset for no limit"),
+    ({"max_concurrency": True}, "max_concurrency must be a whole number >= 1, got True "
+                                "(bool); leave max_concurrency unset for no limit"),
+    ({"rpm": math.nan}, "rpm must be a finite number > 0, got nan; leave rpm unset for no limit"),
+    ({"rpm": math.inf}, "rpm must be a finite number > 0, got inf; leave rpm unset for no limit"),
+    ({"tpm": -1}, "tpm must be a finite number > 0, got -1; leave tpm unset for no limit"),
+    ({"tpm": "1000"}, "tpm must be a finite number > 0, got '1000'; leave tpm unset for no "
+                         "limit"),
+])
+def test_a_limit_that_limits_nothing_sensible_is_refused(limits: dict[str, object],
+                                                        said: str) -> None:
+    with pytest.raises(UserError) as caught:
+        RateLimiter(**limits)  # type: ignore[arg-type]
+    assert str(caught.value) == f"RateLimiter.{said}"
+    options: dict[str, object] = {"max_concurrency": None, "rpm": None, "tpm": None, **limits}
+    with pytest.raises(UserError) as caught:
+        limiter_for("fast", **options)  # type: ignore[arg-type]
+    assert str(caught.value) == f"model 'fast': {said}"
+
+
+async def test_a_models_own_bad_limit_is_refused_when_it_is_called() -> None:
+    # Model(...) does not check its limits itself (models/model.py); its limiter does, before
+    # any request is sent (the endpoint is a closed loopback port)
+    config = ModelConfig(name="fast", provider="openai", model="m",
+                         base_url="http://127.0.0.1:9/v1")
+    model = Model("fast", registry=ModelRegistry({"fast": config}), rpm=math.nan, cache=False)
+    with pytest.raises(UserError, match=r"^model 'fast': rpm must be a finite number > 0, "
+                                        r"got nan; leave rpm unset for no limit$"):
+        await model.generate("hi")

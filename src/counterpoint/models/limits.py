@@ -36,6 +36,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+from .. import checks
 from ..context import call_owner, record_wait
 from ..errors import RateLimited
 from ..loop_local import LoopLocal
@@ -49,6 +50,19 @@ MAX_SPACING = 10.0
 """The widest spacing a run of 429s can make, in seconds."""
 MIN_SPACING = 0.001
 """A spacing halved below this is dropped."""
+
+
+def check_limits(max_concurrency: object, rpm: object, tpm: object, prefix: str) -> None:
+    """Refuse a limit that limits nothing sensible (0, a negative, NaN, infinity, ``True``,
+    a string), each named after ``prefix`` (``RateLimiter.``, ``model 'fast': ``): ``None``
+    is no limit, and the message says so."""
+    if max_concurrency is not None:
+        checks.whole(max_concurrency, f"{prefix}max_concurrency", least=1,
+                     fix="leave max_concurrency unset for no limit")
+    for key, rate in (("rpm", rpm), ("tpm", tpm)):
+        if rate is not None:
+            checks.number(rate, f"{prefix}{key}", above=True,
+                          fix=f"leave {key} unset for no limit")
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +85,7 @@ class RateLimiter:
     def __init__(self, *, max_concurrency: int | None = None, rpm: float | None = None,
                  tpm: float | None = None, order: QueueOrder = "program",
                  clock: Callable[[], float] = time.monotonic) -> None:
+        check_limits(max_concurrency, rpm, tpm, "RateLimiter.")
         self.max_concurrency = max_concurrency
         self.order = order
         """How calls waiting for a concurrent slot are served (see :mod:`.queueing`)."""
@@ -205,6 +220,7 @@ def limiter_for(name: str, *, max_concurrency: int | None, rpm: float | None,
     With ``owner`` (a provider object), the limiter belongs to that object and is
     dropped with it instead of being kept by name.
     """
+    check_limits(max_concurrency, rpm, tpm, f"model {name.partition('|')[0]!r}: ")
     with _REGISTRY_LOCK:
         limiter = _LIMITERS.get(name) if owner is None else _OWNED.get(owner)
         if limiter is None or (limiter.max_concurrency, limiter.rpm, limiter.tpm,
