@@ -225,7 +225,7 @@ def test_config_errors_name_file_line_and_field(tmp_path: Path) -> None:
     config = tmp_path / "counterpoint.toml"
     config.write_text('[defaults]\nmodel = "x"\n\n[models.fast]\nprovider = "openai"\n'
                       'rpm = -3\n')
-    with pytest.raises(ConfigError, match=r"counterpoint.toml:4: model 'fast' is invalid: rpm"):
+    with pytest.raises(ConfigError, match=r"counterpoint.toml:6: model 'fast' is invalid: rpm"):
         load_registry([config])
     config.write_text('[models.fast]\nprovider = "openai"\nfallbacks = ["nowhere"]\n')
     with pytest.raises(ConfigError, match="unknown model 'nowhere'"):

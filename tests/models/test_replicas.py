@@ -108,16 +108,16 @@ def test_base_urls_are_read_from_counterpoint_toml(tmp_path: pytest.TempPathFact
     assert config.balance == "round_robin"
 
 
-@pytest.mark.parametrize(("table", "problem"), [
-    ('base_url = "http://x/v1"\nbase_urls = ["http://y/v1"]', "not both"),
-    ('base_urls = ["http://y/v1", "http://y/v1"]', "twice"),
-    ('base_urls = ["http://y/v1"]\nbalance = "random"', "balance"),
+@pytest.mark.parametrize(("table", "line", "problem"), [
+    ('base_url = "http://x/v1"\nbase_urls = ["http://y/v1"]', 1, "not both"),
+    ('base_urls = ["http://y/v1", "http://y/v1"]', 1, "twice"),
+    ('base_urls = ["http://y/v1"]\nbalance = "random"', 5, "balance"),  # the key's line
 ])
 def test_a_bad_replica_setting_is_a_config_error_with_its_line(
-        tmp_path: pytest.TempPathFactory, table: str, problem: str) -> None:
+        tmp_path: pytest.TempPathFactory, table: str, line: int, problem: str) -> None:
     path = tmp_path / "counterpoint.toml"  # type: ignore[operator]
     path.write_text(f'[models.big]\nprovider = "openai"\nmodel = "m"\n{table}\n')
-    with pytest.raises(ConfigError, match=rf"counterpoint.toml:1: model 'big'.*{problem}"):
+    with pytest.raises(ConfigError, match=rf"counterpoint.toml:{line}: model 'big'.*{problem}"):
         load_registry([path])
 
 

@@ -93,8 +93,10 @@ _NUMBERS: dict[str, tuple[Callable[..., None], dict[str, Any]]] = {
     "price_input": (checks.number, {}), "price_output": (checks.number, {}),
     "price_cached_input": (checks.number, {}), "context_window": (checks.whole, {"least": 1}),
     "quality": (checks.whole, {"least": 0}), "max_output_tokens": (checks.whole, {"least": 1}),
-    "max_concurrency": (checks.whole, {"least": 1}), "rpm": (checks.number, {"above": True}),
-    "tpm": (checks.number, {"above": True}), "timeout": (checks.seconds, {}),
+    "max_concurrency": (checks.whole, {"least": 1, "fix": "leave it out for no limit"}),
+    "rpm": (checks.number, {"above": True, "fix": "leave it out for no limit"}),
+    "tpm": (checks.number, {"above": True, "fix": "leave it out for no limit"}),
+    "timeout": (checks.seconds, {}),
     "retries": (checks.whole, {"least": 0})}
 """A model's numeric keys and the check of each (its Field's bounds say the same)."""
 
@@ -385,7 +387,8 @@ def _model(path: Path, text: str, name: str, table: Any) -> ModelConfig:
         problems = "; ".join(
             (f"{'.'.join(str(p) for p in e['loc'])}: " if e["loc"] else "")
             + e["msg"].removeprefix("Value error, ") for e in exc.errors())
-        raise ConfigError(f"{where}: model {name!r} is invalid: {problems}") from None
+        at = f"{path}:{_line_in(text, f'models.{name}', key)}" if key in table else where
+        raise ConfigError(f"{at}: model {name!r} is invalid: {problems}") from None
     except TypeError as exc:
         raise ConfigError(f"{where}: model {name!r} is invalid: {exc}") from None
     provider_registry.PROVIDERS.check(config.provider, model=name, where=where)
