@@ -75,3 +75,12 @@ def test_good_options_reach_the_policy() -> None:
     g.add("a", work, retries=2, timeout=1.5, resources={"gpu": 1})
     policy = g.nodes[NodeId("a")].policy
     assert (policy.retries, policy.timeout, dict(policy.resources)) == (2, 1.5, {"gpu": 1})
+
+
+def test_the_step_decorator_names_its_line_and_function() -> None:
+    with pytest.raises(cp.GraphError, match=rf"^{here()}:\d+: @cp.step on {__name__}:work: "
+                                            r"timeout must be > 0 seconds .* got -1; leave "
+                                            r"timeout unset for no limit$"):
+        cp.step(timeout=-1)(work)
+    with pytest.raises(cp.GraphError, match=r"@cp.step on .*: resources takes a mapping"):
+        cp.step(resources=["gpu"])(work)  # type: ignore[arg-type]

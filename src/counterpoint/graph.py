@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 from .annotations import is_assignable
 from .callables import NO_FACTS as _NO_FACTS
 from .callables import call_site, step_facts
-from .errors import GraphError
+from .errors import GraphError, UserError
 from .graph_checks import _CONTAINERS, _GraphChecks, _holds_ref, nested_refs_error
 from .graph_checks import _MISSING as _MISSING
 from .graph_checks import _check_estimate as _check_estimate
@@ -79,10 +79,14 @@ def step(
     """Attach a default :class:`Policy` to a step function: ``@step(retries=3, timeout=10)``."""
     options = NodeOptions(retries=retries, timeout=timeout, backoff=backoff, fallback=fallback,
                           resources=resources)
+    where = _caller_location(1)
 
     def attach(target: F) -> F:
         base: Policy = getattr(target, _POLICY_ATTR, DEFAULT_POLICY)
-        setattr(target, _POLICY_ATTR, options.apply(base))
+        try:
+            setattr(target, _POLICY_ATTR, options.apply(base))
+        except UserError as exc:
+            raise GraphError(f"{where}: @cp.step on {step_key(target)}: {exc}") from None
         return target
 
     return attach(fn) if fn is not None else attach
