@@ -286,3 +286,21 @@ def test_an_immutable_store_whose_wal_holds_the_last_run(tmp_path: Path) -> None
             assert store.read_only
         finally:
             store.close()
+
+
+def test_a_store_read_while_immutable_reads_its_own_writes_once_it_may_write(
+        tmp_path: Path) -> None:
+    """Opened read-only (as immutable: the -wal is not read), then ``chattr -i``: the
+    first write opens the file again read-write, so the store sees what it wrote."""
+    path = tmp_path / "runs.db"
+    _clean(path)
+    with _immutable(path):
+        store = SQLiteStore(path)
+        assert store.read_only and [r.run_id for r in store.runs()] == [RUN]
+    try:
+        store.append_many(OLD, [created(), finished(2)])
+        store.flush_sync()
+        assert not store.read_only
+        assert sorted(r.run_id for r in store.runs()) == [OLD, RUN]
+    finally:
+        store.close()

@@ -183,6 +183,11 @@ class SQLiteStore(Shipper, SQLiteIndex, RunStore):
         problem = paths.existing_problem(self.path, writing=True)
         if problem is not None:
             raise paths.error(self.path, problem)
+        if self._access.read_only:  # writable since it was opened (remounted, chattr -i):
+            with self._read_lock:  # read what this store writes from now on
+                if self._reader is not None:
+                    self._reader.close()
+                self._reader, self._access = None, sqlite_access.READ_WRITE
 
     def reusable(self) -> bool:
         """Whether this store can serve another user (:mod:`.shared`): it is not closed,
