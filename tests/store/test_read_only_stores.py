@@ -304,3 +304,22 @@ def test_a_store_read_while_immutable_reads_its_own_writes_once_it_may_write(
         assert sorted(r.run_id for r in store.runs()) == [OLD, RUN]
     finally:
         store.close()
+
+
+def test_an_older_schema_that_cannot_be_migrated_is_refused_naming_why(
+        tmp_path: Path) -> None:
+    from counterpoint.store.schema import MIGRATIONS
+    folder = tmp_path / "archive"
+    folder.mkdir()
+    path = folder / "runs.db"
+    older = SQLiteStore(path, migrations=MIGRATIONS[:-1])
+    older.append_many(RUN, [created(), finished(2)])
+    older.close()
+    with _read_only_folder(folder):
+        lines = _read(path)
+    assert lines == [
+        f"StoreError store {path}: written by an older counterpoint (it lacks migrations "
+        f"{MIGRATIONS[-1][0]}), and it cannot be written to apply them: its directory "
+        f"{folder} is not writable, and SQLite must create runs.db-wal and runs.db-shm next "
+        f"to the file (WAL mode); make {folder} writable, or copy the store to a writable "
+        "directory"]
