@@ -239,7 +239,10 @@ def test_a_store_on_a_read_only_mount(tmp_path: Path, left: str) -> None:
     if left == "wal alone":
         assert lines[0].startswith(f"StoreError store {path}: its runs.db-wal holds commits "
                                    "not yet in runs.db"), lines
-        assert f"{mount} is on a read-only file system so it cannot be created" in lines[0]
+        assert lines[0].endswith(f"{mount} is on a read-only file system so it cannot be "
+                                 "created; copy runs.db and runs.db-wal together to a "
+                                 "writable directory and read the copy (--db COPY), or "
+                                 "mount it read-write"), lines
         return
     assert lines[0] == (f"read [('{RUN}', ('succeeded', 3))] True" if left == "clean"
                         else BOTH)

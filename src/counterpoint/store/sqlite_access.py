@@ -72,16 +72,18 @@ def choose(path: Path) -> Access | str:
     if not frames:  # a read-only folder, nothing writing now: a writer may start later
         return Access(options="mode=ro&immutable=1", read_only=True, watched=True,
                       signature=_signature(path))
-    where = "is on a read-only file system" if mount_read_only else "is not writable"
+    where, fix = ("is on a read-only file system", "mount it read-write") \
+        if mount_read_only else ("is not writable", f"make {directory} writable")
     return (f"its {wal.name} holds commits not yet in {path.name}, which SQLite reads only "
             f"through {shm.name}, missing, and {directory} {where} so it cannot be "
             f"created; copy {path.name} and {wal.name} together to a writable directory "
-            f"and read the copy (--db COPY), or make {directory} writable")
+            f"and read the copy (--db COPY), or {fix}")
 
 
 def changed(path: Path, access: Access) -> bool:
     """Whether a watched store (read as immutable) may have changed since it was opened
-    with ``access``: its ``-wal`` exists, or the file is not as it was."""
+    with ``access``: the file or its ``-wal`` is not as it was (a ``-wal`` appeared: a
+    writer started)."""
     if not access.watched:
         return False
     return _signature(path) != access.signature
