@@ -71,20 +71,23 @@ def test_a_store_in_a_directory_without_write_permission(tmp_path: Path) -> None
     assert list(locked.iterdir()) == []
 
 
-def test_a_store_in_a_read_only_directory(tmp_path: Path) -> None:
+def test_a_store_in_a_read_only_directory_is_read_and_refused_at_the_first_write(
+        tmp_path: Path) -> None:
+    """Read through a read-only connection (more cases: test_read_only_stores.py)."""
     folder = tmp_path / "archive"
     folder.mkdir()
     path = folder / "runs.db"
     _store_with_a_run(path)
     folder.chmod(0o555)
     try:
-        done = unprivileged(_OPEN, str(path))
+        done = unprivileged(_OPEN, str(path), "write")
     finally:
         folder.chmod(0o755)
-    assert done.stdout.startswith(f"StoreError store {path}: its directory {folder} is not "
-                                  "writable, and SQLite must create runs.db-wal"), \
-        (done.stdout, done.stderr)
-    assert f"make {folder} writable" in done.stdout
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"opened ['{RUN}']", (done.stdout, done.stderr)
+    assert lines[1].startswith(f"StoreError store {path}: its directory {folder} is not "
+                               "writable, and SQLite must create runs.db-wal"), lines
+    assert f"make {folder} writable" in lines[1]
 
 
 def test_a_read_only_store_is_read_and_refused_at_the_first_write(tmp_path: Path) -> None:

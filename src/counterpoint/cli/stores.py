@@ -50,12 +50,28 @@ def open_existing(db: str | None, run_id: str | None = None) -> RunStore:
 def open_for_writing(db: str | None, run_id: str | None = None) -> RunStore:
     """The store at ``db``, which must exist already and take writes: a command that
     records (an answer, a cancel, a fork, a delete) is refused before it writes anything
-    to a store it could not finish writing to (:func:`check_writable`)."""
-    from ..store import default_location
+    to a store it could not finish writing to (:func:`check_writable`), and so is one
+    that opens read-only all the same (it became read-only meanwhile)."""
+    from ..store import default_location, paths
     location = db or default_location()
     if not missing_file(location):  # a missing one: open_existing says so
         check_writable(db)
-    return open_existing(db, run_id)
+    store = open_existing(db, run_id)
+    if _opened_read_only(store):  # it became read-only since it was checked: never write
+        store.close()
+        path = Path(location)
+        raise paths.error(path, paths.writing_problem(path) or
+                          "it was opened read-only, so nothing can be recorded in it; "
+                          f"check that it and its directory are writable {paths.ELSEWHERE}")
+    return store
+
+
+def _opened_read_only(store: RunStore) -> bool:
+    """Whether ``store`` is a SQLite store read through a read-only connection (it cannot
+    be written: see :mod:`counterpoint.store.sqlite_access`)."""
+    from ..store import SharedStore, SQLiteStore
+    inner = store.store if isinstance(store, SharedStore) else store
+    return isinstance(inner, SQLiteStore) and inner.read_only
 
 
 def check_writable(db: str | None) -> None:

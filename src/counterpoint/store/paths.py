@@ -51,7 +51,8 @@ def creation_problem(path: Path) -> str | None:
 
 def existing_problem(path: Path, *, writing: bool) -> str | None:
     """Why the existing store file ``path`` cannot be read (or, with ``writing``, also
-    written), or ``None`` if nothing the OS reports stands in the way."""
+    written), or ``None`` if nothing the OS reports stands in the way. A reader that
+    cannot create the WAL files asks :func:`.sqlite_access.choose` how to read it."""
     try:
         info = os.stat(path)
     except FileNotFoundError:
@@ -67,8 +68,9 @@ def existing_problem(path: Path, *, writing: bool) -> str | None:
     if not os.access(path, os.R_OK):
         return f"no permission to read {path}; fix its permissions (chmod u+rw) {ELSEWHERE}"
     directory = path.parent
-    mounted_read_only = _read_only_file_system(path)
-    if not os.access(directory, os.W_OK | os.X_OK) and not _wal_files_usable(path):
+    mounted_read_only = read_only_file_system(path)
+    if writing and not os.access(directory, os.W_OK | os.X_OK) and \
+            not wal_files_usable(path):
         wal = (f"SQLite must create {path.name}-wal and {path.name}-shm next to the file "
                "(WAL mode)")
         if mounted_read_only:
@@ -80,14 +82,14 @@ def existing_problem(path: Path, *, writing: bool) -> str | None:
         if mounted_read_only:
             return (f"{path} is on a read-only file system; mount it read-write, or copy "
                     f"the store to a writable disk {ELSEWHERE}")
-        if _immutable(path):
+        if immutable(path):
             return (f"{path} is immutable (lsattr shows 'i'), so not even root may write "
                     f"it; clear the flag (chattr -i {path}) {ELSEWHERE}")
         return (f"{path} is read-only; make it writable (chmod u+w) {ELSEWHERE}")
     return None
 
 
-def _read_only_file_system(path: Path) -> bool:
+def read_only_file_system(path: Path) -> bool:
     """Whether ``path`` is on a file system mounted read-only (chmod cannot help)."""
     try:
         return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
@@ -100,7 +102,7 @@ FS_IOC_GETFLAGS = 0x80086601
 FS_IMMUTABLE_FL = 0x10
 
 
-def _immutable(path: Path) -> bool:
+def immutable(path: Path) -> bool:
     """Whether ``path`` carries Linux's immutable attribute (``chattr +i``): root's
     ``os.access`` then says no to writing although the permissions say yes."""
     if sys.platform != "linux":
@@ -157,7 +159,7 @@ def os_error(path: Path, exc: OSError, *, writing: bool = True) -> StoreError:
     return error(path, problem)
 
 
-def _wal_files_usable(path: Path) -> bool:
+def wal_files_usable(path: Path) -> bool:
     """Whether the WAL files exist already and can be written (another process has the
     store open): then a store in a read-only directory can still be opened."""
     for suffix in ("-wal", "-shm"):

@@ -160,11 +160,14 @@ def migrate(path: Path, migrations: Sequence[tuple[str, str]], busy_timeout: flo
 
 
 def open_existing(path: Path, migrations: Sequence[tuple[str, str]],
-                  busy_timeout: float) -> sqlite3.Connection | None:
+                  busy_timeout: float, *, options: str = "mode=rw",
+                  read_only: bool = False) -> sqlite3.Connection | None:
     """A reading connection to the store file at ``path``, which exists, its schema
     checked with a read and migrated if it lacks migrations; ``None`` if the file holds
-    no tables yet. Never creates the file ("rw"; SQLite reads a read-only file only)."""
-    uri = "file:" + urllib.parse.quote(str(path.absolute())) + "?mode=rw"
+    no tables yet. Never creates the file. ``options`` is the URI's query (see
+    :mod:`.sqlite_access`); a ``read_only`` store lacking migrations is refused, since
+    applying them would write it."""
+    uri = "file:" + urllib.parse.quote(str(path.absolute())) + "?" + options
     where = f"store {path}"
     try:
         conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout, isolation_level=None,
@@ -177,6 +180,12 @@ def open_existing(path: Path, migrations: Sequence[tuple[str, str]],
             conn.close()
             return None
         if not check_applied(names, migrations, where):
+            if read_only:
+                missing = [name for name, _ in migrations[len(names):]]
+                raise StoreError(
+                    f"{where}: written by an older counterpoint (it lacks migrations "
+                    f"{', '.join(missing)}), and it cannot be written to apply them: "
+                    f"{paths.writing_problem(path) or 'it is read-only'}")
             migrate(path, migrations, busy_timeout)
     except sqlite3.Error as exc:
         conn.close()

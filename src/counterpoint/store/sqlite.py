@@ -51,7 +51,7 @@ import orjson
 from ..errors import ConfigError, StoreCorrupt, StoreError
 from ..events import KIND_OF, Event, EventKind
 from ..ids import NodeId, RunId
-from . import answer_rows, owners, paths, schema, sqlite_deletion
+from . import answer_rows, owners, paths, schema, sqlite_access, sqlite_deletion
 from . import writer as _writer
 from .answers import AnswerCallback
 from .base import RunningMeans, RunStore
@@ -92,6 +92,8 @@ class SQLiteStore(Shipper, SQLiteIndex, RunStore):
         """The connection reads use, opened with the file (``None`` while there is none)."""
         self._identity: tuple[int, int] | None = None
         """(device, inode) of the file :attr:`_reader` opened."""
+        self._access = sqlite_access.READ_WRITE
+        """How :attr:`_reader` opened the file (:mod:`.sqlite_access`)."""
         self._ready = False
         """Whether the file exists and holds every migration (a write needs no more)."""
         self._steps = RunningMeans()
@@ -119,7 +121,10 @@ class SQLiteStore(Shipper, SQLiteIndex, RunStore):
         yet). Checks the schema with a read; migrates only a file that lacks migrations.
         Called under :attr:`_read_lock`."""
         if self._reader is not None:
-            return self._reader
+            if not sqlite_access.changed(self.path, self._access):
+                return self._reader
+            self._reader.close()  # read as immutable, and a writer may have started
+            self._reader = None
         if self._closing:
             raise StoreError(f"store {self.path} is closed")
         try:
@@ -136,11 +141,22 @@ class SQLiteStore(Shipper, SQLiteIndex, RunStore):
             raise paths.error(self.path, problem)
         if info.st_size == 0:
             return None  # created by something else, or by an older counterpoint: empty
-        conn = schema.open_existing(self.path, self._migrations, self._busy_timeout)
+        access = sqlite_access.choose(self.path)
+        if isinstance(access, str):
+            raise paths.error(self.path, access)
+        conn = schema.open_existing(self.path, self._migrations, self._busy_timeout,
+                                    options=access.options, read_only=access.read_only)
         if conn is None:
             return None  # no tables yet: as if there were no file
         self._reader, self._identity, self._ready = conn, (info.st_dev, info.st_ino), True
+        self._access = access
         return conn
+
+    @property
+    def read_only(self) -> bool:
+        """Whether the store file was opened read-only (it cannot be written: a read-only
+        folder or mount, an immutable file); a write to it is refused."""
+        return self._access.read_only
 
     def migrate(self) -> None:
         """Create the file (and its directories) if it does not exist, and apply the
@@ -160,11 +176,18 @@ class SQLiteStore(Shipper, SQLiteIndex, RunStore):
             self._open_reader()
 
     def _prepare_to_write(self) -> None:
-        """Before the first write: the file exists with its schema and can be written."""
+        """Before the first write, and before each write of this process's own
+        connections: the file exists with its schema and can be written (a store read
+        through a read-only connection is refused here: :mod:`.sqlite_access`)."""
         self.migrate()
         problem = paths.existing_problem(self.path, writing=True)
         if problem is not None:
             raise paths.error(self.path, problem)
+        if self._access.read_only:  # writable since it was opened (remounted, chattr -i):
+            with self._read_lock:  # read what this store writes from now on
+                if self._reader is not None:
+                    self._reader.close()
+                self._reader, self._access = None, sqlite_access.READ_WRITE
 
     def reusable(self) -> bool:
         """Whether this store can serve another user (:mod:`.shared`): it is not closed,
@@ -298,6 +321,7 @@ class SQLiteStore(Shipper, SQLiteIndex, RunStore):
     # ------------------------------------------------------------------ cancel
     def request_cancel(self, run_id: RunId) -> None:
         self.run(run_id)
+        self._prepare_to_write()
         conn = self._connect()
         try:
             conn.execute("INSERT INTO commands (run_id, kind, created_at) VALUES (?, ?, ?)",
@@ -346,6 +370,7 @@ class SQLiteStore(Shipper, SQLiteIndex, RunStore):
     # ------------------------------------------------------------------ answers
     def answer_approval(self, run_id: RunId, approval_id: str, answer: dict[str, Any]) -> None:
         self.run(run_id)
+        self._prepare_to_write()
         conn = self._connect()
         try:
             answer_rows.insert(conn, run_id, approval_id, answer)
@@ -404,6 +429,7 @@ class SQLiteStore(Shipper, SQLiteIndex, RunStore):
         with self._read_lock:
             if self._open_reader() is None:
                 raise self._not_found(run_id)
+        self._prepare_to_write()
         conn = self._connect()
         try:
             with schema.immediate(conn):

@@ -48,7 +48,7 @@ from starlette.responses import (
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..errors import CounterpointError, RunNotFound
+from ..errors import CounterpointError, RunNotFound, StoreError
 from ..ids import NodeId, RunId
 from ..secrets import redact
 from ..state import NodeState, RunStatus
@@ -217,7 +217,8 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     app = Starlette(routes=routes, exception_handlers={
-        RunNotFound: _not_found, CounterpointError: _failed, 404: _no_route})
+        RunNotFound: _not_found, StoreError: _store_refused, CounterpointError: _failed,
+        404: _no_route})
     app.add_middleware(_Guard, token=token)
     app.add_middleware(_RunSegment)
     return app
@@ -390,6 +391,12 @@ async def _no_route(request: Request, exc: Exception) -> Response:
     return _error(404, f"no API path {request.url.path}; the API's paths are listed in "
                        "counterpoint.ui.app (GET /api/runs, /api/runs/RUN, "
                        "/api/runs/RUN/nodes/NODE, ...)")
+
+
+async def _store_refused(request: Request, exc: Exception) -> Response:
+    """The store cannot be used as asked (it became unreadable, or cannot be written): a
+    condition of the store the message says how to change, not a failure of the server."""
+    return _error(409, str(exc))
 
 
 async def _failed(request: Request, exc: Exception) -> Response:

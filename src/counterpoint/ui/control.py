@@ -11,11 +11,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import StoreError
 from ..events import EventKind
 from ..history import mark_cancelled, shown_status
 from ..ids import RunId
 from ..state import RunStatus
-from ..store import RunStore
+from ..store import RunStore, is_file_location, paths
 from ..store.owners import run_owner_alive
 
 RESUME_SETTLE_SECONDS = 5.0
@@ -41,11 +42,17 @@ def cancel(store: RunStore, run_id: RunId) -> Outcome:
     record = store.run(run_id)
     if record.status != RunStatus.RUNNING:
         return Outcome(status=409, message=f"run {run_id} already finished: {record.status}")
-    if run_owner_alive(record):
-        store.request_cancel(run_id)
-        return Outcome(status=202, message=f"cancel of run {run_id} requested from process "
-                                           f"{record.owner_pid}")
-    mark_cancelled(store, run_id)
+    refused = read_only(store, f"cancel run {run_id}")
+    if refused is not None:
+        return refused
+    try:
+        if run_owner_alive(record):
+            store.request_cancel(run_id)
+            return Outcome(status=202, message=f"cancel of run {run_id} requested from "
+                                               f"process {record.owner_pid}")
+        mark_cancelled(store, run_id)
+    except StoreError as exc:  # e.g. the store became read-only since it was looked at
+        return Outcome(status=409, message=f"cannot cancel run {run_id}: {exc}")
     return Outcome(status=200, message=f"run {run_id} cancelled: its process "
                                        f"({record.owner_pid}) was no longer running; it can "
                                        "no longer be resumed")
@@ -63,6 +70,9 @@ def resume(store: RunStore, run_id: RunId, *, cwd: Path,
     if store.location in ("memory", ":memory:"):
         return Outcome(status=409, message="a run in an in-memory store cannot be resumed "
                                            "by another process")
+    refused = read_only(store, f"resume run {run_id}")
+    if refused is not None:
+        return refused
     argv = [sys.executable, "-m", "counterpoint.cli", "resume", run_id, "--quiet"]
     # the store goes in the environment, not on the command line that `ps` shows: a
     # PostgreSQL store's location hides the password its URL may hold; its url does not
@@ -95,6 +105,21 @@ def resume(store: RunStore, run_id: RunId, *, cwd: Path,
             time.sleep(0.05)  # a process elsewhere: nothing to wait on but its record
     return Outcome(status=202, message=f"resuming run {run_id} in process {proc.pid}",
                    pid=proc.pid)
+
+
+def read_only(store: RunStore, action: str) -> Outcome | None:
+    """403 if ``store`` is a file that cannot be written (a read-only folder or mount,
+    an immutable file: the web view still reads it, see
+    :mod:`counterpoint.store.sqlite_access`), so ``action`` would record nothing; else
+    ``None``. The same check as the commands that write (``check_writable``)."""
+    if not is_file_location(store.location):
+        return None
+    path = Path(store.location)
+    problem = paths.writing_problem(path)
+    if problem is None:
+        return None
+    return Outcome(status=403, message=f"cannot {action}: store {path}: {problem} (this "
+                                       "page can only show its runs)")
 
 
 def _resumed_by(store: RunStore, run_id: RunId) -> list[int | None]:
