@@ -77,7 +77,8 @@ class Backoff:
     def __post_init__(self) -> None:
         number(self.initial, "Backoff.initial",
                fix="give the first delay in seconds (0 retries at once)")
-        number(self.factor, "Backoff.factor", least=1.0,
+        # a factor below 1 (shrinking delays) is odd but harmless, and logs may hold one
+        number(self.factor, "Backoff.factor", above=True,
                fix="each delay is the one before times factor; factor=1 keeps it constant")
         number(self.maximum, "Backoff.maximum",
                fix="give the longest single delay in seconds")
