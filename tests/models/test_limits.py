@@ -169,12 +169,11 @@ def test_a_limit_that_limits_nothing_sensible_is_refused(limits: dict[str, objec
     assert str(caught.value) == f"model 'fast': {said}"
 
 
-async def test_a_models_own_bad_limit_is_refused_when_it_is_called() -> None:
-    # Model(...) does not check its limits itself (models/model.py); its limiter does, before
-    # any request is sent (the endpoint is a closed loopback port)
+def test_a_models_own_bad_limit_is_refused_when_the_model_is_made() -> None:
+    # Model(...) checks its own limits now (tests/models/test_model_options.py); before,
+    # its limiter refused them at the first call
     config = ModelConfig(name="fast", provider="openai", model="m",
                          base_url="http://127.0.0.1:9/v1")
-    model = Model("fast", registry=ModelRegistry({"fast": config}), rpm=math.nan, cache=False)
-    with pytest.raises(UserError, match=r"^model 'fast': rpm must be a finite number > 0, "
-                                        r"got nan; leave rpm unset for no limit$"):
-        await model.generate("hi")
+    with pytest.raises(UserError, match=r"^Model\(rpm=\.\.\.\) must be a finite number > 0, "
+                                        r"got nan; leave it unset for no limit$"):
+        Model("fast", registry=ModelRegistry({"fast": config}), rpm=math.nan, cache=False)

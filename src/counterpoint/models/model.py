@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from ..context import call_owner
-from ..errors import ConfigError, ModelError, ModelUnavailable
+from ..errors import ConfigError, ModelError, ModelUnavailable, UserError
 from ..health.chain import CACHED, CachedAnswer, ChainHealing
 from ..health.escalation import mark as mark_escalated
 from ..health.registry import health
@@ -80,6 +80,9 @@ class Model:
                  max_concurrency: int | None = None, rpm: float | None = None,
                  tpm: float | None = None, timeout: float | None = None,
                  route: Route | None = None) -> None:
+        _check_options(cache=cache, retries=retries, output_retries=output_retries,
+                       backoff=backoff, max_concurrency=max_concurrency, rpm=rpm, tpm=tpm,
+                       timeout=timeout)
         self._registry = registry
         self.route = route
         """How ``Model("auto")`` chooses a model per call (see :mod:`counterpoint.routing`)."""
@@ -384,3 +387,29 @@ def _key_of(spec: str | Provider) -> str:
     """What a model's breaker is keyed by: its configured name, or what determines a
     provider object's answers (two objects of one name may be different servers)."""
     return spec.identity if isinstance(spec, Provider) else spec
+
+
+def _check_options(*, cache: Any, retries: Any, output_retries: Any, backoff: Any,
+                   max_concurrency: Any, rpm: Any, tpm: Any, timeout: Any) -> None:
+    """Refuse, when the model is made, an option no call could use (``retries=-1``,
+    ``timeout=nan``, ``max_concurrency=0``, ``rpm=True``...): before, each was taken as
+    given and failed, or meant something else, at the first call."""
+    from ..checks import number, seconds, whole
+    if cache is not None and not isinstance(cache, bool):
+        raise UserError(f"Model(cache=...) must be True, False or None (the cache only at "
+                        f"temperature 0), got {cache!r}")
+    if retries is not None:
+        whole(retries, "Model(retries=...)", least=0,
+              fix="leave it unset for the model's configured retries")
+    whole(output_retries, "Model(output_retries=...)", least=0)
+    if not isinstance(backoff, Backoff):
+        raise UserError(f"Model(backoff=...) must be a cp.Backoff, got {backoff!r}; write "
+                        "backoff=cp.Backoff(initial=0.5, factor=2.0)")
+    if max_concurrency is not None:
+        whole(max_concurrency, "Model(max_concurrency=...)", least=1,
+              fix="leave it unset for no limit")
+    for value, name in ((rpm, "rpm"), (tpm, "tpm")):
+        if value is not None:
+            number(value, f"Model({name}=...)", above=True, fix="leave it unset for no limit")
+    if timeout is not None:
+        seconds(timeout, "Model(timeout=...)", fix="leave it unset for the configured one")
