@@ -67,6 +67,26 @@ def default_gguf() -> Path:
     raise ConfigError(f"package {DISTRIBUTION} has no .gguf file; reinstall it: {INSTALL_HINT}")
 
 
+def default_threads() -> int:
+    """Decoding threads: ``$COUNTERPOINT_LOCAL_THREADS``, else one fewer than the CPUs
+    this process may use, at most 4, at least 1. With every CPU decoding, one other busy
+    process (a test, the run's own Python work) makes llama.cpp's threads wait on each
+    other: on 2 cores a goal's plan decoded 4.4 times slower with 2 threads than with 1,
+    though 0.71 times as long when the machine was idle (``python -m
+    benchmarks.local_threads`` measures both)."""
+    given = os.environ.get("COUNTERPOINT_LOCAL_THREADS", "").strip()
+    if given:
+        if not given.isdigit() or int(given) < 1:
+            raise ConfigError(f"COUNTERPOINT_LOCAL_THREADS={given!r}: give a whole number "
+                              "of decoding threads, 1 or more (or unset it for the default)")
+        return int(given)
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(4, cpus - 1))
+
+
 class _Loaded:
     """One loaded GGUF and the lock that serialises calls into it."""
 
@@ -75,12 +95,12 @@ class _Loaded:
         self.lock = threading.Lock()
 
 
-_LOADED: dict[tuple[str, int], _Loaded] = {}
+_LOADED: dict[tuple[str, int, int], _Loaded] = {}
 _LOADING = threading.Lock()
 
 
 def _load(path: Path, n_ctx: int, threads: int) -> _Loaded:
-    key = (str(path), n_ctx)
+    key = (str(path), n_ctx, threads)
     with _LOADING:
         loaded = _LOADED.get(key)
         if loaded is None:
@@ -118,7 +138,7 @@ class LocalProvider(Provider):
         self.capabilities = CAPABILITIES
         self._path = Path(path).expanduser() if path is not None else None
         self.context_window = context_window
-        self._threads = threads or max(1, min(4, os.cpu_count() or 1))
+        self._threads = threads or default_threads()
 
     @property
     def path(self) -> Path:
