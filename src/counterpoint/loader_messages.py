@@ -9,7 +9,7 @@ import os
 import traceback
 from pathlib import Path
 
-from .errors import SourceError
+from .errors import CounterpointError, SourceError
 from .failures import exception_text
 
 _PACKAGE = str(Path(__file__).resolve().parent)
@@ -27,9 +27,25 @@ def import_failed(exc: Exception, file: Path | None, path: str) -> SourceError:
         imported = f" (imported from {via})" if where.partition(":")[0] != path and \
             via != path else ""
         return SourceError(f"{where}: {what}; fix that line{imported}")
+    located = _located_in(exc, file, path) if file is not None else None
+    if located is not None:  # a GraphError of a g.add in the file: it says where already
+        return SourceError(located)
     where = _raised_at(exc, file, path) if file is not None else path
     return SourceError(f"{where}: importing it raised {type(exc).__name__}: "
                        f"{exception_text(exc)}")
+
+
+def _located_in(exc: Exception, file: Path, path: str) -> str | None:
+    """The message of a counterpoint error that begins with a line of ``file`` (a
+    :class:`~counterpoint.errors.GraphError` names its ``g.add`` call), with the file as
+    the user named it; ``None`` for any other error, which gets the line it raised at."""
+    if not isinstance(exc, CounterpointError):
+        return None
+    text = str(exc)
+    for spelled in {str(file.resolve()), str(file)}:
+        if text.startswith(f"{spelled}:"):
+            return path + text[len(spelled):]
+    return None
 
 
 def syntax_error_text(exc: SyntaxError, file: Path | None = None,
