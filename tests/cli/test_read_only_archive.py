@@ -5,7 +5,6 @@ unchanged (:mod:`counterpoint.store.sqlite_access`, cli/stores.py)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 import sys
@@ -14,27 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from store.helpers import unprivileged
-from support import run_cli
+from store.helpers import CLI_MAIN, file_digests, unprivileged, write_archive
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="POSIX permissions")
-
-FLOWS = """
-import os
-import counterpoint as cp
-
-ok = cp.Graph("ok")
-ok.add("a", lambda: 1)
-
-dies = cp.Graph("dies")
-def boom() -> int:
-    os._exit(9)  # the process dies: no checkpoint, its events stay in the -wal
-dies.add("b", boom)
-"""
-
-_CLI = "import sys\nfrom counterpoint.cli import main\nsys.argv[0] = 'counterpoint'\nmain()\n"
-NAMES = ("runs.db", "runs.db-wal", "runs.db-shm")
-
 
 class Archive:
     """A finished run in the store file, an interrupted one only in its ``-wal``."""
@@ -42,36 +23,27 @@ class Archive:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.path = folder / "runs.db"
-        (folder / "flows.py").write_text(FLOWS)
-        for graph, code in (("ok", 0), ("dies", 9)):
-            done = run_cli("run", f"flows.py:{graph}", "--db", "runs.db", "-q",
-                           "--no-preflight", cwd=folder)
-            assert done.returncode == code, done.stdout + done.stderr
+        write_archive(folder)
         uri = f"file:{urllib.parse.quote(str(self.path))}?mode=ro&immutable=1"
         conn = sqlite3.connect(uri, uri=True)  # the file alone, as if the -wal were lost
         in_file = {r[0]: r[1] for r in conn.execute("SELECT graph, run_id FROM runs")}
         conn.close()
         assert list(in_file) == ["ok"]
         self.finished = in_file["ok"]
-        (folder / "flows.py").unlink()
-        for name in NAMES:
-            (folder / name).chmod(0o444)
 
     def digests(self) -> dict[str, str]:
-        return {name: hashlib.sha256((self.folder / name).read_bytes()).hexdigest()
-                for name in NAMES}
+        return file_digests(self.folder)
 
 
 @pytest.fixture(scope="module")
 def archive(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Archive]:
     made = Archive(tmp_path_factory.mktemp("archive"))
-    made.folder.chmod(0o555)
     yield made
     made.folder.chmod(0o755)
 
 
 def _cli(*args: str) -> tuple[int, str, str]:
-    done = unprivileged(_CLI, *args)
+    done = unprivileged(CLI_MAIN, *args)
     return done.returncode, done.stdout, done.stderr
 
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from store.helpers import unprivileged
+from store.helpers import CLI_MAIN, unprivileged
 from typer.testing import CliRunner
 
 from counterpoint.cli.app import app
@@ -29,7 +29,6 @@ graph = cp.Graph("flow")
 graph.add("a", a)
 """
 
-_CLI = "import sys\nfrom counterpoint.cli import main\nsys.argv[0] = 'counterpoint'\nmain()\n"
 
 
 def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, db: str) -> tuple[int, str]:
@@ -83,7 +82,7 @@ def test_a_read_only_directory(tmp_path: Path) -> None:
     (tmp_path / "flow.py").write_text(FLOW)
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o555)
-    done = unprivileged(_CLI, "run", str(tmp_path / "flow.py"), "--db",
+    done = unprivileged(CLI_MAIN, "run", str(tmp_path / "flow.py"), "--db",
                         str(locked / "runs.db"), "-q", "--no-preflight")
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.startswith(f"error: store {locked / 'runs.db'}: no permission to "
@@ -102,12 +101,12 @@ def test_a_read_only_store_is_refused_for_a_run_and_read_by_runs(
     run_id = json.loads(done.output)["run_id"]
     path.chmod(0o444)
     (tmp_path / "imported").unlink()
-    done = unprivileged(_CLI, "run", str(tmp_path / "flow.py"), "--db", str(path), "-q",
+    done = unprivileged(CLI_MAIN, "run", str(tmp_path / "flow.py"), "--db", str(path), "-q",
                         "--no-preflight")
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.startswith(f"error: store {path}: {path} is read-only; make it "
                                   "writable (chmod u+w)")
     assert not (tmp_path / "imported").exists()
-    listed = unprivileged(_CLI, "runs", "--db", str(path))
+    listed = unprivileged(CLI_MAIN, "runs", "--db", str(path))
     assert listed.returncode == 0, listed.stdout + listed.stderr
     assert run_id in listed.stdout

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from store.helpers import unprivileged
+from store.helpers import CLI_MAIN, unprivileged
 from support import run_cli
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX permissions")
@@ -42,7 +42,6 @@ async def deploy(ctx: cp.NodeContext) -> str:
 release.add("deploy", deploy)
 """
 
-_CLI = "import sys\nfrom counterpoint.cli import main\nsys.argv[0] = 'counterpoint'\nmain()\n"
 
 
 class Store:
@@ -97,7 +96,7 @@ def test_a_read_only_store_is_refused_before_anything_is_written(
     before = store.digest()
     store.path.chmod(0o444)
     try:
-        done = unprivileged(_CLI, *_writing(store, str(store.path))[command])
+        done = unprivileged(CLI_MAIN, *_writing(store, str(store.path))[command])
     finally:
         store.path.chmod(0o644)
     assert done.returncode == 2, done.stdout + done.stderr
@@ -128,7 +127,7 @@ def test_reading_commands_still_read_a_read_only_store(store: Store, args: list[
     before = store.digest()
     store.path.chmod(0o444)
     try:
-        done = unprivileged(_CLI, *[a.format(finished=store.finished) for a in args],
+        done = unprivileged(CLI_MAIN, *[a.format(finished=store.finished) for a in args],
                             "--db", str(store.path))
     finally:
         store.path.chmod(0o644)

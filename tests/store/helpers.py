@@ -158,3 +158,45 @@ def unprivileged(code: str, *args: str) -> subprocess.CompletedProcess[str]:
     root, without the capabilities that let root ignore them)."""
     return subprocess.run([sys.executable, "-c", _WITHOUT_DAC + code, *args],
                           capture_output=True, text=True, timeout=60)
+
+
+CLI_MAIN = "import sys\nfrom counterpoint.cli import main\nsys.argv[0] = 'counterpoint'\nmain()\n"
+"""The ``counterpoint`` command as code for :func:`unprivileged` (``python -c``)."""
+
+ARCHIVE_FILES = ("runs.db", "runs.db-wal", "runs.db-shm")
+_ARCHIVED_FLOWS = """
+import os
+import counterpoint as cp
+
+ok = cp.Graph("ok")
+ok.add("a", lambda: 1)
+
+dies = cp.Graph("dies")
+def boom() -> int:
+    os._exit(9)  # the process dies: no checkpoint, its events stay in the -wal
+dies.add("b", boom)
+"""
+
+
+def write_archive(folder: Path) -> None:
+    """A store ``folder/runs.db`` as an archive or a CI artefact holds it: a finished run
+    (``ok``) and one whose process died (``dies``, in the ``-wal`` only), every file and
+    the folder read-only (give the folder 0o755 back when done)."""
+    from support import run_cli  # tests/support.py: the command line as a user runs it
+
+    (folder / "flows.py").write_text(_ARCHIVED_FLOWS)
+    for graph, code in (("ok", 0), ("dies", 9)):
+        done = run_cli("run", f"flows.py:{graph}", "--db", "runs.db", "-q", "--no-preflight",
+                       cwd=folder)
+        assert done.returncode == code, done.stdout + done.stderr
+    (folder / "flows.py").unlink()
+    for name in ARCHIVE_FILES:
+        (folder / name).chmod(0o444)
+    folder.chmod(0o555)
+
+
+def file_digests(folder: Path) -> dict[str, str]:
+    """SHA-256 of each of :data:`ARCHIVE_FILES` in ``folder``: to tell nothing wrote them."""
+    import hashlib
+    return {name: hashlib.sha256((folder / name).read_bytes()).hexdigest()
+            for name in ARCHIVE_FILES}

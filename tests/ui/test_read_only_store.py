@@ -6,7 +6,6 @@ file permissions, on loopback."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import signal
 import subprocess
@@ -20,27 +19,9 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from store.helpers import _WITHOUT_DAC
-from support import run_cli
+from store.helpers import _WITHOUT_DAC, CLI_MAIN, file_digests, write_archive
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="POSIX permissions")
-
-FLOWS = """
-import os
-import counterpoint as cp
-
-ok = cp.Graph("ok")
-ok.add("a", lambda: 1)
-
-dies = cp.Graph("dies")
-def boom() -> int:
-    os._exit(9)  # the process dies: the run stays running, its events in the -wal
-dies.add("b", boom)
-"""
-
-_CLI = "import sys\nfrom counterpoint.cli import main\nsys.argv[0] = 'counterpoint'\nmain()\n"
-NAMES = ("runs.db", "runs.db-wal", "runs.db-shm")
-
 
 @dataclass
 class Served:
@@ -48,8 +29,7 @@ class Served:
     folder: Path
 
     def digests(self) -> dict[str, str]:
-        return {name: hashlib.sha256((self.folder / name).read_bytes()).hexdigest()
-                for name in NAMES}
+        return file_digests(self.folder)
 
     def call(self, path: str, *, post: bool = False) -> tuple[int, Any]:
         request = urllib.request.Request(self.url.rstrip("/") + path,
@@ -65,18 +45,10 @@ class Served:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     folder = tmp_path_factory.mktemp("archive")
-    (folder / "flows.py").write_text(FLOWS)
-    for graph, code in (("ok", 0), ("dies", 9)):
-        done = run_cli("run", f"flows.py:{graph}", "--db", "runs.db", "-q", "--no-preflight",
-                       cwd=folder)
-        assert done.returncode == code, done.stdout + done.stderr
+    write_archive(folder)
     assert (folder / "runs.db-wal").stat().st_size > 32
-    (folder / "flows.py").unlink()
-    for name in NAMES:
-        (folder / name).chmod(0o444)
-    folder.chmod(0o555)
     proc = subprocess.Popen(
-        [sys.executable, "-u", "-c", _WITHOUT_DAC + _CLI, "ui", "--db",
+        [sys.executable, "-u", "-c", _WITHOUT_DAC + CLI_MAIN, "ui", "--db",
          str(folder / "runs.db"), "--port", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=folder)
     try:
