@@ -30,7 +30,7 @@ from .graph import NodeKind, NodeSpec
 from .ids import NodeId, RunId
 from .nodes import _new_spec
 from .policy import DEFAULT_POLICY
-from .state import NodeState, RunState, RunStatus, Spawn, add_specs
+from .state import NodeState, RunState, RunStatus, Spawn, add_specs, spawns_of
 from .store import RunRecord, RunStore
 from .store.owners import run_owner_alive
 from .transitions import evolve
@@ -98,7 +98,7 @@ class Projector:
                 self.reshaped = True
             elif kind is EventKind.PATCH_APPLIED:
                 self.declared += _patch(state, data)
-                self.spawned.update(_spawns(data, ev.at))
+                self.spawned.update(spawns_of(data, ev.at))
                 self.reshaped = True
             else:
                 if ev.node is not None:
@@ -129,16 +129,8 @@ def spawned_by(events: Iterable[Event]) -> dict[NodeId, Spawn]:
     spawned: dict[NodeId, Spawn] = {}
     for ev in events:
         if ev.kind is EventKind.PATCH_APPLIED and ev.data:
-            spawned.update(_spawns(ev.data, ev.at))
+            spawned.update(spawns_of(ev.data, ev.at))
     return spawned
-
-
-def _spawns(data: Mapping[str, Any], at: float) -> list[tuple[NodeId, Spawn]]:
-    """The nodes a ``patch_applied`` added, if a node's edit applied it (``by``)."""
-    if not data.get("by"):
-        return []
-    spawn = Spawn(by=NodeId(str(data["by"])), at=at)
-    return [(NodeId(str(s["id"])), spawn) for s in data.get("add", ())]
 
 
 def shown_status(record: RunRecord) -> str:

@@ -229,6 +229,15 @@ class Spawn:
     """When the edit was applied."""
 
 
+def spawns_of(data: Mapping[str, Any], at: float) -> list[tuple[NodeId, Spawn]]:
+    """The nodes a ``patch_applied`` (its ``data``, applied at ``at``) added, each with the
+    :class:`Spawn` saying whose edit it was; none when no node's step made the edit."""
+    if not data.get("by"):
+        return []
+    spawn = Spawn(by=NodeId(str(data["by"])), at=at)
+    return [(NodeId(str(s["id"])), spawn) for s in data.get("add", ())]
+
+
 @dataclass(slots=True)
 class RunState:
     """The projection of a run's events."""

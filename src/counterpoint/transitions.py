@@ -53,10 +53,10 @@ from .state import (
     NodeStatus,
     RunState,
     RunStatus,
-    Spawn,
     add_specs,
     compute_ranks,
     estimate_of,
+    spawns_of,
 )
 
 _RUN_RUNNING = RunStatus.RUNNING
@@ -111,11 +111,8 @@ def evolve(state: RunState, event: Event) -> None:
         _expand_map(state, event)
     elif kind is PATCH_APPLIED:
         _apply_patch(state, event.output)
-        by = (event.data or {}).get("by")
-        if by:  # a node's step made the edit: what it added comes after it
-            spawn = Spawn(by=NodeId(str(by)), at=event.at)
-            for spec in event.output.add:
-                state.spawned[spec.id] = spawn
+        if event.data:  # a node's step made the edit: what it added comes after it
+            state.spawned.update(spawns_of(event.data, event.at))
     elif kind is RUN_CREATED:
         state.created_at = event.at
         state.status = RunStatus.RUNNING
