@@ -70,9 +70,6 @@ def quit_without_waiting(code: int) -> None:
         return
     steps = sum(1 for t in busy if t.name.startswith(STEP_THREADS))
     what = f"{steps} step(s) in threads" if steps == len(busy) else f"{len(busy)} thread(s)"
-    print(f"waiting for {what} to return (a sync step cannot be stopped); Ctrl-C again "
-          "quits at once, and the run resumes from its log either way",
-          file=sys.stderr, flush=True)
 
     def now(_signum: int, _frame: object) -> None:
         from ..store.shared import close_idle_stores
@@ -85,3 +82,7 @@ def quit_without_waiting(code: int) -> None:
     for number in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(ValueError, OSError):  # not the main thread
             signal.signal(number, now)
+    # said only once a second Ctrl-C is handled: one sent on reading it must find ``now``
+    print(f"waiting for {what} to return (a sync step cannot be stopped); Ctrl-C again "
+          "quits at once, and the run resumes from its log either way",
+          file=sys.stderr, flush=True)
