@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -152,12 +151,10 @@ def _result_report(result: RunResult, note: str | None = None, *,
                    events: Sequence[Event] = (),
                    sub_runs: Sequence[Sequence[Event]] = ()) -> Report:
     """The summary of a finished run; ``events`` (its log) and ``sub_runs`` (its sub-runs'
-    logs) give its budget, ``events`` what the router chose, the samples sent and which
-    node's live edit added which nodes (a goal run's critical path then begins at
-    ``plan``, as ``counterpoint show`` of the same run says)."""
+    logs) give its budget, ``events`` what the router chose and the samples sent. Its
+    metrics are the result's: they know which node's live edit added which nodes (a goal
+    run's critical path begins at ``plan``, as ``counterpoint show`` of it says)."""
     from ..budget import account
-    from ..history import spawned_by
-    from ..metrics import compute
     from ..models.sampling import sampling_by_node
     from ..routing.trail import routing_by_node
     from .render import Report
@@ -168,8 +165,7 @@ def _result_report(result: RunResult, note: str | None = None, *,
                 "fail_fast": "stopped after the first failure (--fail-fast)",
                 "cancelled": "cancelled while running"}.get(reason, reason)
     return Report(run_id=result.run_id, graph=result.graph, status=result.status.value,
-                  state=result.state, metrics=compute(result.state, time.time(),
-                                                      spawned_by(events)),
+                  state=result.state, metrics=result.metrics,
                   note=note, output=result.output, budget=account(events, sub_runs),
                   routing=routing_by_node(events), sampling=sampling_by_node(events))
 

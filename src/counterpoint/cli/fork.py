@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
-import time
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -23,11 +22,9 @@ from .console import make_console, reported
 from .stores import db_flag
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
 
     from rich.console import Console
 
-    from ..events import Event
     from ..results import RunResult
     from ..state import ModelTally
     from ..store import RunStore
@@ -85,9 +82,7 @@ def _fork(run_id: str, store: RunStore, at: int | str | None, replace: dict[str,
           inputs: dict[str, Any], *, db: str | None, quiet: bool, as_json: bool,
           out: Console) -> int:
     from .. import api, loop
-    from ..history import spawned_by
     from ..ids import RunId
-    from ..metrics import compute
     from .live import Display, LineDisplay, LiveView, follow
     from .render import Report, dumps, payload, summary
     from .signals import interrupted, stop_on_sigterm
@@ -95,7 +90,6 @@ def _fork(run_id: str, store: RunStore, at: int | str | None, replace: dict[str,
     display: Display = Display() if quiet else (
         LiveView(progress) if progress.is_terminal else LineDisplay(progress))
     started: list[str] = []
-    logged: list[Sequence[Event]] = []
     stopped: list[int] = []
 
     async def fork_and_follow() -> RunResult:
@@ -109,7 +103,6 @@ def _fork(run_id: str, store: RunStore, at: int | str | None, replace: dict[str,
                            + (f" at {at}" if at is not None else "")
                            + f": {reused} node output(s) reused", soft_wrap=True)
         result = await follow(handle, display)
-        logged.append(handle.history())  # which node's edit added which: the critical path
         return result
 
     try:
@@ -127,7 +120,7 @@ def _fork(run_id: str, store: RunStore, at: int | str | None, replace: dict[str,
     record = store.run(RunId(result.run_id))
     report = Report(run_id=result.run_id, graph=result.graph, status=result.status.value,
                     state=result.state, output=result.output,
-                    metrics=compute(result.state, time.time(), spawned_by(logged[0])),
+                    metrics=result.metrics,
                     forked_from=record.forked_from)
     if as_json:
         typer.echo(dumps(payload(report)))
