@@ -21,7 +21,8 @@ import counterpoint as cp
 from counterpoint.events import Event, EventKind
 from counterpoint.models import Response, ScriptedModel
 from counterpoint.planning import Limits, PlanningError, Team, make_plan
-from counterpoint.planning.plan import plan_type, replan_type, salvage_subtasks
+from counterpoint.planning.bounds import worst_case_chars
+from counterpoint.planning.plan import check_plan, plan_type, replan_type, salvage_subtasks
 from counterpoint.planning.team import PLANNER
 from counterpoint.store import MemoryStore
 
@@ -65,23 +66,53 @@ def _calls(events: Sequence[Event]) -> list[dict[str, Any]]:
 
 
 # ------------------------------------------------------------------- the schema
-def test_plan_schema_bounds_ids_and_needs_to_the_enumerated_ids() -> None:
+def _slots(schema: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    """The subtask schemas of each length a plan may have, shortest first."""
+    options = schema["properties"]["subtasks"]["anyOf"]
+    for option in options:
+        n = len(option["prefixItems"])
+        assert option["type"] == "array" and option["items"] is False
+        assert (option["minItems"], option["maxItems"]) == (n, n)
+    return [option["prefixItems"] for option in options]
+
+
+def test_plan_schema_makes_subtasks_positional_each_needing_only_earlier_ids() -> None:
+    # SmolLM2, given ids and needs as two enumerations, wrote "t1 needs t1..t5" on every
+    # attempt: here the k-th subtask is tk, and needs only t1..t(k-1)
     schema = plan_type(["writer", "search"], 4).model_json_schema()
-    subtasks = schema["properties"]["subtasks"]
-    assert (subtasks["minItems"], subtasks["maxItems"]) == (1, 4)
-    sub = schema["$defs"]["PlannedSubtask"]["properties"]
+    lengths = _slots(schema)
+    assert [len(slots) for slots in lengths] == [1, 2, 3, 4]
+    longest = lengths[-1]
+    assert all(slots == longest[:len(slots)] for slots in lengths)  # the same k-th slot
     ids = ["t1", "t2", "t3", "t4"]
-    assert sub["id"]["enum"] == ids
-    assert sub["needs"]["items"] == {"enum": ids, "type": "string"}
-    assert sub["needs"]["maxItems"] == 3 and sub["needs"]["uniqueItems"] is True
-    assert sub["worker"]["enum"] == ["search", "writer"]
-    assert "needs" in schema["$defs"]["PlannedSubtask"]["required"]
+    for k, slot in enumerate(longest):
+        props = slot["properties"]
+        assert props["id"]["const"] == ids[k]
+        assert props["worker"]["enum"] == ["search", "writer"]
+        assert "needs" in slot["required"]
+        if k == 0:
+            assert props["needs"]["const"] == []
+        else:
+            assert props["needs"]["items"] == {"enum": ids[:k], "type": "string"}
+            assert props["needs"]["maxItems"] == k and props["needs"]["uniqueItems"] is True
     assert list(schema["properties"]) == ["subtasks"]  # no decompose to fill in first
+    assert worst_case_chars(schema) is not None  # bounded: the token limit fits it
 
 
 def test_plan_schema_of_one_subtask_allows_no_needs() -> None:
-    sub = plan_type(["w"], 1).model_json_schema()["$defs"]["PlannedSubtask"]["properties"]
-    assert sub["needs"]["maxItems"] == 0
+    (only,) = _slots(plan_type(["w"], 1).model_json_schema())
+    assert only[0]["properties"]["needs"] == {"const": [],
+                                              "description": "the first subtask needs none"}
+
+
+def test_plan_answers_out_of_position_still_read_and_are_checked() -> None:
+    # the schema only steers a constrained decoder: an unconstrained provider's answer in
+    # another order reads, and check_plan reports what the positions would have excluded
+    answer = plan_type(["w"], 3).model_validate({"subtasks": [
+        {"id": "t2", "task": "b", "worker": "w", "needs": ["t2"]},
+        {"id": "t1", "task": "a", "worker": "w", "needs": ["t2"]}]})
+    assert [s.id for s in answer.subtasks] == ["t2", "t1"]
+    assert check_plan(answer.subtasks, ["w"]) == ["subtask 't2' needs itself"]
 
 
 def test_plan_answers_outside_the_bounds_do_not_validate_and_repeats_collapse() -> None:
@@ -115,10 +146,14 @@ def test_plan_schema_becomes_a_bounded_llama_cpp_grammar() -> None:
     schema = OutputShape(plan_type(["writer"], 3)).spec.schema_
     grammar = llama_grammar.json_schema_to_gbnf(json.dumps(schema))
     rules = dict(line.split(" ::= ", 1) for line in grammar.splitlines() if " ::= " in line)
-    assert rules["PlannedSubtask-id"] == r'"\"t1\"" | "\"t2\"" | "\"t3\""'
+    assert rules["subtasks"] == "subtasks-0 | subtasks-1 | subtasks-2"  # 1 to 3 subtasks
+    third = "subtasks-2-tuple-2"  # the third subtask of a plan of three
+    assert rules[f"{third}-id"] == r'"\"t3\""'
+    assert rules[f"{third}-needs-item"] == r'"\"t1\"" | "\"t2\""'
     # at most two needs: a repetition with two optional items, not an open-ended star
-    needs = rules["PlannedSubtask-needs"]
-    assert needs.count("PlannedSubtask-needs-item") == 2 and "*" not in needs
+    needs = rules[f"{third}-needs"]
+    assert needs.count(f"{third}-needs-item") == 2 and "*" not in needs
+    assert rules["subtasks-2-tuple-0-needs"] == '"[]"'  # the first needs nothing
     llama_grammar.LlamaGrammar.from_string(grammar, verbose=False)  # parses
 
 

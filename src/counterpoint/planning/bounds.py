@@ -116,6 +116,11 @@ def _longest(node: dict[str, Any], defs: dict[str, Any]) -> int | None:
         return 5
     if kind == "null":
         return 4
+    if kind == "array" and "prefixItems" in node:  # a tuple: its items, then none
+        if node.get("items", False) is not False:
+            return None
+        sizes = [_longest(item, defs) for item in node["prefixItems"]]
+        return None if None in sizes else 2 + sum(s + 1 for s in sizes if s is not None)
     if kind == "array":
         count = node.get("maxItems")
         inner = _longest(node.get("items", {}), defs)

@@ -2,9 +2,10 @@
 
 A :class:`Plan` is a list of subtasks with ids, a worker (agent or tool) each,
 dependencies and the output expected. The answer schemas are built per team
-(:func:`plan_type`), so constrained decoding can only name workers that exist, ids
-``t1`` to ``tN`` and at most N-1 needs per subtask; :func:`check_plan` still validates
-everything, since not every provider constrains its output.
+(:func:`plan_type`), so constrained decoding can only name workers that exist, and a
+first plan's subtasks are ``t1``, ``t2``, ... in order, each needing only ids before it;
+:func:`check_plan` still validates everything, since not every provider constrains its
+output.
 """
 
 from __future__ import annotations
@@ -218,13 +219,55 @@ class PlanAnswer(BaseModel):
 
 def plan_type(workers: Iterable[str], max_subtasks: int,
               tags: Sequence[str] | None = None) -> type[PlanAnswer]:
-    """The planner's answer schema for a team: workers from ``workers``, ids ``t1`` to
+    """The planner's answer type for a team: workers from ``workers``, ids ``t1`` to
     ``tN`` and 1 to N subtasks (N = ``max_subtasks``), each needing at most N-1 others,
-    with skill tags when ``tags`` is not ``None`` (from ``tags`` if it names some)."""
+    with skill tags when ``tags`` is not ``None`` (from ``tags`` if it names some). Its
+    JSON schema is stricter than its checks (see :func:`_positional`)."""
     sub = _planned_subtask(workers, plan_ids(max_subtasks), max_subtasks - 1, tags)
-    return create_model("TeamPlan", __base__=PlanAnswer,
+    positional: type[PlanAnswer] = type("PositionalPlan", (PlanAnswer,), {
+        "__module__": __name__,
+        "model_config": ConfigDict(json_schema_extra=_positional(sub, max_subtasks))})
+    return create_model("TeamPlan", __base__=positional,
                         subtasks=(list[sub], Field(min_length=1,  # type: ignore[valid-type]
                                                    max_length=max_subtasks)))
+
+
+def _positional(sub: type[BaseModel], max_subtasks: int) -> Callable[[dict[str, Any]], None]:
+    """Rewrites a first plan's JSON schema so that its subtasks are positional: the k-th
+    is ``tk`` and needs only ids before it (``t1`` needs nothing), for 1 to N subtasks.
+
+    The answer is still read with the type's own checks, which take any order and report
+    a need of itself or of a later id; the schema only keeps a constrained decoder from
+    writing those. SmolLM2-135M, given ids and needs as enumerations, named itself and
+    ids it never wrote on each of three attempts at a goal, so the plan was repaired by
+    dropping needs (see ``tests/planning/test_planner_schema.py``). Each length is an
+    option of an ``anyOf`` of fixed tuples (``prefixItems``), which llama.cpp's grammar,
+    vLLM's and OpenAI-style ``json_schema`` (not strict) take; the subtasks are written
+    out inline, since the hook sees the model's schema without its ``$defs``."""
+    base = sub.model_json_schema()
+    ids = plan_ids(max_subtasks)
+    slots = []
+    for k, sid in enumerate(ids):
+        slot = json.loads(json.dumps(base))  # a deep copy of plain JSON
+        props = slot["properties"]
+        props["id"] = {"const": sid, "type": "string", "description": props["id"].get(
+            "description", "")}
+        needs = props["needs"]
+        if k == 0:
+            props["needs"] = {"const": [], "description": "the first subtask needs none"}
+        else:
+            needs["items"] = {"enum": list(ids[:k]), "type": "string"}
+            needs["maxItems"] = k
+        slot["title"] = f"Subtask{k + 1}"
+        slots.append(slot)
+
+    def rewrite(schema: dict[str, Any]) -> None:
+        subtasks = schema["properties"]["subtasks"]
+        schema["properties"]["subtasks"] = {
+            "title": subtasks.get("title", "Subtasks"),
+            "anyOf": [{"type": "array", "prefixItems": slots[:n], "items": False,
+                       "minItems": n, "maxItems": n} for n in range(1, max_subtasks + 1)]}
+    return rewrite
 
 
 def replan_type(workers: Iterable[str], max_subtasks: int,
