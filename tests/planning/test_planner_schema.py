@@ -11,6 +11,7 @@ the worker list in the shared prompt prefix.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,9 +21,17 @@ import pytest
 import counterpoint as cp
 from counterpoint.events import Event, EventKind
 from counterpoint.models import Response, ScriptedModel
-from counterpoint.planning import Limits, PlanningError, Team, make_plan
-from counterpoint.planning.bounds import worst_case_chars
-from counterpoint.planning.plan import check_plan, plan_type, replan_type, salvage_subtasks
+from counterpoint.plan_text import round_lines
+from counterpoint.planning import Limits, PlanningError, Subtask, Team, make_plan
+from counterpoint.planning.bounds import TASK_CHARS, worst_case_chars
+from counterpoint.planning.plan import (
+    TASK_PATTERN,
+    check_plan,
+    merge_repeats,
+    plan_type,
+    replan_type,
+    salvage_subtasks,
+)
 from counterpoint.planning.team import PLANNER
 from counterpoint.store import MemoryStore
 
@@ -305,3 +314,56 @@ def test_limits_reject_a_negative_reask_temperature() -> None:
     from counterpoint.errors import UserError
     with pytest.raises(UserError, match="reask_temperature"):
         Limits(reask_temperature=-0.1)
+
+
+# ------------------------------------------------------------- repeated subtasks
+def test_a_first_plans_tasks_are_sentences_in_the_schema_only() -> None:
+    # SmolLM2 wrote "writer", "Explain" and "compare_python_and_rust" as tasks: the schema
+    # asks for a capitalised sentence of three or more words, of at most TASK_CHARS
+    schema = plan_type(["w"], 2).model_json_schema()
+    for slot in _slots(schema)[-1]:
+        assert slot["properties"]["task"]["pattern"] == TASK_PATTERN
+    task = re.compile(TASK_PATTERN)
+    assert task.match("Write two short tips for Lisbon.")
+    assert not any(task.match(t) for t in ("writer", "Explain", "compare_python_and_rust"))
+    assert len("Abcdefghijklmnop" + " abcdefghijklmno" * 11) <= TASK_CHARS  # the longest
+    # reading is not stricter than before: a provider that ignores patterns still plans
+    answer = plan_type(["w"], 2).model_validate(
+        {"subtasks": [{"id": "t1", "task": "writer", "worker": "w", "needs": []}]})
+    assert answer.subtasks[0].task == "writer"
+
+
+def test_repeats_are_merged_into_the_first_with_their_dependents_rewired() -> None:
+    def sub(sid: str, task: str, needs: list[str], worker: str = "w") -> Subtask:
+        return Subtask(id=sid, task=task, worker=worker, needs=needs)
+
+    plan = [sub("t1", "Find flights", []), sub("t2", "find   FLIGHTS", []),
+            sub("t3", "Compare them", ["t2"]), sub("t4", "Compare them", ["t1"]),
+            sub("t5", "Compare them", []), sub("t6", "Find flights", [], worker="x"),
+            sub("t7", "Book one", ["t4", "t3", "t5"])]
+    merged, fixes = merge_repeats(plan)
+    assert [(s.id, s.needs) for s in merged] == [
+        ("t1", []), ("t3", ["t1"]), ("t5", []), ("t6", []), ("t7", ["t3", "t5"])]
+    assert fixes == [
+        "merged subtask 't2' into 't1' (the same task for the same worker)",
+        "merged subtask 't4' into 't3' (the same task for the same worker)"]
+    assert merge_repeats(merged) == (merged, [])  # nothing left to merge
+
+
+async def test_a_plan_with_repeats_runs_each_once_and_its_round_records_both_plans() -> None:
+    repeats = {"subtasks": [
+        {"id": "t1", "task": "Find flights", "worker": "writer", "needs": []},
+        {"id": "t2", "task": "Find flights", "worker": "writer", "needs": []},
+        {"id": "t3", "task": "Compare them", "worker": "writer", "needs": ["t1", "t2"]}]}
+    scripted = ScriptedModel([repeats])
+    result, events = await _plan_in_run(cp.Model(scripted), Limits())
+    assert [(s["id"], s["needs"]) for s in result["plan"]["subtasks"]] == [
+        ("t1", []), ("t3", ["t1"])]
+    assert result["plan"]["repairs"] == [
+        "merged subtask 't2' into 't1' (the same task for the same worker)"]
+    assert len(scripted.requests) == 1  # merged, not asked again
+    (round_,) = _rounds(events)
+    assert round_["problems"] == [] and round_["repairs"] == result["plan"]["repairs"]
+    assert [s["id"] for s in round_["answered"]["subtasks"]] == ["t1", "t2", "t3"]
+    assert [s["id"] for s in round_["plan"]["subtasks"]] == ["t1", "t3"]
+    assert round_lines(round_)[0].startswith("plan (repaired: merged subtask 't2' into 't1'")

@@ -232,6 +232,11 @@ def plan_type(workers: Iterable[str], max_subtasks: int,
                                                    max_length=max_subtasks)))
 
 
+TASK_PATTERN = r"^[A-Z][a-z]{1,15}( [^ _\n\"\\]{1,15}){2,11}$"
+"""A first plan's tasks, in its JSON schema: a capitalised word, then 2 to 11 words of at
+most 15 characters without underscores (at most 200 characters, ``TASK_CHARS``)."""
+
+
 def _positional(sub: type[BaseModel], max_subtasks: int) -> Callable[[dict[str, Any]], None]:
     """Rewrites a first plan's JSON schema so that its subtasks are positional: the k-th
     is ``tk`` and needs only ids before it (``t1`` needs nothing), for 1 to N subtasks.
@@ -252,6 +257,7 @@ def _positional(sub: type[BaseModel], max_subtasks: int) -> Callable[[dict[str, 
         props = slot["properties"]
         props["id"] = {"const": sid, "type": "string", "description": props["id"].get(
             "description", "")}
+        props["task"]["pattern"] = TASK_PATTERN
         needs = props["needs"]
         if k == 0:
             props["needs"] = {"const": [], "description": "the first subtask needs none"}
@@ -382,6 +388,33 @@ def repair_plan(subtasks: list[Subtask], workers: Iterable[str],
         repaired.append(s.model_copy(update={"needs": needs}))
         placed.add(s.id)
     return repaired, fixes
+
+
+def merge_repeats(subtasks: list[Subtask]) -> tuple[list[Subtask], list[str]]:
+    """``subtasks`` (a valid plan's) with each subtask that repeats an earlier one merged
+    into it, and what was merged. A repeat has the same worker, the same task up to case
+    and spacing, and the same needs once those are merged: it would do the same work on
+    the same inputs. A subtask that needed a repeat needs what it was merged into.
+
+    Small models fill a plan with copies (SmolLM2-135M planned "writer" for five of six
+    subtasks of one goal); each copy would cost a worker's call for nothing."""
+    order = [s for _, s in subtask_tree(Plan(decompose=len(subtasks) > 1, subtasks=subtasks))]
+    into: dict[str, str] = {}
+    first: dict[tuple[str, str, tuple[str, ...]], str] = {}
+    fixes: list[str] = []
+    for s in order:  # the needs of a subtask are merged before it
+        needs = tuple(sorted({into.get(d, d) for d in s.needs}))
+        key = (s.worker, " ".join(s.task.lower().split()), needs)
+        if key in first:
+            into[s.id] = first[key]
+            fixes.append(f"merged subtask {s.id!r} into {first[key]!r} (the same task for "
+                         "the same worker)")
+        else:
+            first[key] = s.id
+    if not into:
+        return subtasks, []
+    return [s.model_copy(update={"needs": list(dict.fromkeys(into.get(d, d) for d in s.needs))})
+            for s in subtasks if s.id not in into], fixes
 
 
 def subtask_tree(plan: Plan) -> list[tuple[int, Subtask]]:

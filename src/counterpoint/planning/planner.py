@@ -14,7 +14,15 @@ from typing import Any
 from ..context import NodeContext
 from ..errors import InvalidOutput, PlanningError, UserError
 from ..models import Message
-from .plan import Plan, Subtask, check_plan, plan_type, repair_plan, salvage_subtasks
+from .plan import (
+    Plan,
+    Subtask,
+    check_plan,
+    merge_repeats,
+    plan_type,
+    repair_plan,
+    salvage_subtasks,
+)
 from .session import _dump, _record
 from .team import Limits, Team
 from .wiring import _reserved
@@ -25,7 +33,9 @@ async def make_plan(goal: str, team: Team, limits: Limits | None = None, *,
                     stream: Callable[[str], None] | None = None) -> tuple[Plan, list[str]]:
     """Ask the planner for a valid plan; re-ask with the problems, then repair or fail.
 
-    Returns the plan and the repairs made (empty when the planner got it right).
+    Returns the plan and the repairs made (empty when the planner got it right). A
+    valid plan's repeats (the same task for the same worker on the same inputs) are
+    merged (:func:`~.plan.merge_repeats`), and said among the repairs.
     ``stream`` receives the planner's answers as they arrive (``counterpoint plan``'s
     spinner counts them).
 
@@ -94,13 +104,20 @@ async def make_plan(goal: str, team: Team, limits: Limits | None = None, *,
                      if _reserved(s.id)]
         round_data: dict[str, Any] = {"phase": "plan", "goal": goal, "attempt": attempt,
                                       "plan": _dump(plan), "problems": problems}
+        merges: list[str] = []
+        if not problems:  # a valid plan: its repeats run once (recorded as repairs)
+            merged, merges = merge_repeats(plan.subtasks)
+            if merges:
+                plan = Plan(decompose=len(merged) > 1, subtasks=merged)
+                round_data.update(answered=round_data["plan"], plan=_dump(plan),
+                                  repairs=merges)
         if answer.claimed_decompose is not None and answer.claimed_decompose != plan.decompose:
             round_data["contradiction"] = (
                 f"the answer says decompose={str(answer.claimed_decompose).lower()} but "
                 f"lists {len(plan.subtasks)} subtask(s); all of them are kept")
         _record(ctx, round_data)
         if not problems:
-            return plan, []
+            return plan, merges
         conversation = [*asked, generation.response.message(), Message.user(
             "The plan has problems:\n- " + "\n- ".join(problems)
             + "\nAnswer again with a corrected plan.")]
@@ -109,6 +126,8 @@ async def make_plan(goal: str, team: Team, limits: Limits | None = None, *,
     if len(kept) > n:
         fixes.insert(0, f"dropped subtasks after the first {n}: "
                         f"{[s.id for s in kept[n:]]}")
+    repaired, merges = merge_repeats(repaired)
+    fixes += merges
     if not repaired:
         raise PlanningError(
             f"planner{_where(ctx)}: no valid plan after {limits.plan_attempts} attempt"
