@@ -229,6 +229,9 @@ class Outcome:
     problems: list[list[str]] = field(default_factory=list)
     """The problems with each attempt (check_plan's, or why the answer did not read)."""
     repairs: list[str] = field(default_factory=list)
+    merged: int = 0
+    """Subtasks of the valid answer merged into an earlier one they repeat (not a failed
+    attempt: ``make_plan`` records them among the repairs of that attempt's round)."""
     model_calls: int = 0
     schema_reasks: int = 0
     """Answers that did not parse or validate against the schema (re-asked by the model layer)."""
@@ -296,7 +299,9 @@ async def plan_record(record: Record, tools: Sequence[ToolInfo], setting: str, m
         if event.kind is cp.EventKind.PLAN_ROUND and data.get("phase") == "plan":
             if data.get("attempt") == "repaired":
                 outcome.repairs = list(data.get("repairs", []))
+                outcome.status = "repaired"
             else:
+                outcome.merged += len(data.get("repairs") or ())
                 outcome.attempts += 1
                 outcome.problems.append(list(data.get("problems", [])))
                 outcome.unreadable += "invalid" in data
@@ -317,9 +322,10 @@ async def plan_record(record: Record, tools: Sequence[ToolInfo], setting: str, m
         subtasks = made["subtasks"]
         outcome.decompose = made["decompose"]
         outcome.subtasks = subtasks
-        outcome.status = ("repaired" if made["repairs"] else
+        outcome.status = ("repaired" if outcome.status == "repaired" else
                           "first" if outcome.attempts == 1 else "re-asked")
     else:
+        outcome.status = "failed"
         error = node.error or {}
         outcome.failure = f"{error.get('type', 'error')}: {error.get('message', '')}"
     pred_nodes, pred_edges = predicted_graph(subtasks, names)
@@ -374,6 +380,7 @@ def summarize(outcomes: Sequence[Outcome]) -> dict[str, Any]:
         "subtasks_mean": mean([len(o.subtasks) for o in outcomes if o.status != "failed"]),
         "attempts": sum(o.attempts for o in outcomes),
         "unreadable": sum(o.unreadable for o in outcomes),
+        "merged": sum(o.merged for o in outcomes),
         "cut_off": sum(o.cut_off for o in outcomes),
         "contradictions": sum(o.contradictions for o in outcomes),
         "gold_nodes_mean": mean([len(o.gold_nodes) for o in outcomes]),
@@ -412,13 +419,13 @@ def print_tables(summary: dict[str, dict[str, Any]]) -> None:
                         "only after repair, or none; planning attempts, and those whose "
                         "answer did not read (cut off at the token limit)")
     for col in ("type", "records", "first attempt", "after re-asking", "repaired", "failed",
-                "attempts", "unreadable (cut off)"):
+                "attempts", "unreadable (cut off)", "repeats merged"):
         valid.add_column(col, justify="left" if col == "type" else "right")
     for name, s in summary.items():
         n = s["records"]
         valid.add_row(name, str(n), _share(s["first"], n), _share(s["re-asked"], n),
                       _share(s["repaired"], n), _share(s["failed"], n), str(s["attempts"]),
-                      f"{s['unreadable']} ({s['cut_off']})")
+                      f"{s['unreadable']} ({s['cut_off']})", str(s["merged"]))
     console.print(valid)
 
 
