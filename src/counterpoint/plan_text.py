@@ -23,7 +23,8 @@ def round_lines(data: Mapping[str, Any]) -> list[str]:
     if phase == "verify":
         gaps = data.get("gaps") or []
         head = f"verify round {data.get('round')}: " + (
-            "complete" if data.get("complete") and not gaps else f"{len(gaps)} gap(s)")
+            "complete" if data.get("complete") and not gaps else
+            f"{len(gaps)} gap(s)" if gaps else "incomplete, no gap named")
         lines = [head] + [f"  - {g.get('problem', '')}"[:160] for g in gaps]
         if data.get("stop"):
             lines.append(f"  stopping: {data['stop']}")

@@ -367,3 +367,11 @@ async def test_a_plan_with_repeats_runs_each_once_and_its_round_records_both_pla
     assert [s["id"] for s in round_["answered"]["subtasks"]] == ["t1", "t2", "t3"]
     assert [s["id"] for s in round_["plan"]["subtasks"]] == ["t1", "t3"]
     assert round_lines(round_)[0].startswith("plan (repaired: merged subtask 't2' into 't1'")
+
+
+def test_a_verdict_of_incomplete_without_gaps_says_so() -> None:
+    # SmolLM2 answered complete=false with no gaps: the line said "0 gap(s)"
+    assert round_lines({"phase": "verify", "round": 1, "complete": False, "gaps": []}) == [
+        "verify round 1: incomplete, no gap named"]
+    assert round_lines({"phase": "verify", "round": 2, "complete": True, "gaps": []}) == [
+        "verify round 2: complete"]
