@@ -48,8 +48,15 @@ def _small(team: Team) -> Team:
 async def test_a_goal_is_planned_into_a_graph_and_runs_to_completion(model: Model) -> None:
     team = _small(Team.default(model))
     graph = goal_graph(GOAL, team, Limits(max_rounds=1, max_subtasks=2))
-    result = await cp.run(graph, store="memory")
+    store = cp.MemoryStore()
+    result = await cp.run(graph, store=store)
     assert result.ok, {k: n.error for k, n in result.nodes.items() if n.error}
+    # under the grammar the first plan is valid by construction (ids in order, needs of
+    # earlier ids only): the server took the positional schema, and nothing was re-asked
+    rounds = [e.data or {} for e in store.events(result.run_id)
+              if e.kind is cp.EventKind.PLAN_ROUND and (e.data or {}).get("phase") == "plan"]
+    assert rounds[0]["attempt"] == 1 and rounds[0]["problems"] == [], rounds
+    assert len(rounds) == 1
     plan = result["plan"]
     subtasks = [s["id"] for s in plan["subtasks"]]
     assert 1 <= len(subtasks) <= 2
