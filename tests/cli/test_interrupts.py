@@ -48,11 +48,23 @@ def _sigint_as_at_a_terminal() -> None:
 
 def _start(folder: Path, *args: str) -> subprocess.Popen[str]:
     """``counterpoint ARGS`` in its own session, SIGINT handled as at a terminal."""
-    environment = {**os.environ, "COLUMNS": "200", "XDG_CONFIG_HOME": str(folder / "none")}
+    environment = {**os.environ, "COLUMNS": "200", "XDG_CONFIG_HOME": str(folder / "none"),
+                   "PYTHONFAULTHANDLER": "1"}  # stacks on SIGABRT: see _ended
     return subprocess.Popen([sys.executable, "-m", "counterpoint.cli", *args], cwd=folder,
                             env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True,
                             preexec_fn=_sigint_as_at_a_terminal)
+
+
+def _ended(proc: subprocess.Popen[str]) -> str:
+    """The rest of ``proc``'s stderr once it ends. One that does not end within a minute
+    is made to print every thread's stack (faulthandler, on SIGABRT) for the failure."""
+    try:
+        return proc.communicate(timeout=60)[1]
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        stacks = proc.communicate(timeout=30)[1]
+        raise AssertionError(f"the process did not end; its threads:\n{stacks}") from None
 
 
 def _ctrl_c(proc: subprocess.Popen[str]) -> None:
@@ -77,7 +89,7 @@ def test_ctrl_c_while_approve_resumes_says_how_to_go_on(tmp_path: Path) -> None:
     try:
         wait_until(lambda: (tmp_path / "resumed").exists(), "the resumed step")
         _ctrl_c(proc)
-        _, err = proc.communicate(timeout=60)
+        err = _ended(proc)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -103,7 +115,7 @@ def test_a_second_ctrl_c_quits_while_a_sync_step_still_runs(tmp_path: Path) -> N
                         "stopped); Ctrl-C again quits at once, and the run resumes from its "
                         "log either way\n"), first + note
         _ctrl_c(proc)  # the step never returns unless released: only this ends the process
-        rest = proc.communicate(timeout=60)[1]
+        rest = _ended(proc)
     finally:
         if proc.poll() is None:
             proc.kill()

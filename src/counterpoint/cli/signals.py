@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 
 TERMINATED = 128 + signal.SIGTERM
 """The exit code of a command stopped by SIGTERM (as a shell reports a process it ended)."""
@@ -58,6 +59,15 @@ STEP_THREADS = "counterpoint-step"
 """How the in-process backend names the threads of sync steps (counterpoint.backend)."""
 
 
+CLOSE_SECONDS = 2.0
+"""How long a second Ctrl-C waits for idle stores to close before the process ends."""
+
+
+def _quietly(close: Callable[[], None]) -> None:
+    with contextlib.suppress(Exception):
+        close()
+
+
 def quit_without_waiting(code: int) -> None:
     """After a run was stopped (exit ``code``, 130 or 143), when threads still run (a sync
     step cannot be stopped, and Python waits for its thread before the process ends, as
@@ -73,10 +83,17 @@ def quit_without_waiting(code: int) -> None:
 
     def now(_signum: int, _frame: object) -> None:
         from ..store.shared import close_idle_stores
+        # in a thread, for a bounded time: this handler runs wherever the main thread was
+        # interrupted, maybe holding a lock the close needs; what the run recorded is
+        # committed either way (each handle flushed as it closed, and a writer whose
+        # input ends commits and exits)
+        closing = threading.Thread(target=_quietly, args=(close_idle_stores,),
+                                   name="counterpoint-quit", daemon=True)
+        closing.start()
+        closing.join(CLOSE_SECONDS)
         with contextlib.suppress(Exception):
-            close_idle_stores()
-        sys.stdout.flush()
-        sys.stderr.flush()
+            sys.stdout.flush()
+            sys.stderr.flush()
         os._exit(code)
 
     for number in (signal.SIGINT, signal.SIGTERM):
