@@ -367,8 +367,8 @@ def _stored(text: str) -> Response:
 def _redacted(text: str) -> str:
     # everything the page gets passes the redactor, as what the CLI prints does: the
     # log keeps a prompt or output as the step made it, secrets of the environment too.
-    # A registered secret holds no character JSON escapes (keys, tokens), so masking the
-    # encoded text is masking the values, and it stays valid JSON.
+    # The redactor knows each secret as JSON writes it (a password's '"' as '\\"'), so
+    # masking the encoded text is masking the values, and it stays valid JSON.
     return redact(text)
 
 
