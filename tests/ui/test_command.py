@@ -11,6 +11,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ui_support import SRC
@@ -67,6 +68,23 @@ def test_another_address_gets_a_generated_token_the_api_requires(
         urllib.request.urlopen(local, timeout=10)
     assert refused.value.code == 401
     with urllib.request.urlopen(f"{local}?token={token}", timeout=10) as response:
+        assert json.load(response)["runs"] == []
+
+
+@pytest.mark.ui_args("--port", "0", "--host", "127.0.0.2")
+def test_any_loopback_address_serves_the_page_without_a_token(
+        serving: tuple[str, str], browser: Any) -> None:
+    """127.0.0.0/8 is this machine's alone, as ``counterpoint ui`` judges when it serves
+    there without a token; the page it then prints must not be refused."""
+    _, url = serving
+    assert url.startswith("http://127.0.0.2:") and "token" not in url
+    page = browser.new_page()
+    try:
+        page.goto(url)
+        page.wait_for_selector("text=no runs in this store yet")
+    finally:
+        page.close()
+    with urllib.request.urlopen(url + "api/runs", timeout=10) as response:
         assert json.load(response)["runs"] == []
 
 

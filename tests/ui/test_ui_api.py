@@ -156,6 +156,10 @@ def test_without_a_token_only_loopback_hosts_are_answered(store: MemoryStore) ->
     assert TestClient(app, base_url="http://localhost:8321").get("/api/runs").status_code == 200
     rebound = TestClient(app, base_url="http://evil.example:8321").get("/api/runs")
     assert rebound.status_code == 403 and "loopback" in rebound.json()["error"]
+    for host in ("127.0.0.2:8321", "[::1]:8321", "[::1]", "LOCALHOST"):
+        assert TestClient(app).get("/api/runs", headers={"host": host}).status_code == 200
+    for host in ("127.0.0.1.evil.example", "localhost.evil.example:8321", "[::2]:8321"):
+        assert TestClient(app).get("/api/runs", headers={"host": host}).status_code == 403
 
 
 def test_a_post_needs_the_header_a_cross_site_form_cannot_send(client: TestClient,

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import ipaddress
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -60,7 +61,6 @@ from .rows import RunRows
 from .tail import POLL_SECONDS, WATCH_SECONDS, StoreFile, follow, until_deleted
 
 STATIC = Path(__file__).parent / "static"
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
 SHOWN_STATUSES = frozenset({*(s.value for s in RunStatus), "interrupted", "waiting"})
 """What the runs list's ``?status=`` filter takes: a run's status as ``show`` tells it."""
 LIST_LIMIT = 200
@@ -280,9 +280,8 @@ class _Guard:
     def refusal(self, request: Request) -> Response | None:
         api = request.url.path.startswith("/api/")
         if self.token is None:
-            host = (request.headers.get("host") or "").rpartition(":")[0] or \
-                request.headers.get("host", "")
-            if host not in LOOPBACK_HOSTS:
+            host = _host_name(request.headers.get("host") or "")
+            if not is_loopback(host):
                 return _error(403, f"host {host!r} refused: this server answers on loopback "
                                    "only; start it with --host and --token to serve others")
         elif api:
@@ -296,6 +295,23 @@ class _Guard:
         if api and request.method == "POST" and request.headers.get("x-counterpoint") != "1":
             return _error(403, "a POST to this API must carry the header X-Counterpoint: 1")
         return None
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only (``localhost``, 127.0.0.0/8, ``::1``)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _host_name(header: str) -> str:
+    """The host of a ``Host`` header, without its port (``[::1]:8321`` is ``[::1]``)."""
+    if header.startswith("["):
+        return header.partition("]")[0] + "]"
+    return header.partition(":")[0]
 
 
 def _snapshot(cache: RunCache, run_id: RunId, full: bool) -> dict[str, Any]:

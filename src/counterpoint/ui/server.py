@@ -4,7 +4,6 @@ or in a background thread (tests, benchmarks, a notebook)."""
 from __future__ import annotations
 
 import errno
-import ipaddress
 import os
 import socket
 import threading
@@ -15,20 +14,10 @@ import uvicorn
 
 from ..errors import ConfigError
 from ..store import RunStore, is_file_location
-from .app import create_app
+from .app import create_app, is_loopback
 
 START_SECONDS = 10.0
 """How long :meth:`Server.start` waits for the server to listen."""
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names this machine only (``localhost``, 127.0.0.0/8, ``::1``)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 class Server:
