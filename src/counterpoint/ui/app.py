@@ -70,10 +70,17 @@ FILL_SECONDS = 0.25
 
 
 def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = None,
-               poll: float = POLL_SECONDS, watch: float = WATCH_SECONDS) -> Starlette:
+               poll: float = POLL_SECONDS, watch: float = WATCH_SECONDS,
+               closing: asyncio.Event | None = None) -> Starlette:
     """The web view over ``store``; ``token`` (if given) guards the API; ``cwd`` is where
     a resumed run's process starts (where its graph is importable from); ``poll`` and
-    ``watch``: how often a running run's and a finished run's streams look again."""
+    ``watch``: how often a running run's and a finished run's streams look again;
+    ``closing``, once set, ends every open event stream (the server is shutting down)."""
+    shutting = closing or asyncio.Event()
+
+    def _stream(frames: AsyncIterator[str]) -> StreamingResponse:
+        return _event_stream(_until(shutting, frames))
+
     rows = RunRows(store)
     cache = RunCache(store)
     file = StoreFile(store)
@@ -388,9 +395,33 @@ def _redacted(text: str) -> str:
     return redact(text)
 
 
-def _stream(frames: AsyncIterator[str]) -> StreamingResponse:
+def _event_stream(frames: AsyncIterator[str]) -> StreamingResponse:
     return StreamingResponse(frames, media_type="text/event-stream",
                              headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+
+async def _until(closing: asyncio.Event, frames: AsyncIterator[str]) -> AsyncIterator[str]:
+    """``frames`` until ``closing`` is set. A stream that follows runs never ends by
+    itself, and the server, shutting down, waits for every response to end: each frame
+    is awaited against ``closing``, and the one pending then is cancelled."""
+    closed = asyncio.ensure_future(closing.wait())
+    step: asyncio.Future[str] | None = None
+    try:
+        while True:
+            step = asyncio.ensure_future(anext(frames))
+            await asyncio.wait((step, closed), return_when=asyncio.FIRST_COMPLETED)
+            if not step.done():
+                return
+            try:
+                frame = step.result()
+            except StopAsyncIteration:
+                return
+            yield frame
+    finally:
+        for pending in (closed, step):
+            if pending is not None and not pending.done():
+                pending.cancel()
+                await asyncio.wait((pending,))
 
 
 def _error(status: int, message: str) -> JSONResponse:

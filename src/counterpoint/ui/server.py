@@ -3,6 +3,7 @@ or in a background thread (tests, benchmarks, a notebook)."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
 import socket
@@ -49,9 +50,10 @@ class Server:
         """The page's address, with ``?token=`` when the server has one."""
         self.base = f"http://{shown}:{self.port}"
         """The server's address, without a path or a token."""
-        self.app = create_app(store, token=token, cwd=cwd)
-        self._server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning",
-                                                     lifespan="off"))
+        closing = asyncio.Event()
+        self.app = create_app(store, token=token, cwd=cwd, closing=closing)
+        self._server = _Uvicorn(uvicorn.Config(self.app, log_level="warning",
+                                               lifespan="off"), closing)
         self._thread: threading.Thread | None = None
 
     def run(self) -> None:
@@ -75,6 +77,20 @@ class Server:
         if self._thread is not None:
             self._thread.join(timeout=10)
         self.socket.close()
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn, ending the web view's event streams as it shuts down (Ctrl-C,
+    :meth:`Server.stop`): it waits for every response to end, and a stream that follows
+    runs never does, so one Ctrl-C left it waiting for ever."""
+
+    def __init__(self, config: uvicorn.Config, closing: asyncio.Event) -> None:
+        super().__init__(config)
+        self.closing = closing
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self.closing.set()
+        await super().shutdown(sockets)
 
 
 def _bind_hint(exc: OSError, host: str, port: int, location: str) -> str:
