@@ -235,7 +235,8 @@ def _provider(endpoint: str | None, exporter: SpanExporter | None,
     if service_name is not None or not (os.environ.get("OTEL_SERVICE_NAME") or "service.name"
                                         in os.environ.get("OTEL_RESOURCE_ATTRIBUTES", "")):
         attributes[SERVICE_NAME] = service_name or "counterpoint"
-    provider = TracerProvider(resource=Resource.create(attributes))
+    from .trace_ids import RunTraceIds
+    provider = TracerProvider(resource=Resource.create(attributes), id_generator=RunTraceIds())
     queue = None if os.environ.get("OTEL_BSP_MAX_QUEUE_SIZE") else QUEUE_SPANS
     provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=queue))
     return provider
