@@ -34,7 +34,7 @@ import ipaddress
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 import orjson
 from starlette.applications import Starlette
@@ -90,7 +90,9 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         return await asyncio.to_thread(fn, *args)
 
     async def runs(request: Request) -> Response:
-        limit = _int(request.query_params.get("limit"), LIST_LIMIT)
+        limit = _limit(request)
+        if limit is None:
+            return _bad_limit(request)
         query = request.query_params.get("q", "")
         status = request.query_params.get("status", "")
         if status and status not in SHOWN_STATUSES:
@@ -103,7 +105,9 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
                              "store": store.location})
 
     async def runs_stream(request: Request) -> Response:
-        limit = _int(request.query_params.get("limit"), LIST_LIMIT)
+        limit = _limit(request)
+        if limit is None:
+            return _bad_limit(request)
 
         async def frames() -> AsyncIterator[str]:
             seen: Any = None
@@ -225,7 +229,7 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
     ]
     app = Starlette(routes=routes, exception_handlers={
         RunNotFound: _not_found, StoreError: _store_refused, CounterpointError: _failed,
-        404: _no_route})
+        404: _no_route, 405: _not_allowed})
     app.add_middleware(_Guard, token=token)
     app.add_middleware(_RunSegment)
     return app
@@ -365,11 +369,21 @@ def _kin(store: RunStore, run_id: RunId, header: dict[str, Any]) -> dict[str, An
             "forks": [run_row(r) for r in store.forks(run_id)], "parent_deleted": deleted}
 
 
-def _int(text: str | None, default: int) -> int:
+def _limit(request: Request) -> int | None:
+    """``?limit=`` (default :data:`LIST_LIMIT`); ``None``: not a whole number from 0."""
+    text = request.query_params.get("limit")
+    if not text:
+        return LIST_LIMIT
     try:
-        return max(0, int(text)) if text else default
+        limit = int(text)
     except ValueError:
-        return default
+        return None
+    return limit if limit >= 0 else None
+
+
+def _bad_limit(request: Request) -> Response:
+    return _error(400, f"?limit={request.query_params['limit']} is not a whole number of "
+                       f"runs (0 or more); leave it out for the newest {LIST_LIMIT}")
 
 
 class _JSON(JSONResponse):
@@ -432,10 +446,27 @@ async def _not_found(request: Request, exc: Exception) -> Response:
     return _error(404, str(exc))
 
 
+async def _not_allowed(request: Request, exc: Exception) -> Response:
+    allowed = getattr(exc, "headers", None) or {}
+    if not request.url.path.startswith("/api/"):
+        return PlainTextResponse("Method Not Allowed", status_code=405, headers=allowed)
+    methods = allowed.get("Allow", "")
+    return _JSON({"error": f"{request.method} is not taken by {_asked_path(request)}; use "
+                           f"{methods}"}, status_code=405, headers=allowed)
+
+
+def _asked_path(request: Request) -> str:
+    """The path as the client asked it: a sub-run's id in place of its placeholder."""
+    run = request.scope.get(_RUN_KEY)
+    path = request.url.path
+    return path if run is None else \
+        path.replace(RUN_PREFIX + _SUB_RUN, RUN_PREFIX + quote(run, safe=""), 1)
+
+
 async def _no_route(request: Request, exc: Exception) -> Response:
     if not request.url.path.startswith("/api/"):
         return PlainTextResponse("Not Found", status_code=404)
-    return _error(404, f"no API path {request.url.path}; the API's paths are listed in "
+    return _error(404, f"no API path {_asked_path(request)}; the API's paths are listed in "
                        "counterpoint.ui.app (GET /api/runs, /api/runs/RUN, "
                        "/api/runs/RUN/nodes/NODE, ...)")
 
