@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..answering import approvals
 from ..errors import StoreError
 from ..events import EventKind
 from ..history import mark_cancelled, shown_status
@@ -21,6 +22,9 @@ from ..store.owners import run_owner_alive
 
 RESUME_SETTLE_SECONDS = 5.0
 """How long a resume request waits for the new process to take the run over (or fail)."""
+WAITING_EXIT = 3
+"""The exit code of ``counterpoint resume`` that ended to wait for a person (its
+``--detach-waiting``): ``counterpoint.cli.approvals.WAITING_EXIT``."""
 LOG_POLL_SECONDS = 0.25
 """How often, once the run is claimed, the log is read for the resumed process's start."""
 
@@ -89,6 +93,12 @@ def resume(store: RunStore, run_id: RunId, *, cwd: Path,
         next_read = 0.0
         while time.monotonic() < until:
             code = proc.poll()
+            if code == WAITING_EXIT:  # it went on to the same wait, and ended to wait there
+                asking = [a.id for a in approvals(store, run_id) if a.status == "pending"]
+                return Outcome(status=202, message=f"run {run_id} resumed in process "
+                                                   f"{proc.pid}, and waits again for "
+                                                   f"approval(s) ({', '.join(asking)}): "
+                                                   "answer them to go on")
             if code is not None and code != 0:
                 errors.seek(0)
                 lines = [line for line in errors.read().splitlines() if line.strip()]
