@@ -450,7 +450,7 @@ async def _not_allowed(request: Request, exc: Exception) -> Response:
     allowed = getattr(exc, "headers", None) or {}
     if not request.url.path.startswith("/api/"):
         return PlainTextResponse("Method Not Allowed", status_code=405, headers=allowed)
-    methods = allowed.get("Allow", "")
+    methods = ", ".join(sorted(allowed.get("Allow", "").split(", ")))  # the router's is a set
     return _JSON({"error": f"{request.method} is not taken by {_asked_path(request)}; use "
                            f"{methods}"}, status_code=405, headers=allowed)
 
