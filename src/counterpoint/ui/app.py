@@ -1,20 +1,23 @@
 """The web view's HTTP side: the page, its JSON API and its live streams, over one store.
 
-=====================================  ==================================================
-``GET /``                              the page (``static/``: no build step, no CDN)
-``GET /api/runs?q=&status=&limit=``    the runs list (from the run index), filtered, searched;
-                                       sub-runs too with ``&sub_runs=1``
-``GET /api/runs/stream?sub_runs=``     the runs list, again as runs or their totals change
-``GET /api/runs/{run}``                a run: header, nodes, metrics, critical path
-``GET /api/runs/{run}/stream?watch=``  the run, then what changes in it (SSE); with
-                                       ``watch=1`` it stays open once the run ended
-                                       and says ``deleted`` if another process deletes it
-``GET /api/runs/{run}/nodes/{node}``   one node: inputs, output, attempts, calls, rounds
-``GET /api/runs/{run}/values/{node}``  a node's whole output (the page shows it clipped)
-``GET /api/blobs/{sha256}``            a stored text: a model call's request or response
-``POST /api/runs/{run}/cancel``        as ``counterpoint cancel``
-``POST /api/runs/{run}/resume``        as ``counterpoint resume``, in a detached process
-=====================================  ==================================================
+=========================================  ==================================================
+``GET /``                                  the page (``static/``: no build step, no CDN)
+``GET /api/runs?q=&status=&limit=``        the runs list (from the run index), filtered, searched;
+                                           sub-runs too with ``&sub_runs=1``
+``GET /api/runs/stream?sub_runs=``         the runs list, again as runs or their totals change
+``GET /api/runs/{run}``                    a run: header, nodes, metrics, critical path
+``GET /api/runs/{run}/stream?watch=``      the run, then what changes in it (SSE); with
+                                           ``watch=1`` it stays open once the run ended
+                                           and says ``deleted`` if another process deletes it
+``GET /api/runs/{run}/nodes/{node}``       one node: inputs, output, attempts, calls, rounds
+``GET /api/runs/{run}/values/{node}``      a node's whole output (the page shows it clipped)
+``GET /api/blobs/{sha256}``                a stored text: a model call's request or response
+``POST /api/runs/{run}/cancel``            as ``counterpoint cancel``
+``POST /api/runs/{run}/resume``            as ``counterpoint resume``, in a detached process
+``POST /api/runs/{run}/approvals/{id}``    as ``counterpoint approve`` / ``reject``: a JSON body
+                                           ``{"approved": true}`` or ``{"approved": false,
+                                           "reason": "..."}``
+=========================================  ==================================================
 
 ``{run}`` is one path segment: a sub-run's id (``RUN/node``) comes percent-encoded
 (``RUN%2Fnode``), as the page sends it, and :class:`_RunSegment` keeps it whole.
@@ -201,17 +204,20 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         return _stored(text)
 
     async def cancel(request: Request) -> Response:
-        outcome = await read(control.cancel, store, _run_param(request))
-        return _error(outcome.status, outcome.message) if outcome.status >= 400 else \
-            _JSON({"message": outcome.message}, status_code=outcome.status)
+        return _outcome(await read(control.cancel, store, _run_param(request)))
 
     async def resume(request: Request) -> Response:
-        outcome = await asyncio.to_thread(control.resume, store,
-                                          _run_param(request), cwd=workdir)
-        if outcome.status >= 400:
-            return _error(outcome.status, outcome.message)
-        return _JSON({"message": outcome.message, "pid": outcome.pid},
-                            status_code=outcome.status)
+        return _outcome(await asyncio.to_thread(control.resume, store, _run_param(request),
+                                                cwd=workdir))
+
+    async def answer(request: Request) -> Response:
+        try:
+            body = orjson.loads(await request.body() or b"null")
+        except orjson.JSONDecodeError:
+            body = None
+        return _outcome(await asyncio.to_thread(
+            control.answer, store, _run_param(request), request.path_params["approval"],
+            body, cwd=workdir))
 
     async def page(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-store"})
@@ -225,6 +231,7 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         Route("/api/blobs/{digest}", blob),
         Route("/api/runs/{run}/cancel", cancel, methods=["POST"]),
         Route("/api/runs/{run}/resume", resume, methods=["POST"]),
+        Route("/api/runs/{run}/approvals/{approval}", answer, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     app = Starlette(routes=routes, exception_handlers={
@@ -436,6 +443,12 @@ async def _until(closing: asyncio.Event, frames: AsyncIterator[str]) -> AsyncIte
             if pending is not None and not pending.done():
                 pending.cancel()
                 await asyncio.wait((pending,))
+
+
+def _outcome(outcome: control.Outcome) -> Response:
+    if outcome.status >= 400:
+        return _error(outcome.status, outcome.message)
+    return _JSON({"message": outcome.message, "pid": outcome.pid}, status_code=outcome.status)
 
 
 def _error(status: int, message: str) -> JSONResponse:
