@@ -8,14 +8,18 @@ with ``***``; :func:`redact_data` does the same through dicts, lists and tuples;
 :func:`redact_exception` rewrites an exception's message, notes and causes in place.
 
 Values shorter than :data:`MIN_LENGTH` characters are never registered: they would
-redact ordinary words. Redaction is a few substring searches per registered value
-and returns its input unchanged (the same object) when no secret occurs, so it is
-cheap enough for every error and event. All functions are safe to call from any
+redact ordinary words. A value is hidden as JSON writes it too (``"`` as ``\\"``, ``é``
+as ``\\u00e9``, and again inside JSON text held in JSON), since much of what is shown
+or exported is JSON already: a node's output on the web view, a span's messages.
+Redaction is a few substring searches per registered form and returns its input
+unchanged (the same object) when no secret occurs, so it is cheap enough for every
+error and event. All functions are safe to call from any
 thread; registering is idempotent.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Iterable, Mapping
@@ -65,7 +69,8 @@ class Redactor:
         self._add(value for name, value in list(source.items()) if secret_variable(name))
 
     def _add(self, values: Iterable[str]) -> None:
-        fresh = {v.strip() for v in values if len(v.strip()) >= MIN_LENGTH}
+        fresh = {form for v in values if len(v.strip()) >= MIN_LENGTH
+                 for form in _written(v.strip())}
         with self._lock:
             if fresh - set(self._values):
                 self._values = tuple(sorted(fresh | set(self._values), key=len, reverse=True))
@@ -115,6 +120,18 @@ class Redactor:
                 notes[:] = [self.redact(n) if isinstance(n, str) else n for n in notes]
             current = current.__cause__ or current.__context__
         return exc
+
+
+def _written(value: str) -> set[str]:
+    """``value`` and the forms JSON gives it: escaped once (in JSON text) and twice (in
+    JSON text inside a JSON string, as a tool call's arguments in a stored request), with
+    non-ASCII characters kept or escaped. A key or token of plain ASCII letters, digits
+    and ``-_.`` has no other form."""
+    forms = {value}
+    for _ in range(2):
+        forms |= {json.dumps(form, ensure_ascii=ascii)[1:-1]
+                  for form in forms for ascii in (True, False)}
+    return forms
 
 
 _DEFAULT = Redactor()

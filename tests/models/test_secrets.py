@@ -112,3 +112,16 @@ async def test_an_anthropic_error_echoing_the_key_is_redacted() -> None:
 
 def _request() -> Request:
     return Request(messages=(Message.user("hi"),))
+
+
+def test_a_secret_is_masked_where_json_escapes_it() -> None:
+    """Output, prompts and attributes are shown and exported as JSON, where a secret with
+    ``"``, ``\\`` or non-ASCII characters is written escaped, once or inside JSON text."""
+    import json
+    redactor = secrets.Redactor(environ={"DB_PASSWORD": 'pa"ss\\word-01é'})
+    value = {"dsn": 'postgresql://app:pa"ss\\word-01é@db'}
+    for encoded in (json.dumps(value), json.dumps(value, ensure_ascii=False),
+                    json.dumps(json.dumps(value)), json.dumps({"args": json.dumps(value)})):
+        assert "pa" not in redactor.redact(encoded).replace("postgresql", "")
+        assert json.loads(redactor.redact(encoded))  # still JSON
+    assert redactor.redact(json.dumps(value)) == '{"dsn": "postgresql://app:***@db"}'

@@ -8,6 +8,7 @@ import os
 import psycopg
 import pytest
 
+import counterpoint as cp
 from counterpoint.errors import StoreError, StoreTooNew
 from counterpoint.store import open_store
 from counterpoint.store.postgres import PostgresStore
@@ -183,3 +184,22 @@ def test_a_password_in_the_user_info_or_the_query_is_never_shown(
     from counterpoint.store.postgres_url import redact, without_password
     assert redact(url) == redacted
     assert without_password(url) == without
+
+
+def test_a_store_opened_before_the_tables_existed_sees_what_others_write(
+        postgres_server: PostgresServer) -> None:
+    """A reader opened on a fresh database (the web view, first) read nothing for ever:
+    it had found no tables, and never looked again once another process made them."""
+    url = postgres_server.create_database()
+    reader = open_store(url)
+    writer = open_store(url)
+    try:
+        assert reader.runs() == [] and reader.cancel_requests() == set()
+        g = cp.Graph("later")
+        g.add("one", lambda: 1)
+        run_id = cp.run_sync(g, store=writer).run_id
+        assert [r.run_id for r in reader.runs()] == [run_id]
+        assert reader.run(run_id).status == "succeeded"
+    finally:
+        writer.close()
+        reader.close()

@@ -77,6 +77,9 @@ def test_the_command_line_exports_its_run_to_the_endpoint_of_the_environment(
     ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/json", "sends OTLP over HTTP/protobuf only"),
     ("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318", "is not an http:// or https:// URL"),
     ("COUNTERPOINT_OTEL_CONTENT", "maybe", "COUNTERPOINT_OTEL_CONTENT='maybe' is not one of"),
+    ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318/v1/traces",
+     "spans would go to http://127.0.0.1:4318/v1/traces/v1/traces; set it to "
+     "http://127.0.0.1:4318 or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT to the whole URL"),
 ])
 def test_a_variable_counterpoint_cannot_follow_is_named_in_a_warning(
         variable: str, value: str, message: str, monkeypatch: pytest.MonkeyPatch,
@@ -94,3 +97,19 @@ def test_a_variable_counterpoint_cannot_follow_is_named_in_a_warning(
 def test_a_bad_endpoint_given_in_code_is_a_user_error() -> None:
     with pytest.raises(cp.UserError, match="endpoint 'collector:4318' is not an http"):
         telemetry.instrument(endpoint="collector:4318")
+
+
+async def test_an_endpoint_given_with_its_traces_path_is_followed(
+        receiver: OTLPReceiver) -> None:
+    """The collector's traces URL as its documentation prints it: spans go there, not to
+    ``/v1/traces/v1/traces`` (the receiver's 404 left the run untraced)."""
+    g = cp.Graph("whole_url")
+
+    async def one() -> int:
+        return 1
+
+    g.add("one", one)
+    with telemetry.instrument(endpoint=receiver.endpoint + "/v1/traces/") as tracing:
+        await cp.run(g, store="memory")
+        assert tracing.force_flush()
+    assert {s.name for s in receiver.spans} == {"run whole_url", "node one"}

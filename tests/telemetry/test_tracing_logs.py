@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterator
 
@@ -114,3 +115,31 @@ def test_a_run_is_observed_only_when_a_record_could_be_seen(
     assert isinstance(log_records(_Run()), LogRecords)  # type: ignore[arg-type]
     unconfigured.setLevel(logging.CRITICAL)
     assert log_records(_Run()) is None  # type: ignore[arg-type]
+
+
+async def test_a_secret_in_an_edit_reason_or_a_cancel_reason_is_masked_in_the_records(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """What the spans mask, the records mask: the log keeps an edit's reason as the step
+    wrote it, secrets of the environment too."""
+    from counterpoint.secrets import register_secret
+    secret = "tok-records-0123456789abcdef"
+    register_secret(secret)
+    caplog.set_level(logging.DEBUG, logger="counterpoint")
+
+    async def edits(ctx: cp.NodeContext) -> str:
+        edit = cp.Edit(reason=f"signed in with {secret}")
+        edit.add("later", lambda: 1)
+        edit.cancel("slow")
+        ctx.apply(edit)
+        return "edited"
+
+    async def slow() -> None:
+        await asyncio.sleep(60)
+
+    g = cp.Graph("masked")
+    g.add("slow", slow)
+    g.add("edits", edits)
+    assert (await cp.run(g, store="memory")).status == "succeeded"
+    said = [r.getMessage() for r in caplog.records if r.name.startswith("counterpoint.")]
+    assert any("signed in with ***" in m for m in said), said
+    assert not [m for m in said if secret in m]

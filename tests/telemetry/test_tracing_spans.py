@@ -253,6 +253,33 @@ async def test_content_when_asked_for_follows_the_conventions_without_secrets(
     assert SECRET not in everything and "***" in everything
 
 
+async def test_a_secret_json_escapes_is_masked_in_the_captured_content(
+        receiver: OTLPReceiver) -> None:
+    """Content attributes are JSON: a password with ``"`` and ``\\`` is written there
+    escaped, in a prompt's and an answer's messages and a tool's arguments."""
+    password = 'pa"ss\\word-0123456789é'
+    register_secret(password)
+    model = Model(ScriptedModel([f"logged in with {password}"], name="escapes"))
+
+    async def login() -> str:
+        return (await model.generate(f"log in with {password}")).text
+
+    g = cp.Graph("escapes")
+    g.add("login", login)
+    with telemetry.instrument(endpoint=receiver.endpoint, content=True) as tracing:
+        assert (await cp.run(g, store="memory")).ok
+        assert tracing.force_flush()
+    spans = receiver.wait_for(lambda spans: any(s.name == "run escapes" for s in spans))
+    chat = _one(spans, "chat escapes")
+    [asked] = json.loads(chat.attributes["gen_ai.input.messages"])
+    [answered] = json.loads(chat.attributes["gen_ai.output.messages"])
+    assert asked["parts"][0]["content"] == "log in with ***"
+    assert answered["parts"][0]["content"] == "logged in with ***"
+    everything = json.dumps([s.attributes for s in spans], default=str, ensure_ascii=False)
+    assert not [s for s in (password, json.dumps(password)[1:-1],
+                            json.dumps(password, ensure_ascii=False)[1:-1]) if s in everything]
+
+
 async def test_a_failed_run_and_a_cancelled_node_end_their_spans_with_their_status(
         receiver: OTLPReceiver, tracing: telemetry.Tracing) -> None:
     g = cp.Graph("failing")

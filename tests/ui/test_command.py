@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ui_support import SRC
@@ -68,6 +70,73 @@ def test_another_address_gets_a_generated_token_the_api_requires(
     assert refused.value.code == 401
     with urllib.request.urlopen(f"{local}?token={token}", timeout=10) as response:
         assert json.load(response)["runs"] == []
+
+
+@pytest.mark.ui_args("--port", "0", "--host", "127.0.0.2")
+def test_any_loopback_address_serves_the_page_without_a_token(
+        serving: tuple[str, str], browser: Any) -> None:
+    """127.0.0.0/8 is this machine's alone, as ``counterpoint ui`` judges when it serves
+    there without a token; the page it then prints must not be refused."""
+    _, url = serving
+    assert url.startswith("http://127.0.0.2:") and "token" not in url
+    page = browser.new_page()
+    try:
+        page.goto(url)
+        page.wait_for_selector("text=no runs in this store yet")
+    finally:
+        page.close()
+    with urllib.request.urlopen(url + "api/runs", timeout=10) as response:
+        assert json.load(response)["runs"] == []
+
+
+def test_ctrl_c_stops_it_while_pages_follow_a_live_run(tmp_path: Path, browser: Any) -> None:
+    """The runs list and a running run's page each hold an event stream open, which
+    never ends by itself: one Ctrl-C must still stop the server, without a traceback."""
+    (tmp_path / "held.py").write_text(HELD)
+    db = str(tmp_path / "runs.db")
+    run = subprocess.Popen([sys.executable, "-m", "counterpoint.cli", "run", "held.py",
+                            "--db", db, "--quiet"], cwd=tmp_path, env=ENV,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ui = subprocess.Popen([sys.executable, "-m", "counterpoint.cli", "ui", "--db", db,
+                           "--port", "0"], cwd=tmp_path, env=ENV, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+    context = browser.new_context()
+    try:
+        assert ui.stdout is not None and ui.stderr is not None
+        line = ""
+        while "counterpoint ui:" not in line:  # blocks until the server prints its URL
+            line = ui.stdout.readline()
+            assert line, f"counterpoint ui exited: {ui.stderr.read()}"
+        url = line.split()[2]
+        listing, watching = context.new_page(), context.new_page()
+        listing.goto(url)
+        run_id = listing.wait_for_selector("tr[data-run]").get_attribute("data-run")
+        watching.goto(f"{url}runs/{run_id}")
+        watching.wait_for_selector('#dag [data-node="held"][data-status="running"]')
+        ui.send_signal(signal.SIGINT)
+        assert ui.wait(timeout=30) == 0  # it waited for the streams to end: for ever
+        assert "Traceback" not in ui.stderr.read()
+    finally:
+        context.close()
+        for proc in (ui, run):
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+
+
+HELD = """
+import asyncio
+
+import counterpoint as cp
+
+
+async def held() -> None:
+    await asyncio.sleep(600)
+
+
+graph = cp.Graph("held")
+graph.add("held", held)
+"""
 
 
 def test_a_port_in_use_is_one_error_line(tmp_path: Path) -> None:

@@ -156,6 +156,10 @@ def test_without_a_token_only_loopback_hosts_are_answered(store: MemoryStore) ->
     assert TestClient(app, base_url="http://localhost:8321").get("/api/runs").status_code == 200
     rebound = TestClient(app, base_url="http://evil.example:8321").get("/api/runs")
     assert rebound.status_code == 403 and "loopback" in rebound.json()["error"]
+    for host in ("127.0.0.2:8321", "[::1]:8321", "[::1]", "LOCALHOST"):
+        assert TestClient(app).get("/api/runs", headers={"host": host}).status_code == 200
+    for host in ("127.0.0.1.evil.example", "localhost.evil.example:8321", "[::2]:8321"):
+        assert TestClient(app).get("/api/runs", headers={"host": host}).status_code == 403
 
 
 def test_a_post_needs_the_header_a_cross_site_form_cannot_send(client: TestClient,
@@ -279,3 +283,25 @@ def test_an_unknown_api_path_or_status_filter_is_a_json_error(client: TestClient
     message = bogus.json()["error"]
     assert "unknown status 'bogus'" in message and "succeeded" in message
     assert client.get("/api/runs?status=failed").json()["runs"][0]["run_id"] == run_id
+
+
+def test_a_method_a_path_does_not_take_or_a_bad_limit_is_a_json_error(
+        client: TestClient, run_id: RunId) -> None:
+    """As the API's other refusals: JSON saying what is wrong and what to send instead
+    (a GET of cancel was a bare 'Method Not Allowed'; ?limit=-5 an empty list, ?limit=abc
+    the default)."""
+    for method, path, allowed in (("GET", f"/api/runs/{run_id}/cancel", "POST"),
+                                  ("DELETE", f"/api/runs/{run_id}", "GET"),
+                                  ("POST", "/api/runs", "GET")):
+        refused = client.request(method, path, headers={"X-Counterpoint": "1"})
+        assert refused.status_code == 405 and allowed in refused.headers["allow"]
+        assert f"{method} is not taken by {path}; use {allowed}" in refused.json()["error"]
+    for limit in ("-5", "abc", "1e3"):
+        bad = client.get(f"/api/runs?limit={limit}")
+        assert bad.status_code == 400
+        assert f"?limit={limit} is not a whole number of runs" in bad.json()["error"]
+    assert len(client.get("/api/runs?limit=1").json()["runs"]) == 1
+    from urllib.parse import quote
+    sub = quote(f"{run_id}/each", safe="")
+    refused = client.get(f"/api/runs/{sub}/cancel")
+    assert f"GET is not taken by /api/runs/{sub}/cancel; use POST" in refused.json()["error"]

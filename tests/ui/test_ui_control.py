@@ -50,3 +50,8 @@ def test_a_resume_that_fails_after_claiming_the_run_reports_its_error(
     outcome = control.resume(ui_store, RunId(run_id), cwd=work.path)
     assert outcome.status == 409, outcome
     assert "broken on purpose" in outcome.message
+
+
+def test_the_exit_code_of_a_resume_that_waits_is_the_commands() -> None:
+    from counterpoint.cli.approvals import WAITING_EXIT
+    assert control.WAITING_EXIT == WAITING_EXIT

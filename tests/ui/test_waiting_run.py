@@ -44,6 +44,10 @@ def test_a_detached_waiting_run_is_shown_waiting_and_its_answer_resumes_it(
     note = page.inner_text("#run-note")
     assert f"waiting for 1 approval(s) ({approval})" in note and "counterpoint approve" in note
     assert page.locator("#resume").count() == 1 and page.locator("#cancel").count() == 1
+    page.click("#resume")  # before the answer: it runs on to the same wait, and says so
+    said = page.wait_for_selector(f"#note >> text=run {run_id} resumed")
+    assert f"waits again for approval(s) ({approval})" in said.inner_text()
+    assert "exited with code" not in said.inner_text()
 
     answering = work.start("approve", approval)
     _, err = answering.communicate(timeout=120)

@@ -38,7 +38,8 @@ def ui_command(
 ) -> None:
     """Serve the web view; runs written by other processes show up as they happen."""
     from ..store import default_location, open_store
-    from ..ui.server import Server, is_loopback
+    from ..ui.app import is_loopback
+    from ..ui.server import Server
     out = make_console()
     with reported():
         if token is None and not is_loopback(host):

@@ -128,13 +128,25 @@ class PostgresStore(RunStore):
         self.migrate()
         self._writer.start()
 
+    def _schema(self) -> bool:
+        """Whether the database holds counterpoint's tables. Until it does, each look asks
+        again: another process may have made them since (its first run), and a reader
+        opened on the fresh database (`counterpoint ui`) must then see its runs."""
+        if not self._ready:
+            names = self._pooled(self._applied)
+            self._ready = names is not None and self._check(names)
+        return self._ready
+
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Rows of one query on a pooled connection (none before the schema exists)."""
-        if not self._ready:
+        if not self._schema():
             return []
+        return self._pooled(lambda conn: conn.execute(sql, params).fetchall())
+
+    def _pooled(self, work: Callable[[psycopg.Connection[tuple[Any, ...]]], T]) -> T:
         try:
             with self._pool.connection(timeout=30) as conn:
-                return conn.execute(sql, params).fetchall()
+                return work(conn)
         except psycopg_pool.PoolTimeout as exc:
             raise StoreError(f"store {self.location}: no connection to the server within "
                              "30s; check that it runs") from exc
@@ -248,7 +260,7 @@ class PostgresStore(RunStore):
         self._direct(lambda conn: commands.request_cancel(conn, run_id))
 
     def cancel_requests(self) -> set[RunId]:
-        if not self._ready:
+        if not self._schema():
             return set()
         result: set[RunId] = self._direct(commands.open_cancels)
         return result
@@ -267,7 +279,7 @@ class PostgresStore(RunStore):
         self._direct(lambda conn: commands.answer(conn, run_id, approval_id, answer))
 
     def approval_answers(self, run_id: RunId) -> dict[str, dict[str, Any]]:
-        if not self._ready:
+        if not self._schema():
             return {}
         result: dict[str, dict[str, Any]] = self._direct(
             lambda conn: commands.answers_of(conn, run_id))
@@ -316,7 +328,7 @@ class PostgresStore(RunStore):
         own events are durable (it sees them)."""
         if self._writer.committed < self._writer.appended:
             self.flush_sync()
-        if not self._ready:
+        if not self._schema():
             raise self._not_found(run_id)
         conn = connect(self.url, lock_timeout=self._lock_timeout)
         try:

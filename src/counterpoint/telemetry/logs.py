@@ -29,6 +29,7 @@ from typing import Any
 
 from ..events import Event, EventKind
 from ..observers import ObservedRun
+from ..secrets import redact
 
 __all__ = ["LogRecords", "log_records"]
 
@@ -86,6 +87,10 @@ class LogRecords:
     def _log(self, logger: logging.Logger, level: int, event: Event, message: str,
              *args: Any) -> None:
         if logger.isEnabledFor(level):
+            # the log keeps reasons, errors and tool results as they were made: mask
+            # secrets of the environment as the spans do
+            args = tuple(a if a is None or isinstance(a, int | float) else redact(str(a))
+                         for a in args)
             logger.log(level, message, *args, extra={
                 "counterpoint_run_id": self.run_id, "counterpoint_node": event.node,
                 "counterpoint_attempt": event.attempt,

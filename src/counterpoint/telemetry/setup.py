@@ -35,10 +35,19 @@ CONTENT_VARIABLE = "COUNTERPOINT_OTEL_CONTENT"
 _OFF = frozenset({"", "0", "false", "no", "off"})
 _ON = frozenset({"1", "true", "yes", "on"})
 _PROTOCOL = "http/protobuf"
+_TRACES = "/v1/traces"
+"""The OTLP/HTTP path of spans, below the collector's base URL."""
 """The only OTLP protocol the exporter counterpoint builds speaks."""
 _log = logging.getLogger("counterpoint.telemetry")
 _warned: set[tuple[str, str]] = set()
 _INSTALL = "pip install 'counterpoint[otel]'"
+
+QUEUE_SPANS = 32_768
+"""Spans the provider :func:`instrument` builds holds for its exporter (unless
+``OTEL_BSP_MAX_QUEUE_SIZE`` says otherwise), beyond which the oldest are dropped. The
+SDK's default, 2,048, lost most of a 10,000-node run's spans to a healthy collector: a
+run ends spans faster than one exporter thread sends them. About 2.8 KB a span, so
+some 90 MB when full (a collector down during a run of 30,000 nodes)."""
 
 _lock = threading.Lock()
 _active: Tracing | None = None
@@ -76,14 +85,28 @@ def _check_exporter_environment(endpoint: str | None) -> None:
                                     "OTEL_EXPORTER_OTLP_ENDPOINT at the collector's OTLP/HTTP "
                                     "port (usually 4318)")
             break
-    if endpoint is None:
-        for name in ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"):
-            value = os.environ.get(name, "").strip()
-            if value and not _is_http_url(value):
-                _warn_once(name, value, f"{name}={value!r} is not an http:// or https:// URL, "
-                                        "so no span will reach a collector; e.g. "
-                                        "http://127.0.0.1:4318")
-                break
+    if endpoint is not None:
+        return
+    # the exporter follows the traces variable, else the base one (adding /v1/traces)
+    found = next((n for n in ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+                  if os.environ.get(n, "").strip()), None)
+    if found is None:
+        return
+    value = os.environ[found].strip()
+    if not _is_http_url(value):
+        _warn_once(found, value, f"{found}={value!r} is not an http:// or https:// URL, so no "
+                                 "span will reach a collector; e.g. http://127.0.0.1:4318")
+    elif found == "OTEL_EXPORTER_OTLP_ENDPOINT" and (base := _traces_base(value)) is not None:
+        _warn_once(found, value, f"{found}={value!r} is the collector's base URL, to which "
+                                 f"{_TRACES} is added: spans would go to "
+                                 f"{value.rstrip('/')}{_TRACES}; set it to {base} or "
+                                 "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT to the whole URL")
+
+
+def _traces_base(url: str) -> str | None:
+    """``url`` without its ending ``/v1/traces`` (``None``: it does not end so)."""
+    bare = url.strip().rstrip("/")
+    return bare[:-len(_TRACES)] if bare.endswith(_TRACES) else None
 
 
 def _is_http_url(text: str) -> bool:
@@ -162,7 +185,8 @@ def instrument(*, endpoint: str | None = None, content: bool | None = None,
     """Trace every run that starts from now on; returns the :class:`Tracing` to stop it.
 
     ``endpoint`` is the OTLP/HTTP base URL (``http://collector:4318``; spans go to its
-    ``/v1/traces``), default ``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``localhost:4318``.
+    ``/v1/traces``) or that traces URL itself, default ``OTEL_EXPORTER_OTLP_ENDPOINT`` or
+    ``localhost:4318``.
     ``exporter`` replaces the OTLP exporter (any OpenTelemetry ``SpanExporter``), and
     ``tracer_provider`` replaces the provider altogether (yours, e.g. the global one:
     then ``endpoint``, ``exporter`` and ``service_name`` do not apply). ``content``
@@ -203,14 +227,18 @@ def _provider(endpoint: str | None, exporter: SpanExporter | None,
             raise UserError(f"tracing needs the OTLP/HTTP exporter ({exc.name} is "
                             f"missing); {_INSTALL}") from None
         _check_exporter_environment(endpoint)
-        url = None if endpoint is None else endpoint.rstrip("/") + "/v1/traces"
+        # a base URL, or the traces URL itself as a collector's documentation gives it
+        url = None if endpoint is None else \
+            (_traces_base(endpoint) or endpoint.strip().rstrip("/")) + _TRACES
         exporter = OTLPSpanExporter(endpoint=url)
     attributes = {}
     if service_name is not None or not (os.environ.get("OTEL_SERVICE_NAME") or "service.name"
                                         in os.environ.get("OTEL_RESOURCE_ATTRIBUTES", "")):
         attributes[SERVICE_NAME] = service_name or "counterpoint"
-    provider = TracerProvider(resource=Resource.create(attributes))
-    provider.add_span_processor(BatchSpanProcessor(exporter))
+    from .trace_ids import RunTraceIds
+    provider = TracerProvider(resource=Resource.create(attributes), id_generator=RunTraceIds())
+    queue = None if os.environ.get("OTEL_BSP_MAX_QUEUE_SIZE") else QUEUE_SPANS
+    provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=queue))
     return provider
 
 

@@ -29,6 +29,7 @@ import logging
 import re
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
@@ -48,6 +49,10 @@ if TYPE_CHECKING:
 _log = logging.getLogger("counterpoint.telemetry")
 _PURPOSE = re.compile(r"agent (?P<scope>.+) turn (?P<turn>\d+)")
 _OK = Status(StatusCode.OK)
+
+starting_run: ContextVar[str | None] = ContextVar("counterpoint_starting_run", default=None)
+"""The run whose span is being started (read by :mod:`.trace_ids`: a run that starts a
+trace takes a trace id derived from its run id, the same in every process that runs it)."""
 
 Attempt = tuple[NodeId | None, int]
 ToolKey = tuple[NodeId | None, int, str, int, int]
@@ -127,8 +132,12 @@ class RunSpans:
             attributes[a.PARENT_RUN_ID] = str(self.run.parent)
         if event.kind is EventKind.RUN_RESUMED:
             attributes["counterpoint.resumed"] = True
-        self.span = self.tracer.start_span(f"run {graph}", context=self.parent,
-                                           attributes=attributes, start_time=_ns(event.at))
+        token = starting_run.set(self.run_id)
+        try:
+            self.span = self.tracer.start_span(f"run {graph}", context=self.parent,
+                                               attributes=attributes, start_time=_ns(event.at))
+        finally:
+            starting_run.reset(token)
 
     def run_finished(self, event: Event) -> None:
         status = str((event.data or {}).get("status", ""))

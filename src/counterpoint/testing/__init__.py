@@ -12,8 +12,8 @@
   routing evaluations: a simulation.
 - `ManualClock`: a clock for approvals' timeouts that moves only when a test says so.
 - `counterpoint.testing.otlp.OTLPReceiver`: a real OTLP/HTTP trace receiver on
-  loopback that decodes what an exporter sends (imported from its module, as it
-  needs the ``otel`` extra).
+  loopback that decodes what an exporter sends, and can stall as a slow collector
+  does (imported from its module, as it needs the ``otel`` extra).
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ protobuf (optionally gzip-compressed), decodes it with ``opentelemetry-proto`` a
 every span as a :class:`ReceivedSpan`. Any other path is a 404, a body that does not
 decode a 400. Point a real OTLP/HTTP exporter at :attr:`OTLPReceiver.endpoint` and
 assert on what arrived; :meth:`OTLPReceiver.wait_for` waits, with a deadline, for spans
-to come in. It needs the ``otel`` extra.
+to come in. :meth:`OTLPReceiver.hold` makes it a stalled collector: requests wait
+unanswered until :meth:`OTLPReceiver.release`. It needs the ``otel`` extra.
 """
 
 from __future__ import annotations
@@ -110,6 +111,8 @@ class OTLPReceiver:
         self._spans: list[ReceivedSpan] = []
         self._bodies = 0
         self._changed = threading.Condition()
+        self._open = threading.Event()
+        self._open.set()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -131,6 +134,15 @@ class OTLPReceiver:
         """Export requests received and decoded so far."""
         with self._changed:
             return self._bodies
+
+    def hold(self) -> None:
+        """Leave every export request unanswered from now on, as a stalled collector does
+        (the exporter waits for its timeout), until :meth:`release`."""
+        self._open.clear()
+
+    def release(self) -> None:
+        """Answer the requests held since :meth:`hold`, and the next ones at once."""
+        self._open.set()
 
     def clear(self) -> None:
         with self._changed:
@@ -162,6 +174,7 @@ class OTLPReceiver:
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
+                receiver._open.wait()
                 length = int(self.headers.get("content-length") or 0)
                 body = self.rfile.read(length)
                 if self.path.split("?", 1)[0] != "/v1/traces":
@@ -197,6 +210,7 @@ class OTLPReceiver:
         return self
 
     def stop(self) -> None:
+        self._open.set()  # a held request would keep its thread, and shutdown, waiting
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

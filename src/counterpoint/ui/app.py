@@ -1,20 +1,23 @@
 """The web view's HTTP side: the page, its JSON API and its live streams, over one store.
 
-=====================================  ==================================================
-``GET /``                              the page (``static/``: no build step, no CDN)
-``GET /api/runs?q=&status=&limit=``    the runs list (from the run index), filtered, searched;
-                                       sub-runs too with ``&sub_runs=1``
-``GET /api/runs/stream?sub_runs=``     the runs list, again as runs or their totals change
-``GET /api/runs/{run}``                a run: header, nodes, metrics, critical path
-``GET /api/runs/{run}/stream?watch=``  the run, then what changes in it (SSE); with
-                                       ``watch=1`` it stays open once the run ended
-                                       and says ``deleted`` if another process deletes it
-``GET /api/runs/{run}/nodes/{node}``   one node: inputs, output, attempts, calls, rounds
-``GET /api/runs/{run}/values/{node}``  a node's whole output (the page shows it clipped)
-``GET /api/blobs/{sha256}``            a stored text: a model call's request or response
-``POST /api/runs/{run}/cancel``        as ``counterpoint cancel``
-``POST /api/runs/{run}/resume``        as ``counterpoint resume``, in a detached process
-=====================================  ==================================================
+=========================================  ==================================================
+``GET /``                                  the page (``static/``: no build step, no CDN)
+``GET /api/runs?q=&status=&limit=``        the runs list (from the run index), filtered, searched;
+                                           sub-runs too with ``&sub_runs=1``
+``GET /api/runs/stream?sub_runs=``         the runs list, again as runs or their totals change
+``GET /api/runs/{run}``                    a run: header, nodes, metrics, critical path
+``GET /api/runs/{run}/stream?watch=``      the run, then what changes in it (SSE); with
+                                           ``watch=1`` it stays open once the run ended
+                                           and says ``deleted`` if another process deletes it
+``GET /api/runs/{run}/nodes/{node}``       one node: inputs, output, attempts, calls, rounds
+``GET /api/runs/{run}/values/{node}``      a node's whole output (the page shows it clipped)
+``GET /api/blobs/{sha256}``                a stored text: a model call's request or response
+``POST /api/runs/{run}/cancel``            as ``counterpoint cancel``
+``POST /api/runs/{run}/resume``            as ``counterpoint resume``, in a detached process
+``POST /api/runs/{run}/approvals/{id}``    as ``counterpoint approve`` / ``reject``: a JSON body
+                                           ``{"approved": true}`` or ``{"approved": false,
+                                           "reason": "..."}``
+=========================================  ==================================================
 
 ``{run}`` is one path segment: a sub-run's id (``RUN/node``) comes percent-encoded
 (``RUN%2Fnode``), as the page sends it, and :class:`_RunSegment` keeps it whole.
@@ -30,10 +33,11 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import ipaddress
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 import orjson
 from starlette.applications import Starlette
@@ -60,7 +64,6 @@ from .rows import RunRows
 from .tail import POLL_SECONDS, WATCH_SECONDS, StoreFile, follow, until_deleted
 
 STATIC = Path(__file__).parent / "static"
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
 SHOWN_STATUSES = frozenset({*(s.value for s in RunStatus), "interrupted", "waiting"})
 """What the runs list's ``?status=`` filter takes: a run's status as ``show`` tells it."""
 LIST_LIMIT = 200
@@ -70,10 +73,17 @@ FILL_SECONDS = 0.25
 
 
 def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = None,
-               poll: float = POLL_SECONDS, watch: float = WATCH_SECONDS) -> Starlette:
+               poll: float = POLL_SECONDS, watch: float = WATCH_SECONDS,
+               closing: asyncio.Event | None = None) -> Starlette:
     """The web view over ``store``; ``token`` (if given) guards the API; ``cwd`` is where
     a resumed run's process starts (where its graph is importable from); ``poll`` and
-    ``watch``: how often a running run's and a finished run's streams look again."""
+    ``watch``: how often a running run's and a finished run's streams look again;
+    ``closing``, once set, ends every open event stream (the server is shutting down)."""
+    shutting = closing or asyncio.Event()
+
+    def _stream(frames: AsyncIterator[str]) -> StreamingResponse:
+        return _event_stream(_until(shutting, frames))
+
     rows = RunRows(store)
     cache = RunCache(store)
     file = StoreFile(store)
@@ -83,7 +93,9 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         return await asyncio.to_thread(fn, *args)
 
     async def runs(request: Request) -> Response:
-        limit = _int(request.query_params.get("limit"), LIST_LIMIT)
+        limit = _limit(request)
+        if limit is None:
+            return _bad_limit(request)
         query = request.query_params.get("q", "")
         status = request.query_params.get("status", "")
         if status and status not in SHOWN_STATUSES:
@@ -96,7 +108,9 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
                              "store": store.location})
 
     async def runs_stream(request: Request) -> Response:
-        limit = _int(request.query_params.get("limit"), LIST_LIMIT)
+        limit = _limit(request)
+        if limit is None:
+            return _bad_limit(request)
 
         async def frames() -> AsyncIterator[str]:
             seen: Any = None
@@ -190,17 +204,20 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         return _stored(text)
 
     async def cancel(request: Request) -> Response:
-        outcome = await read(control.cancel, store, _run_param(request))
-        return _error(outcome.status, outcome.message) if outcome.status >= 400 else \
-            _JSON({"message": outcome.message}, status_code=outcome.status)
+        return _outcome(await read(control.cancel, store, _run_param(request)))
 
     async def resume(request: Request) -> Response:
-        outcome = await asyncio.to_thread(control.resume, store,
-                                          _run_param(request), cwd=workdir)
-        if outcome.status >= 400:
-            return _error(outcome.status, outcome.message)
-        return _JSON({"message": outcome.message, "pid": outcome.pid},
-                            status_code=outcome.status)
+        return _outcome(await asyncio.to_thread(control.resume, store, _run_param(request),
+                                                cwd=workdir))
+
+    async def answer(request: Request) -> Response:
+        try:
+            body = orjson.loads(await request.body() or b"null")
+        except orjson.JSONDecodeError:
+            body = None
+        return _outcome(await asyncio.to_thread(
+            control.answer, store, _run_param(request), request.path_params["approval"],
+            body, cwd=workdir))
 
     async def page(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-store"})
@@ -214,11 +231,12 @@ def create_app(store: RunStore, *, token: str | None = None, cwd: Path | None = 
         Route("/api/blobs/{digest}", blob),
         Route("/api/runs/{run}/cancel", cancel, methods=["POST"]),
         Route("/api/runs/{run}/resume", resume, methods=["POST"]),
+        Route("/api/runs/{run}/approvals/{approval}", answer, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     app = Starlette(routes=routes, exception_handlers={
         RunNotFound: _not_found, StoreError: _store_refused, CounterpointError: _failed,
-        404: _no_route})
+        404: _no_route, 405: _not_allowed})
     app.add_middleware(_Guard, token=token)
     app.add_middleware(_RunSegment)
     return app
@@ -280,9 +298,8 @@ class _Guard:
     def refusal(self, request: Request) -> Response | None:
         api = request.url.path.startswith("/api/")
         if self.token is None:
-            host = (request.headers.get("host") or "").rpartition(":")[0] or \
-                request.headers.get("host", "")
-            if host not in LOOPBACK_HOSTS:
+            host = _host_name(request.headers.get("host") or "")
+            if not is_loopback(host):
                 return _error(403, f"host {host!r} refused: this server answers on loopback "
                                    "only; start it with --host and --token to serve others")
         elif api:
@@ -296,6 +313,23 @@ class _Guard:
         if api and request.method == "POST" and request.headers.get("x-counterpoint") != "1":
             return _error(403, "a POST to this API must carry the header X-Counterpoint: 1")
         return None
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only (``localhost``, 127.0.0.0/8, ``::1``)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _host_name(header: str) -> str:
+    """The host of a ``Host`` header, without its port (``[::1]:8321`` is ``[::1]``)."""
+    if header.startswith("["):
+        return header.partition("]")[0] + "]"
+    return header.partition(":")[0]
 
 
 def _snapshot(cache: RunCache, run_id: RunId, full: bool) -> dict[str, Any]:
@@ -342,11 +376,21 @@ def _kin(store: RunStore, run_id: RunId, header: dict[str, Any]) -> dict[str, An
             "forks": [run_row(r) for r in store.forks(run_id)], "parent_deleted": deleted}
 
 
-def _int(text: str | None, default: int) -> int:
+def _limit(request: Request) -> int | None:
+    """``?limit=`` (default :data:`LIST_LIMIT`); ``None``: not a whole number from 0."""
+    text = request.query_params.get("limit")
+    if not text:
+        return LIST_LIMIT
     try:
-        return max(0, int(text)) if text else default
+        limit = int(text)
     except ValueError:
-        return default
+        return None
+    return limit if limit >= 0 else None
+
+
+def _bad_limit(request: Request) -> Response:
+    return _error(400, f"?limit={request.query_params['limit']} is not a whole number of "
+                       f"runs (0 or more); leave it out for the newest {LIST_LIMIT}")
 
 
 class _JSON(JSONResponse):
@@ -367,14 +411,44 @@ def _stored(text: str) -> Response:
 def _redacted(text: str) -> str:
     # everything the page gets passes the redactor, as what the CLI prints does: the
     # log keeps a prompt or output as the step made it, secrets of the environment too.
-    # A registered secret holds no character JSON escapes (keys, tokens), so masking the
-    # encoded text is masking the values, and it stays valid JSON.
+    # The redactor knows each secret as JSON writes it (a password's '"' as '\\"'), so
+    # masking the encoded text is masking the values, and it stays valid JSON.
     return redact(text)
 
 
-def _stream(frames: AsyncIterator[str]) -> StreamingResponse:
+def _event_stream(frames: AsyncIterator[str]) -> StreamingResponse:
     return StreamingResponse(frames, media_type="text/event-stream",
                              headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+
+async def _until(closing: asyncio.Event, frames: AsyncIterator[str]) -> AsyncIterator[str]:
+    """``frames`` until ``closing`` is set. A stream that follows runs never ends by
+    itself, and the server, shutting down, waits for every response to end: each frame
+    is awaited against ``closing``, and the one pending then is cancelled."""
+    closed = asyncio.ensure_future(closing.wait())
+    step: asyncio.Future[str] | None = None
+    try:
+        while True:
+            step = asyncio.ensure_future(anext(frames))
+            await asyncio.wait((step, closed), return_when=asyncio.FIRST_COMPLETED)
+            if not step.done():
+                return
+            try:
+                frame = step.result()
+            except StopAsyncIteration:
+                return
+            yield frame
+    finally:
+        for pending in (closed, step):
+            if pending is not None and not pending.done():
+                pending.cancel()
+                await asyncio.wait((pending,))
+
+
+def _outcome(outcome: control.Outcome) -> Response:
+    if outcome.status >= 400:
+        return _error(outcome.status, outcome.message)
+    return _JSON({"message": outcome.message, "pid": outcome.pid}, status_code=outcome.status)
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -385,10 +459,27 @@ async def _not_found(request: Request, exc: Exception) -> Response:
     return _error(404, str(exc))
 
 
+async def _not_allowed(request: Request, exc: Exception) -> Response:
+    allowed = getattr(exc, "headers", None) or {}
+    if not request.url.path.startswith("/api/"):
+        return PlainTextResponse("Method Not Allowed", status_code=405, headers=allowed)
+    methods = ", ".join(sorted(allowed.get("Allow", "").split(", ")))  # the router's is a set
+    return _JSON({"error": f"{request.method} is not taken by {_asked_path(request)}; use "
+                           f"{methods}"}, status_code=405, headers=allowed)
+
+
+def _asked_path(request: Request) -> str:
+    """The path as the client asked it: a sub-run's id in place of its placeholder."""
+    run = request.scope.get(_RUN_KEY)
+    path = request.url.path
+    return path if run is None else \
+        path.replace(RUN_PREFIX + _SUB_RUN, RUN_PREFIX + quote(run, safe=""), 1)
+
+
 async def _no_route(request: Request, exc: Exception) -> Response:
     if not request.url.path.startswith("/api/"):
         return PlainTextResponse("Not Found", status_code=404)
-    return _error(404, f"no API path {request.url.path}; the API's paths are listed in "
+    return _error(404, f"no API path {_asked_path(request)}; the API's paths are listed in "
                        "counterpoint.ui.app (GET /api/runs, /api/runs/RUN, "
                        "/api/runs/RUN/nodes/NODE, ...)")
 

@@ -1,5 +1,6 @@
-"""What the page's buttons do: cancel a run and resume an interrupted one, as the
-``counterpoint cancel`` and ``counterpoint resume`` commands do."""
+"""What the page's buttons do: cancel a run, resume an interrupted one, approve or
+reject what a node asks, as the ``counterpoint cancel``, ``resume``, ``approve`` and
+``reject`` commands do."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import StoreError
+from ..answering import approvals, find, record_answer
+from ..approval import Answer
+from ..errors import ApprovalError, ApprovalNotFound, StoreError
 from ..events import EventKind
 from ..history import mark_cancelled, shown_status
 from ..ids import RunId
@@ -21,6 +24,9 @@ from ..store.owners import run_owner_alive
 
 RESUME_SETTLE_SECONDS = 5.0
 """How long a resume request waits for the new process to take the run over (or fail)."""
+WAITING_EXIT = 3
+"""The exit code of ``counterpoint resume`` that ended to wait for a person (its
+``--detach-waiting``): ``counterpoint.cli.approvals.WAITING_EXIT``."""
 LOG_POLL_SECONDS = 0.25
 """How often, once the run is claimed, the log is read for the resumed process's start."""
 
@@ -89,6 +95,12 @@ def resume(store: RunStore, run_id: RunId, *, cwd: Path,
         next_read = 0.0
         while time.monotonic() < until:
             code = proc.poll()
+            if code == WAITING_EXIT:  # it went on to the same wait, and ended to wait there
+                asking = [a.id for a in approvals(store, run_id) if a.status == "pending"]
+                return Outcome(status=202, message=f"run {run_id} resumed in process "
+                                                   f"{proc.pid}, and waits again for "
+                                                   f"approval(s) ({', '.join(asking)}): "
+                                                   "answer them to go on")
             if code is not None and code != 0:
                 errors.seek(0)
                 lines = [line for line in errors.read().splitlines() if line.strip()]
@@ -105,6 +117,49 @@ def resume(store: RunStore, run_id: RunId, *, cwd: Path,
             time.sleep(0.05)  # a process elsewhere: nothing to wait on but its record
     return Outcome(status=202, message=f"resuming run {run_id} in process {proc.pid}",
                    pid=proc.pid)
+
+
+ANSWER_BODY = 'send {"approved": true} or {"approved": false, "reason": "why"} as JSON'
+"""What an answer's request body holds."""
+
+
+def answer(store: RunStore, run_id: RunId, approval_id: str, body: object, *,
+           cwd: Path) -> Outcome:
+    """Approve or reject ``approval_id``, asked by a node of ``run_id``, as ``counterpoint
+    approve`` / ``reject`` do: the answer is recorded (the first one stands); the run's
+    live process takes it, and a run whose process ended to wait is resumed in ``cwd``.
+    ``body`` is the request's JSON: ``approved`` and, to reject, ``reason``."""
+    approved = body.get("approved") if isinstance(body, dict) else None
+    reason = body.get("reason") if isinstance(body, dict) else None
+    if not isinstance(approved, bool) or not isinstance(reason, str | None):
+        return Outcome(status=400, message=f"answer to {approval_id}: {ANSWER_BODY}")
+    reason = (reason or "").strip() or None
+    if not approved and reason is None:
+        return Outcome(status=400, message=f"reject {approval_id}: say why in the reason (the "
+                                           "step, or the model for a tool call, is told it)")
+    refused = read_only(store, f"answer approval {approval_id}")
+    if refused is not None:
+        return refused
+    try:
+        asked = find(store, approval_id)
+        if asked.run_id != run_id:
+            raise ApprovalNotFound(f"approval {approval_id} is not one of run {run_id} (it is "
+                                   f"of run {asked.run_id})")
+        record_answer(store, asked, Answer(approved=approved, by="web view", reason=reason))
+    except ApprovalNotFound as exc:
+        return Outcome(status=404, message=str(exc))
+    except (ApprovalError, StoreError) as exc:  # answered already: the first answer stands
+        return Outcome(status=409, message=str(exc))
+    done = f"{'approved' if approved else 'rejected'} {approval_id} (node {asked.node!r})"
+    root = store.run(run_id)
+    while root.parent is not None:  # a sub-run goes on with the run it is part of
+        root = store.run(root.parent)
+    if run_owner_alive(root):
+        return Outcome(status=200, message=f"{done}; process {root.owner_pid} continues the "
+                                           "run")
+    resumed = resume(store, root.run_id, cwd=cwd)
+    return Outcome(status=200 if resumed.status < 400 else resumed.status,
+                   message=f"{done}; {resumed.message}", pid=resumed.pid)
 
 
 def read_only(store: RunStore, action: str) -> Outcome | None:

@@ -3,8 +3,8 @@ or in a background thread (tests, benchmarks, a notebook)."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
-import ipaddress
 import os
 import socket
 import threading
@@ -15,20 +15,10 @@ import uvicorn
 
 from ..errors import ConfigError
 from ..store import RunStore, is_file_location
-from .app import create_app
+from .app import create_app, is_loopback
 
 START_SECONDS = 10.0
 """How long :meth:`Server.start` waits for the server to listen."""
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names this machine only (``localhost``, 127.0.0.0/8, ``::1``)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 class Server:
@@ -60,9 +50,10 @@ class Server:
         """The page's address, with ``?token=`` when the server has one."""
         self.base = f"http://{shown}:{self.port}"
         """The server's address, without a path or a token."""
-        self.app = create_app(store, token=token, cwd=cwd)
-        self._server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning",
-                                                     lifespan="off"))
+        closing = asyncio.Event()
+        self.app = create_app(store, token=token, cwd=cwd, closing=closing)
+        self._server = _Uvicorn(uvicorn.Config(self.app, log_level="warning",
+                                               lifespan="off"), closing)
         self._thread: threading.Thread | None = None
 
     def run(self) -> None:
@@ -86,6 +77,20 @@ class Server:
         if self._thread is not None:
             self._thread.join(timeout=10)
         self.socket.close()
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn, ending the web view's event streams as it shuts down (Ctrl-C,
+    :meth:`Server.stop`): it waits for every response to end, and a stream that follows
+    runs never does, so one Ctrl-C left it waiting for ever."""
+
+    def __init__(self, config: uvicorn.Config, closing: asyncio.Event) -> None:
+        super().__init__(config)
+        self.closing = closing
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self.closing.set()
+        await super().shutdown(sockets)
 
 
 def _bind_hint(exc: OSError, host: str, port: int, location: str) -> str:

@@ -250,6 +250,26 @@ function gone(message) {
       "back to the runs list")));
 }
 
+// A pending approval's answer, from the page (POST .../approvals/ID) or the command line.
+// What the server says goes in the header's note: the detail is drawn again as the node
+// moves on, the header's note stays.
+function answering(runId, a) {
+  const reason = h("input", {class: "reason", placeholder: "why (needed to reject)"});
+  const send = approved => async () => {
+    const note = document.getElementById("note");
+    note.textContent = `answering ${a.id}…`; note.className = "muted";
+    try {
+      note.textContent = (await api(`/api/runs/${enc(runId)}/approvals/${enc(a.id)}`, {
+        method: "POST", body: JSON.stringify({approved, reason: reason.value})})).message;
+    } catch (e) { note.textContent = e.message; note.className = "error"; }
+  };
+  return h("div", {class: "answering"},
+    h("button", {class: "approve", onclick: send(true)}, "Approve"), " ",
+    h("button", {class: "reject", onclick: send(false)}, "Reject"), " ", reason,
+    h("div", {class: "muted"}, "or answer with ", h("code", {}, a.answer_with), " or ",
+      h("code", {}, `counterpoint reject ${a.id} --reason "..."`)));
+}
+
 function header(host, u, runId, forks, parentDeleted) {
   const r = u.run;
   // the note outlives the header's redraws: a control's answer stays shown
@@ -361,8 +381,7 @@ async function showNode(host, runId, nodeId) {
         h("span", {class: "muted"}, ` ${a.id}`),
         a.by ? ` by ${a.by}` : "", a.reason ? h("span", {class: "muted"}, ` (${a.reason})`) : null,
         a.payload ? keep("ap:" + a.id, false, "payload", h("pre", {}, a.payload.text)) : null,
-        a.answer_with ? h("div", {class: "muted"}, "answer with ", h("code", {}, a.answer_with),
-          " or ", h("code", {}, `counterpoint reject ${a.id} --reason "..."`)) : null)))) : null,
+        a.answer_with ? answering(runId, a) : null)))) : null,
     section("attempts", h("ol", {class: "history"}, d.history.map(a => h("li", {},
       h("span", {class: "muted"}, new Date(a.at * 1000).toLocaleTimeString(), " "),
       a.kind.replace("node_", ""), a.attempt ? ` (attempt ${a.attempt})` : "",
