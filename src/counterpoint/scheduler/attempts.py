@@ -80,6 +80,9 @@ class Attempts(Control):
                 ledger = self.ledgers.for_node(spec)
                 use_ledger(ledger)
             heir: NodeId | tuple[NodeSpec, int] | None = None
+            if self._fallen is not None and node_id in self._fallen:
+                await self._run_fallback(spec, attempt)  # (see Execution.resume_fallbacks)
+                return
             try:
                 if spec.kind is JOIN:
                     self._join(spec)

@@ -371,6 +371,7 @@ def prepare_resume(rid: RunId, store: RunStore, graph: Graph | None,
                           inputs=inputs, seq=events[-1].seq, parent=record.parent,
                           capacity=capacity)
     execution.journal = journal_of(state, events)
+    execution.resume_fallbacks()
     execution.ledgers = resumed_ledgers(
         rid, opts, store, events, sub_run=record.parent is not None,
         budgeted=opts.budget is not None or any(
