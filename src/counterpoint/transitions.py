@@ -273,10 +273,12 @@ def _remember_edit(state: RunState, data: Mapping[str, Any]) -> None:
 
 
 def _interrupt(state: RunState) -> None:
-    """A resumed run: whatever was in flight or queued starts over from PENDING."""
+    """A resumed run: whatever was in flight or queued starts over from PENDING. A node
+    waiting out a retry's backoff stays RETRYING: the execution re-arms what is left of
+    its delay (``Attempts.resume_backoffs``)."""
     in_use = state.in_use  # shared with the other runs of a run tree: release only ours
     for ns in state.nodes.values():
-        if ns.status in (RUNNING, READY, RETRYING, WAITING):
+        if ns.status in (RUNNING, READY, WAITING):
             if ns.status is RUNNING:
                 for name, units in ns.spec.policy.resources.items():
                     in_use[name] -= units

@@ -89,6 +89,8 @@ class Execution(Attempts):
                 self._deadline = the_clock.call_later(self.deadline_at - the_clock.now(),
                                                       self._deadline_passed)
             self.emit(first)
+            if first.kind is RUN_RESUMED:  # (a fork too: it starts from a prefix of a log)
+                self.resume_backoffs()
             self.approvals.start()
             if self.state.stop_reason is not None and not self.state.status.terminal:
                 self._cancel_rest()  # resumed in the middle of a stop: finish it
