@@ -428,7 +428,8 @@ def make_resolver(graph: Graph, run: str = "?") -> Callable[[str, str], Callable
                     known.setdefault(step_key(added), added)
                 if isinstance(fn, Graph):
                     collect(fn)
-        for value in vars(sys.modules.get(g.source.module) or object()).values():
+        module = sys.modules.get(g.source.module)  # None: a module never registered there
+        for value in getattr(module, "__dict__", {}).values():
             if callable(value):
                 qualnames.setdefault(getattr(value, "__qualname__", ""), value)
 
