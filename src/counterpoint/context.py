@@ -12,6 +12,7 @@ import asyncio
 import concurrent.futures
 import hashlib
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Coroutine
@@ -75,6 +76,9 @@ class RunAccess(Protocol):
         """Count ``seconds`` of ``node``'s attempt as waiting for ``cause``, not running."""
 
 _log = logging.getLogger(__name__)
+
+_RETRIED_SUB_RUN = re.compile(r"~\d+$")
+"""The end of a sub-run's id that numbers its sub-graph node's retries (``run/node~2``)."""
 
 _LIVENESS_SECONDS = 0.1
 """How often a sync step waiting for its edit checks that the run's loop still runs."""
@@ -166,11 +170,16 @@ class NodeContext:
     def idempotency_key(self) -> str:
         """A key for an effect this node has outside the run (a payment, an email, a row
         written elsewhere): the same for every attempt of this node, in this process and
-        after a resume, and different for every other node and run (a map's items and a
-        fork's nodes included). Give it to a service that drops repeated requests by key
+        after a resume, and in a sub-graph for every attempt of the node running it; and
+        different for every other node and run (a map's items and a fork's nodes
+        included). Give it to a service that drops repeated requests by key
         (an ``Idempotency-Key`` header, an upsert's primary key): an attempt that ran the
         effect but died before its success reached the log then does not run it twice."""
-        digest = hashlib.sha256(f"{self.run_id}\0{self.node}".encode()).hexdigest()
+        root, *below = self.run_id.split("/")
+        # a sub-graph node's retry runs its sub-graph in a new sub-run (run/node~2): the
+        # same nodes, the same effects, so the same keys as in its first sub-run
+        run = "/".join([root, *(_RETRIED_SUB_RUN.sub("", part) for part in below)])
+        digest = hashlib.sha256(f"{run}\0{self.node}".encode()).hexdigest()
         return f"cp-{digest[:32]}"
 
     @property
