@@ -26,7 +26,7 @@ from ..errors import StoreError, UserError
 from ..events import RUN_CREATED, RUN_RESUMED, Event
 from ..graph import Graph
 from ..ids import RunId, new_run_id
-from ..loader import load_recorded, source_record
+from ..loader import check_given, load_recorded, source_record
 from ..observers import observers_for
 from ..options import RunOptions, first_warning, unheld_limits
 from ..results import RunResult
@@ -359,7 +359,9 @@ def prepare_resume(rid: RunId, store: RunStore, graph: Graph | None,
         store.claim(rid, pid=os.getpid(), host=socket.gethostname())
     record = store.run(rid)
     events = store.events(rid)
-    the_graph = graph or load_recorded(record.source, rid, (events[0].data or {}).get("deps"))
+    shape = (events[0].data or {}).get("deps")
+    the_graph = check_given(graph, shape, f"run {rid}") if graph is not None \
+        else load_recorded(record.source, rid, shape)
     opts = options or RunOptions.from_data(record.options)
     created = events[0].data or {}
     inputs = {k: codec.decode(v) for k, v in (created.get("inputs") or {}).items()}
