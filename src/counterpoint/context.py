@@ -15,7 +15,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -131,6 +131,17 @@ def current_context() -> NodeContext | None:
     """The context of the node the caller runs inside, if any (model calls use it)."""
     current = _CURRENT.get()
     return None if current is None else NodeContext(*current)
+
+
+class _Done:
+    """An awaitable that is already done: what ``flush`` returns to a sync step, which
+    waited in its thread (awaiting it, or not, is the same)."""
+
+    def __await__(self) -> Generator[Any, None, None]:
+        yield from ()  # ends at once
+
+
+_DONE = _Done()
 
 
 class NodeContext:
@@ -364,9 +375,23 @@ class NodeContext:
         call was made already (in any attempt): an approved call runs once."""
         return self._execution.approvals.used(approval_id)
 
-    async def flush(self) -> None:
+    def flush(self) -> Awaitable[None]:
         """Wait until everything this run has recorded so far is durable.
 
-        Call it before an effect outside the run that cannot be repeated.
+        Call it before an effect outside the run that cannot be repeated: ``await
+        ctx.flush()`` in an async step; in a plain (sync) step, ``ctx.flush()`` waits in
+        its worker thread while the run's loop makes the log durable (what it returns is
+        already done). Raises :class:`~counterpoint.UserError` from a sync step whose run
+        has stopped.
         """
-        await self._execution.flush()
+        loop = self._loop_from_thread(UserError, "made durable")
+        if loop is None:
+            return self._execution.flush()
+        durable = asyncio.run_coroutine_threadsafe(self._execution.flush(), loop)
+        while not concurrent.futures.wait((durable,), timeout=_LIVENESS_SECONDS).done:
+            if not loop.is_running():  # stopped before it ran the flush: it never will
+                durable.cancel()
+                raise UserError(f"run {self.run_id}, node {self.node!r}: the run's event "
+                                "loop stopped before the log was made durable")
+        durable.result()  # the store's failure, if the flush failed
+        return _DONE
