@@ -84,13 +84,17 @@ class Execution(Attempts):
         self._capacity.join(self)
         self.store.watch_cancel(self.run_id, loop, self._cancel_requested)
         try:
+            late = False
             if self.deadline_at is not None:  # absolute, from the log: a resume keeps it
                 the_clock = clock()
-                self._deadline = the_clock.call_later(self.deadline_at - the_clock.now(),
-                                                      self._deadline_passed)
+                left = self.deadline_at - the_clock.now()
+                late = left <= 0
+                self._deadline = the_clock.call_later(left, self._deadline_passed)
             self.emit(first)
             if first.kind is RUN_RESUMED:  # (a fork too: it starts from a prefix of a log)
                 self.resume_backoffs()
+            if late:  # passed while no process ran it: stopped before the steps the resume
+                self._deadline_passed()  # started begin (their tasks have not run yet)
             self.approvals.start()
             if self.state.stop_reason is not None and not self.state.status.terminal:
                 self._cancel_rest()  # resumed in the middle of a stop: finish it
