@@ -359,9 +359,16 @@ def prepare_resume(rid: RunId, store: RunStore, graph: Graph | None,
     runs it or is resuming it, :class:`~counterpoint.errors.RunClaimed` says which, and
     nothing runs. A sub-run is resumed by its parent's process, which holds the claim.
     """
-    if claim:  # a sub-run's parent holds the claim for the whole tree
-        store.claim(rid, pid=os.getpid(), host=socket.gethostname())
     record = store.run(rid)
+    if claim:  # a sub-run's parent holds the claim for the whole tree
+        if record.parent is not None:  # resumed alone, it could run beside its tree's resume
+            root = record
+            while root.parent is not None:
+                root = store.run(root.parent)
+            raise UserError(f"run {rid} is a sub-run of run {root.run_id}, which resumes it "
+                            "with the rest of its run tree: `counterpoint resume "
+                            f"{root.run_id}`")
+        store.claim(rid, pid=os.getpid(), host=socket.gethostname())
     events = store.events(rid)
     shape = (events[0].data or {}).get("deps")
     the_graph = check_given(graph, shape, f"run {rid}") if graph is not None \
