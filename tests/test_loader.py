@@ -128,3 +128,40 @@ def test_a_blank_target_says_what_run_takes(tmp_path: Path,
     assert _failing(tmp_path, monkeypatch, "   ") == (
         "'   ' names no file or module; give FILE.py[:GRAPH], package.module[:GRAPH], a "
         "workflow file or a goal in quotes")
+
+
+def test_a_graph_whose_module_is_not_in_sys_modules_can_be_given_to_resume(
+        tmp_path: Path) -> None:
+    """A module executed without being registered (importlib's module_from_spec and
+    exec_module, as notebooks and plugin loaders do): resume(graph=...) rebuilt the run's
+    steps from it with a TypeError from vars()."""
+    import asyncio
+    import importlib.util
+
+    from support import stop_executing
+    (tmp_path / "flows.py").write_text(textwrap.dedent("""
+        import counterpoint as cp
+
+        async def one() -> int:
+            return 1
+
+        def build() -> cp.Graph:
+            graph = cp.Graph("unregistered")
+            graph.add("one", one)
+            return graph
+    """))
+    spec = importlib.util.spec_from_file_location("flows_unregistered", tmp_path / "flows.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert "flows_unregistered" not in sys.modules
+    graph = module.build()
+    store = cp.MemoryStore()
+
+    async def interrupted_then_resumed() -> cp.RunResult:
+        handle = await cp.start(graph, store=store)
+        await stop_executing(handle)  # left resumable, as a process that died leaves it
+        return await cp.resume(handle.run_id, store=store, graph=graph)
+
+    result = asyncio.run(interrupted_then_resumed())
+    assert result.status is cp.RunStatus.SUCCEEDED and result["one"] == 1

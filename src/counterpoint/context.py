@@ -12,9 +12,10 @@ import asyncio
 import concurrent.futures
 import hashlib
 import logging
+import re
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -76,6 +77,9 @@ class RunAccess(Protocol):
 
 _log = logging.getLogger(__name__)
 
+_RETRIED_SUB_RUN = re.compile(r"~\d+$")
+"""The end of a sub-run's id that numbers its sub-graph node's retries (``run/node~2``)."""
+
 _LIVENESS_SECONDS = 0.1
 """How often a sync step waiting for its edit checks that the run's loop still runs."""
 
@@ -129,6 +133,17 @@ def current_context() -> NodeContext | None:
     return None if current is None else NodeContext(*current)
 
 
+class _Done:
+    """An awaitable that is already done: what ``flush`` returns to a sync step, which
+    waited in its thread (awaiting it, or not, is the same)."""
+
+    def __await__(self) -> Generator[Any, None, None]:
+        yield from ()  # ends at once
+
+
+_DONE = _Done()
+
+
 class NodeContext:
     """Given to a step that declares a ``ctx`` (or ``NodeContext``-annotated) parameter."""
 
@@ -166,11 +181,16 @@ class NodeContext:
     def idempotency_key(self) -> str:
         """A key for an effect this node has outside the run (a payment, an email, a row
         written elsewhere): the same for every attempt of this node, in this process and
-        after a resume, and different for every other node and run (a map's items and a
-        fork's nodes included). Give it to a service that drops repeated requests by key
+        after a resume, and in a sub-graph for every attempt of the node running it; and
+        different for every other node and run (a map's items and a fork's nodes
+        included). Give it to a service that drops repeated requests by key
         (an ``Idempotency-Key`` header, an upsert's primary key): an attempt that ran the
         effect but died before its success reached the log then does not run it twice."""
-        digest = hashlib.sha256(f"{self.run_id}\0{self.node}".encode()).hexdigest()
+        root, *below = self.run_id.split("/")
+        # a sub-graph node's retry runs its sub-graph in a new sub-run (run/node~2): the
+        # same nodes, the same effects, so the same keys as in its first sub-run
+        run = "/".join([root, *(_RETRIED_SUB_RUN.sub("", part) for part in below)])
+        digest = hashlib.sha256(f"{run}\0{self.node}".encode()).hexdigest()
         return f"cp-{digest[:32]}"
 
     @property
@@ -355,9 +375,23 @@ class NodeContext:
         call was made already (in any attempt): an approved call runs once."""
         return self._execution.approvals.used(approval_id)
 
-    async def flush(self) -> None:
+    def flush(self) -> Awaitable[None]:
         """Wait until everything this run has recorded so far is durable.
 
-        Call it before an effect outside the run that cannot be repeated.
+        Call it before an effect outside the run that cannot be repeated: ``await
+        ctx.flush()`` in an async step; in a plain (sync) step, ``ctx.flush()`` waits in
+        its worker thread while the run's loop makes the log durable (what it returns is
+        already done). Raises :class:`~counterpoint.UserError` from a sync step whose run
+        has stopped.
         """
-        await self._execution.flush()
+        loop = self._loop_from_thread(UserError, "made durable")
+        if loop is None:
+            return self._execution.flush()
+        durable = asyncio.run_coroutine_threadsafe(self._execution.flush(), loop)
+        while not concurrent.futures.wait((durable,), timeout=_LIVENESS_SECONDS).done:
+            if not loop.is_running():  # stopped before it ran the flush: it never will
+                durable.cancel()
+                raise UserError(f"run {self.run_id}, node {self.node!r}: the run's event "
+                                "loop stopped before the log was made durable")
+        durable.result()  # the store's failure, if the flush failed
+        return _DONE

@@ -374,6 +374,20 @@ def _checked(graph: Graph, source: Mapping[str, Any], where: str, origin: str,
     return graph
 
 
+def check_given(graph: Graph, shape: Mapping[str, Any] | None, where: str) -> Graph:
+    """``graph``, given (``graph=``) to resume a run whose ``run_created`` recorded
+    ``shape`` (node -> dependencies); refused, naming what differs, if its nodes or their
+    inputs do: the run's log cannot be replayed on other nodes. Steps are not compared
+    (a graph imported under another module name has other step keys)."""
+    if shape:
+        now = {str(k): sorted(map(str, spec.deps)) for k, spec in graph.nodes.items()}
+        if now != {str(k): sorted(map(str, v or ())) for k, v in shape.items()}:
+            raise SourceError(f"{where}: the graph given to resume, {graph.name!r}, is not "
+                              f"the one the run started with ({_changes(shape, graph)}); "
+                              "pass the graph as it was when the run started")
+    return graph
+
+
 def _changes(shape: Mapping[str, Any] | None, graph: Graph) -> str:
     """What differs between the recorded ``shape`` (node -> dependencies) and ``graph``."""
     if not shape:
@@ -428,7 +442,8 @@ def make_resolver(graph: Graph, run: str = "?") -> Callable[[str, str], Callable
                     known.setdefault(step_key(added), added)
                 if isinstance(fn, Graph):
                     collect(fn)
-        for value in vars(sys.modules.get(g.source.module) or object()).values():
+        module = sys.modules.get(g.source.module)  # None: a module never registered there
+        for value in getattr(module, "__dict__", {}).values():
             if callable(value):
                 qualnames.setdefault(getattr(value, "__qualname__", ""), value)
 

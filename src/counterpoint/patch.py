@@ -8,7 +8,9 @@ between dispatches, recording it in the log as one versioned event.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -147,6 +149,42 @@ class Edit:
                      replace=tuple(replaced), expected_version=self.expected_version,
                      by=self.by,
                      reason=self.reason)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EditMade:
+    """A live edit a node's step made, as its run's state keeps it: a re-run of that
+    node (a retry, or the resume after a crash) runs the same code and makes the same
+    edit again, which the log holds already (``Control.apply`` gives it this version
+    instead of applying it twice)."""
+
+    attempt: int
+    """The node's attempt that made it."""
+    version: int
+    """The graph version the edit made."""
+    added: tuple[NodeId, ...]
+    """The nodes it added (a rebuilt edit is checked against the graph without them)."""
+    digest: str
+    """:func:`edit_digest` of its recorded data."""
+
+
+def edit_made(data: Mapping[str, Any], attempt: int) -> EditMade:
+    """The :class:`EditMade` of a ``patch_applied`` event's ``data``, made by ``attempt``."""
+    return EditMade(attempt=attempt, version=int(data.get("version", 0)),
+                    added=tuple(NodeId(str(s["id"])) for s in data.get("add", ())),
+                    digest=edit_digest(data))
+
+
+def edit_digest(data: Mapping[str, Any]) -> str:
+    """A digest of what an edit does (:func:`patch_to_data`), leaving out its version and
+    the lines its nodes were added at: the same edit made by a re-run has the same one,
+    as it has when read back from the log."""
+    def bare(specs: Any) -> list[Any]:
+        return [{k: v for k, v in spec.items() if k != "where"} for spec in specs or ()]
+    body = {**{k: v for k, v in data.items() if k != "version"},
+            "add": bare(data.get("add")), "replace": bare(data.get("replace"))}
+    text = json.dumps(body, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _node_id(node: NodeRef | str) -> NodeId:

@@ -26,11 +26,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .graph import NodeKind, NodeSpec, Topology
+from .graph import NodeSpec, Topology
 from .ids import NodeId, RunId
 
 if TYPE_CHECKING:
     from .board.projection import BoardState
+    from .patch import EditMade
 
 DEFAULT_ESTIMATE = 1.0
 """Estimated duration of a step never seen before (the unit of upward rank)."""
@@ -87,10 +88,6 @@ class RunStatus(enum.StrEnum):
     @property
     def terminal(self) -> bool:
         return self is not RunStatus.RUNNING
-
-
-_RUN_RUNNING = RunStatus.RUNNING
-_MAP = NodeKind.MAP
 
 
 @dataclass(slots=True)
@@ -277,6 +274,8 @@ class RunState:
     """The run's blackboard, the projection of its board events; ``None`` until used."""
     spawned: dict[NodeId, Spawn] = field(default_factory=dict)
     """Nodes a node's live edit added -> that node and when (see :class:`Spawn`)."""
+    edits: dict[NodeId, list[EditMade]] | None = None
+    """Node -> the live edits its step made (its re-runs make them again); ``None``: none."""
 
     @classmethod
     def new(cls, run_id: RunId, graph: str, specs: Iterable[NodeSpec], *,

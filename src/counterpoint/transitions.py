@@ -35,7 +35,7 @@ from .events import (
 )
 from .graph import Graph, NodeKind, NodeRef, NodeSpec
 from .ids import NodeId
-from .patch import Patch
+from .patch import Patch, edit_made
 from .state import (
     BLOCKED,
     CANCELLED,
@@ -111,8 +111,9 @@ def evolve(state: RunState, event: Event) -> None:
         _expand_map(state, event)
     elif kind is PATCH_APPLIED:
         _apply_patch(state, event.output)
-        if event.data:  # a node's step made the edit: what it added comes after it
-            state.spawned.update(spawns_of(event.data, event.at))
+        if event.data and event.data.get("by"):  # made by a node's step (ctx.apply):
+            state.spawned.update(spawns_of(event.data, event.at))  # its nodes follow it
+            _remember_edit(state, event.data)  # and its re-runs make it again
     elif kind is RUN_CREATED:
         state.created_at = event.at
         state.status = RunStatus.RUNNING
@@ -261,11 +262,23 @@ def _keep_attempt(ns: NodeState) -> None:
     ns.stopped_at = None
 
 
+def _remember_edit(state: RunState, data: Mapping[str, Any]) -> None:
+    """Keep the edit a node's step made (by its attempt now running): see ``EditMade``."""
+    by = NodeId(str(data["by"]))
+    editor = state.nodes.get(by)
+    if state.edits is None:
+        state.edits = {}
+    state.edits.setdefault(by, []).append(
+        edit_made(data, editor.attempt if editor is not None else 0))
+
+
 def _interrupt(state: RunState) -> None:
-    """A resumed run: whatever was in flight or queued starts over from PENDING."""
+    """A resumed run: whatever was in flight or queued starts over from PENDING. A node
+    waiting out a retry's backoff stays RETRYING: the execution re-arms what is left of
+    its delay (``Attempts.resume_backoffs``)."""
     in_use = state.in_use  # shared with the other runs of a run tree: release only ours
     for ns in state.nodes.values():
-        if ns.status in (RUNNING, READY, RETRYING, WAITING):
+        if ns.status in (RUNNING, READY, WAITING):
             if ns.status is RUNNING:
                 for name, units in ns.spec.policy.resources.items():
                     in_use[name] -= units

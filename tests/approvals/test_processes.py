@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support import wait_until
 
 import counterpoint as cp
 from counterpoint.approval import Approval
@@ -130,8 +131,10 @@ def test_a_detached_run_exits_waiting_and_its_answers_resume_it(cli: Cli) -> Non
 def test_sigkill_while_approvals_are_pending_then_answers_after_the_restart(cli: Cli) -> None:
     proc = cli.start("run", f"{GRAPHS}:parallel", "--quiet")
     pending = {a.node: a for a in cli.pending(2)}
-    _kill(proc)
     run_id = pending["a"].run_id
+    wait_until(lambda: any(e.kind is EventKind.NODE_SUCCEEDED and e.node == "c"
+                           for e in cli.events(run_id)), "c's success in the log")
+    _kill(proc)  # (c is a sync step: its success can reach the log after both asks)
     assert cli("approve", pending["a"].id, "--no-resume").returncode == 0
     listed = cli("approvals", run_id)  # both still listed: one answered, one pending
     assert listed.returncode == 0 and "the run takes it when it resumes" in listed.stdout

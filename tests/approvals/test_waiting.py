@@ -283,3 +283,33 @@ def test_ctx_ask_in_a_sync_step_fails_the_node_saying_why() -> None:
     result = cp.run_sync(g, store=cp.MemoryStore())
     assert result.nodes["gate"].status is cp.NodeStatus.FAILED
     assert "ctx.ask needs an async step (`async def`)" in str(result.nodes["gate"].error)
+
+
+async def test_a_retried_sub_graph_node_does_not_ask_again_what_was_answered(
+        tmp_path: Path) -> None:
+    """The sub-graph node times out after its approval was answered and is retried: the
+    sub-graph runs again in a new sub-run (``sub~2``), whose ask takes the answer given in
+    the first one instead of asking the person again (a step's own retry never does)."""
+    db = str(tmp_path / "runs.db")
+
+    async def gate(ctx: cp.NodeContext) -> str:
+        answer = await ctx.ask("ship it?", {"what": "v1.2"})
+        if not ctx.run_id.endswith("~2"):  # the first sub-run hangs after the answer...
+            await asyncio.Event().wait()
+        return f"shipped by {answer.by}"
+
+    inner = cp.Graph("inner")
+    inner.add("gate", gate)
+    outer = cp.Graph("outer")
+    outer.add("sub", inner, timeout=2.0, retries=1,
+              policy=cp.Policy(backoff=cp.Backoff(initial=0.0)))
+    options = cp.RunOptions(detach_when_waiting=True)
+    first = await asyncio.wait_for(cp.run(outer, store=db, options=options), 60)
+    [pending] = cp.approvals(db)
+    cp.approve(db, pending.id, by="lead")
+    result = await asyncio.wait_for(cp.resume(first.run_id, store=db, graph=outer), 60)
+    assert result.ok, result.nodes["sub"].error  # ...until its node's timeout: retried
+    assert result["sub"] == {"gate": "shipped by lead"}
+    asked = [(a.run_id, a.status, a.answer.by if a.answer else None)
+             for a in cp.approvals(db, run_id=f"{first.run_id}/sub~2")]
+    assert asked == [(f"{first.run_id}/sub~2", "approved", "lead")]

@@ -86,3 +86,59 @@ async def test_a_spending_block_sees_the_nearest_of_its_own_and_the_run_deadline
         result = await cp.run(g, store=cp.MemoryStore(), options=cp.RunOptions(deadline=10))
     assert result.ok
     assert seen == [10.0, 3.0]
+
+
+FLOW = '''
+import os
+from pathlib import Path
+
+import counterpoint as cp
+
+HERE = Path(__file__).parent
+
+
+async def quick() -> str:
+    return "kept"
+
+
+async def effect(ctx: cp.NodeContext, before: str) -> str:
+    """An effect; the first time, its process dies once the log is durable."""
+    with (HERE / "marks").open("a") as marks:
+        marks.write(f"effect {ctx.attempt}\\n")
+    if not (HERE / "died").exists():
+        (HERE / "died").touch()
+        await ctx.flush()
+        os._exit(9)
+    return "done"
+
+
+graph = cp.Graph("late")
+graph.add("effect", effect, before=graph.add("quick", quick))
+'''
+
+
+async def test_a_run_resumed_after_its_deadline_starts_no_step(tmp_path: Path) -> None:
+    """The resume of a run whose deadline passed while no process ran it ends timed out
+    without running a step: the node in flight at the crash ran again (its effect done
+    after the deadline) before the deadline's timer, due at once, stopped the run."""
+    import sys
+
+    from support import run_cli
+    (tmp_path / "late.py").write_text(FLOW)
+    crashed = run_cli("run", "late.py", "-q", "--deadline", "600", "--db", "runs.db",
+                      cwd=tmp_path)
+    assert crashed.returncode == 9, crashed.stderr
+    store = cp.SQLiteStore(tmp_path / "runs.db")
+    [record] = store.runs()
+    deadline_at = (store.events(record.run_id)[0].data or {})["deadline_at"]
+    sys.path.insert(0, str(tmp_path))
+    try:
+        with cp.use_clock(ManualClock(deadline_at + 1)):  # the deadline passed meanwhile
+            result = await cp.resume(record.run_id, store=store)
+    finally:
+        sys.path.remove(str(tmp_path))
+        store.close()
+    assert result.status is cp.RunStatus.TIMED_OUT
+    assert result.outputs == {"quick": "kept"}
+    assert result.nodes[cp.NodeId("effect")].status is NodeStatus.CANCELLED
+    assert (tmp_path / "marks").read_text().splitlines() == ["effect 1"]

@@ -68,3 +68,38 @@ def test_a_changed_step_is_named_as_such(tmp_path: Path) -> None:
     refused = run_cli("resume", run_id, "--db", "runs.db", cwd=tmp_path)
     assert refused.returncode == 2
     assert "changed since the run started (a node's step or kind changed)" in refused.stderr
+
+
+def test_a_changed_graph_given_to_resume_in_python_is_refused_naming_the_changes(
+        tmp_path: Path) -> None:
+    """resume(graph=...) checks the graph as a resume from the file does; it failed with
+    KeyError: 'last' while replaying the log on a graph without that node."""
+    import asyncio
+    import sys
+
+    import pytest
+
+    import counterpoint as cp
+    from counterpoint.store import SQLiteStore
+    run_id = _interrupted_run(tmp_path)
+    (tmp_path / "renamed.py").write_text(FLOW.replace('"last"', '"final"'))
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import flow  # type: ignore[import-not-found]
+        import renamed  # type: ignore[import-not-found]
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("flow", None)
+        sys.modules.pop("renamed", None)
+    store = SQLiteStore(tmp_path / "runs.db")
+    try:
+        with pytest.raises(cp.UserError) as refused:
+            asyncio.run(cp.resume(run_id, store=store, graph=renamed.graph))
+        assert str(refused.value) == (
+            f"run {run_id}: the graph given to resume, 'flow', is not the one the run "
+            "started with (nodes added: final; nodes removed: last); pass the graph as it "
+            "was when the run started")
+        result = asyncio.run(cp.resume(run_id, store=store, graph=flow.graph))
+    finally:
+        store.close()
+    assert result.ok and result["last"] == 2

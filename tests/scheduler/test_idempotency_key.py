@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from support import run_cli
@@ -10,6 +11,7 @@ import counterpoint as cp
 
 FLOW = '''
 import os
+import asyncio
 from pathlib import Path
 
 import counterpoint as cp
@@ -67,3 +69,36 @@ def test_retries_keep_the_key_and_runs_do_not_share_it() -> None:
     assert keys[0][1] == keys[1][1] == first["effect"]
     assert keys[2][1] == keys[3][1] == second["effect"] != first["effect"]
     assert first["effect"].startswith("cp-") and len(first["effect"]) == 35
+
+
+def test_a_retried_sub_graph_node_keeps_the_keys_of_the_nodes_inside_it() -> None:
+    """A sub-graph node retried (its attempt timed out) runs its sub-graph again in a new
+    sub-run (``run/order~2``): an effect inside it that had run in the first sub-run is
+    the same effect, with the same key, so the service given the key does it once."""
+    seen: list[tuple[str, str, str]] = []
+
+    async def charge(ctx: cp.NodeContext, amount: int) -> str:
+        seen.append((ctx.run_id, ctx.node, ctx.idempotency_key))
+        return f"charged {amount}"
+
+    async def ship(ctx: cp.NodeContext, receipt: str) -> str:
+        seen.append((ctx.run_id, ctx.node, ctx.idempotency_key))
+        if ctx.run_id.endswith("/order"):  # the order's first sub-run: the courier never
+            await asyncio.Event().wait()     # answers, and the order times out
+        return "shipped"
+
+    order = cp.Graph("order")
+    order.add("ship", ship, receipt=order.add("charge", charge, amount=order.input("amount")))
+    shop = cp.Graph("shop")
+    shop.add("order", order, amount=5, retries=1, timeout=0.2,
+             policy=cp.Policy(backoff=cp.Backoff(initial=0.0)))
+    shop.add("gift", order, amount=0)
+    result = cp.run_sync(shop, store=cp.MemoryStore())
+    assert result.ok, result.nodes["order"].error
+    runs = sorted({run.split("/", 1)[1] for run, _, _ in seen})
+    assert runs == ["gift", "order", "order~2"]  # the retry ran the sub-graph again...
+    keys = {(run.split("/", 1)[1].split("~")[0], node): set() for run, node, _ in seen}
+    for run, node, key in seen:
+        keys[(run.split("/", 1)[1].split("~")[0], node)].add(key)
+    assert all(len(k) == 1 for k in keys.values()), keys  # ...with the keys it had
+    assert len(set().union(*keys.values())) == 4  # and no other node shares one

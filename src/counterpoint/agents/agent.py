@@ -55,6 +55,7 @@ from ..ids import NodeId
 from ..models import Message, Model, Provider, Response, ToolCall, Usage
 from ..permissions import Capabilities, acting_as
 from .approving import ask_approval
+from .effects import made_before
 from .graph_tools import graph_tool
 from .prompting import key as _key
 from .prompting import task_text as _task_text
@@ -200,6 +201,8 @@ class Agent:
                 async with limit:
                     if self.toolsets:
                         await loop.add_toolsets()
+                    loop.recorded_results = {**await made_before(ctx, loop.scope),
+                                             **loop.recorded_results}  # (the journal's win)
                     return await loop.run(prompt)
         except TimeoutError:
             if not limit.expired():

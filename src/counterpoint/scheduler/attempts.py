@@ -80,6 +80,9 @@ class Attempts(Control):
                 ledger = self.ledgers.for_node(spec)
                 use_ledger(ledger)
             heir: NodeId | tuple[NodeSpec, int] | None = None
+            if self._fallen is not None and node_id in self._fallen:
+                await self._run_fallback(spec, attempt)  # (see Execution.resume_fallbacks)
+                return
             try:
                 if spec.kind is JOIN:
                     self._join(spec)
@@ -263,6 +266,19 @@ class Attempts(Control):
             self._failed(spec, attempt, wrapped)
         finally:
             self._forget_task(spec.id, attempt)
+
+    def resume_backoffs(self) -> None:
+        """Re-arm the backoff of every node a resumed run found waiting to be retried: its
+        next attempt starts when the delay its failure recorded ends (at once if that has
+        passed), as it would have in the process that died."""
+        loop = asyncio.get_running_loop()
+        now = time.time()
+        for node_id, ns in self.state.nodes.items():
+            if ns.status is RETRYING and node_id not in self._timers:
+                failed = ns.stopped_at if ns.stopped_at is not None else now
+                delay = float((ns.error or {}).get("retry_in") or 0.0)
+                self._timers[node_id] = loop.call_later(max(0.0, failed + delay - now),
+                                                        self._retry, node_id)
 
     def _retry(self, node_id: NodeId) -> None:
         self._timers.pop(node_id, None)

@@ -8,7 +8,7 @@ from dataclasses import replace
 from ..errors import PatchError
 from ..events import NODE_CANCELLED, PATCH_APPLIED, RUN_STOPPING, Event
 from ..ids import NodeId
-from ..patch import Edit, Patch, patch_to_data, require_edit
+from ..patch import Edit, Patch, edit_digest, patch_to_data, require_edit
 from ..rules import check_patch
 from ..state import RUNNING, TERMINAL
 from .core import JOIN
@@ -24,8 +24,35 @@ class Control(Success):
     def apply(self, edit: Edit) -> int:
         """Validate ``edit`` against the current state and apply it as one event."""
         edit = require_edit(edit, f"run {self.run_id}")
+        made = self._made_before(edit)
+        if made is not None:
+            return made
         patch = edit.build(self.state.graph, self.state.specs(), self.graph.inputs)
         return self.apply_patch(patch)
+
+    def _made_before(self, edit: Edit) -> int | None:
+        """The version an earlier attempt of the node making ``edit`` got for the same
+        edit, if one made it: a re-run (a retry, the resume after a crash) makes its
+        edits again, and the log holds them already (applied again, they failed with
+        'duplicate node id'). ``None``: a new edit."""
+        by = edit.by
+        edits = self.state.edits
+        made = edits.get(by) if edits is not None and by is not None else None
+        if not made:
+            return None
+        attempt = self.state.nodes[by].attempt  # type: ignore[index]
+        specs = self.state.specs()
+        for earlier in made:
+            if earlier.attempt >= attempt:  # one attempt's edits are all new to it
+                continue
+            before = {k: v for k, v in specs.items() if k not in earlier.added}
+            try:  # the edit as it was built then: against the graph without its nodes
+                patch = edit.build(self.state.graph, before, self.graph.inputs)
+            except PatchError:
+                continue
+            if edit_digest(patch_to_data(patch)) == earlier.digest:
+                return earlier.version
+        return None
 
     def apply_patch(self, patch: Patch) -> int:
         nodes = self.state.nodes

@@ -56,14 +56,20 @@ ADOPT_LIMIT = 64
 :meth:`Attempts._run_node`)."""
 
 
+def fallback_started(fallen: frozenset[NodeId], node: NodeId) -> dict[str, Any] | None:
+    """``node_started``'s data for ``node`` of a resumed run whose nodes ``fallen`` call
+    their fallbacks again (see :meth:`ExecutionCore.resume_fallbacks`)."""
+    return {"fallback": True} if node in fallen else None
+
+
 class ExecutionCore:
     """One run being executed in this process: its attributes."""
 
     __slots__ = ("__weakref__", "_cancelling", "_capacity", "_children", "_deadline", "_done",
-                 "_emitting", "_gate", "_group", "_heir", "_held", "_inline_async", "_loop",
-                 "_outbox", "_pending", "_rng", "_sending", "_sends", "_seq", "_subscribers",
-                 "_tasks", "_thread", "_timers", "_tree_asks", "_unlogged", "_waits",
-                 "approvals", "backend",
+                 "_emitting", "_fallen", "_gate", "_group", "_heir", "_held", "_inline_async",
+                 "_loop", "_outbox", "_pending", "_rng", "_sending", "_sends", "_seq",
+                 "_subscribers", "_tasks", "_thread", "_timers", "_tree_asks", "_unlogged",
+                 "_waits", "approvals", "backend",
                  "deadline_at", "graph",
                  "inputs", "journal", "ledgers", "options", "owns_store", "parent", "resources",
                  "run_id", "state", "store")
@@ -131,6 +137,9 @@ class ExecutionCore:
         self._inline_async = type(backend) is InProcessBackend
         self.journal: dict[NodeId, list[Event]] = {}
         """Per node, what its interrupted attempt recorded before a crash (on resume)."""
+        self._fallen: frozenset[NodeId] | None = None
+        """Nodes whose fallback was running when the process died (set on resume): their
+        next attempt calls the fallback again, not the step whose failure is logged."""
         self._children: dict[NodeId, RunHandle] = {}
         self._tree_asks = False
         """Whether a sub-run of this (top-level) run has nodes waiting for people: its
@@ -154,6 +163,14 @@ class ExecutionCore:
         goes with ``run_created``, in one write); the wait is counted as the attempt's
         waiting for the log (``waited["log"]``), not as its own work."""
         self._gate = asyncio.Event()
+
+    def resume_fallbacks(self) -> None:
+        """Make the nodes of a resumed run whose fallback was in flight call it again
+        (:attr:`NodeState.fell_back <counterpoint.state.NodeState.fell_back>`, from the
+        log), instead of their step, which failed already."""
+        fallen = frozenset(k for k, ns in self.state.nodes.items()
+                           if ns.fell_back and not ns.status.terminal)
+        self._fallen = fallen or None
 
     def release_steps(self) -> None:
         """Let the steps held by :meth:`hold_steps` begin."""

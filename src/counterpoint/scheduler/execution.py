@@ -26,7 +26,7 @@ from ..errors import StoreError, UserError
 from ..events import RUN_CREATED, RUN_RESUMED, Event
 from ..graph import Graph
 from ..ids import RunId, new_run_id
-from ..loader import load_recorded, source_record
+from ..loader import check_given, load_recorded, source_record
 from ..observers import observers_for
 from ..options import RunOptions, first_warning, unheld_limits
 from ..results import RunResult
@@ -84,11 +84,17 @@ class Execution(Attempts):
         self._capacity.join(self)
         self.store.watch_cancel(self.run_id, loop, self._cancel_requested)
         try:
+            late = False
             if self.deadline_at is not None:  # absolute, from the log: a resume keeps it
                 the_clock = clock()
-                self._deadline = the_clock.call_later(self.deadline_at - the_clock.now(),
-                                                      self._deadline_passed)
+                left = self.deadline_at - the_clock.now()
+                late = left <= 0
+                self._deadline = the_clock.call_later(left, self._deadline_passed)
             self.emit(first)
+            if first.kind is RUN_RESUMED:  # (a fork too: it starts from a prefix of a log)
+                self.resume_backoffs()
+            if late:  # passed while no process ran it: stopped before the steps the resume
+                self._deadline_passed()  # started begin (their tasks have not run yet)
             self.approvals.start()
             if self.state.stop_reason is not None and not self.state.status.terminal:
                 self._cancel_rest()  # resumed in the middle of a stop: finish it
@@ -353,11 +359,20 @@ def prepare_resume(rid: RunId, store: RunStore, graph: Graph | None,
     runs it or is resuming it, :class:`~counterpoint.errors.RunClaimed` says which, and
     nothing runs. A sub-run is resumed by its parent's process, which holds the claim.
     """
-    if claim:  # a sub-run's parent holds the claim for the whole tree
-        store.claim(rid, pid=os.getpid(), host=socket.gethostname())
     record = store.run(rid)
+    if claim:  # a sub-run's parent holds the claim for the whole tree
+        if record.parent is not None:  # resumed alone, it could run beside its tree's resume
+            root = record
+            while root.parent is not None:
+                root = store.run(root.parent)
+            raise UserError(f"run {rid} is a sub-run of run {root.run_id}, which resumes it "
+                            "with the rest of its run tree: `counterpoint resume "
+                            f"{root.run_id}`")
+        store.claim(rid, pid=os.getpid(), host=socket.gethostname())
     events = store.events(rid)
-    the_graph = graph or load_recorded(record.source, rid, (events[0].data or {}).get("deps"))
+    shape = (events[0].data or {}).get("deps")
+    the_graph = check_given(graph, shape, f"run {rid}") if graph is not None \
+        else load_recorded(record.source, rid, shape)
     opts = options or RunOptions.from_data(record.options)
     created = events[0].data or {}
     inputs = {k: codec.decode(v) for k, v in (created.get("inputs") or {}).items()}
@@ -371,6 +386,7 @@ def prepare_resume(rid: RunId, store: RunStore, graph: Graph | None,
                           inputs=inputs, seq=events[-1].seq, parent=record.parent,
                           capacity=capacity)
     execution.journal = journal_of(state, events)
+    execution.resume_fallbacks()
     execution.ledgers = resumed_ledgers(
         rid, opts, store, events, sub_run=record.parent is not None,
         budgeted=opts.budget is not None or any(

@@ -24,7 +24,7 @@ from ..ids import NodeId
 from ..rules import pick, react
 from ..state import READY, SUCCEEDED
 from ..transitions import evolve, start_node
-from .core import LOG_LATER, RUN_RUNNING, TASK, ExecutionCore
+from .core import LOG_LATER, RUN_RUNNING, TASK, ExecutionCore, fallback_started
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -172,9 +172,11 @@ class Pipeline(ExecutionCore):
         batches, self._unlogged = self._unlogged, []
         append = self._outbox.append
         nodes = self.state.nodes
+        fallen = self._fallen
         for at, first, ids in batches:
             for i, node_id in enumerate(ids):
-                ev = Event(NODE_STARTED, at, node_id, nodes[node_id].attempt, seq=first + i)
+                ev = Event(NODE_STARTED, at, node_id, nodes[node_id].attempt, seq=first + i,
+                           data=None if fallen is None else fallback_started(fallen, node_id))
                 append(ev)
                 for queue in self._subscribers:
                     queue.put_nowait(ev)
@@ -256,12 +258,14 @@ class Pipeline(ExecutionCore):
         group = self._group
         assert loop is not None and group is not None
         create_task = group.create_task
+        fallen = self._fallen
         for node_id in chosen:  # applied here (nothing follows from a start), then launched
             ns = nodes[node_id]
             attempt = ns.attempt + 1
             start_node(state, ns, now, attempt)  # what evolve does with its node_started
             if not defer:  # (else the event is made when it is logged: _log_unlogged)
-                self._persist(Event(NODE_STARTED, now, node_id, attempt))
+                self._persist(Event(NODE_STARTED, now, node_id, attempt, data=None
+                                    if fallen is None else fallback_started(fallen, node_id)))
             if held:  # started in its burst: its node_ready is implied by its node_started,
                 ready = held.pop(node_id, None)  # so ready when it started, as the log says
                 if ready is not None:

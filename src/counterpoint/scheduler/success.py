@@ -21,7 +21,7 @@ from ..events import NODE_STARTED, NODE_SUCCEEDED, RUN_FINISHED, Event
 from ..rules import final_status, ready_after
 from ..state import READY, RUNNING, NodeState
 from ..transitions import start_node, succeed
-from .core import LOG_LATER, RUN_RUNNING
+from .core import LOG_LATER, RUN_RUNNING, fallback_started
 from .pipeline import Pipeline
 
 
@@ -118,7 +118,8 @@ class Success(Pipeline):
             spec = d.spec
             start_node(state, d, at, attempt)  # not READY: ready as it started
             node_id = spec.id
-            self._persist(Event(NODE_STARTED, at, node_id, attempt))
+            self._persist(Event(NODE_STARTED, at, node_id, attempt, data=None if self._fallen
+                                is None else fallback_started(self._fallen, node_id)))
             if heir is not None:  # the finishing node's task runs the first one itself
                 task = tasks.get(heir)  # type: ignore[arg-type]
                 heir = None

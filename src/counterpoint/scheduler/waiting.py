@@ -37,7 +37,7 @@ from ..approval import (
     policy_data,
     project,
 )
-from ..errors import ApprovalAnswered
+from ..errors import ApprovalAnswered, RunNotFound
 from ..events import (
     APPROVAL_ANSWERED,
     APPROVAL_REQUESTED,
@@ -45,7 +45,7 @@ from ..events import (
     Event,
     EventKind,
 )
-from ..ids import NodeId
+from ..ids import NodeId, RunId
 from ..secrets import redact_data
 
 if TYPE_CHECKING:
@@ -146,6 +146,17 @@ class ApprovalDesk:
             data["deadline"] = deadline
         if schema is not None:
             data["schema"] = schema
+        if record is None:
+            carried = await self._answered_before(node, key, digest)
+            if carried is not None:  # its sub-graph node's earlier attempt was answered
+                ex.emit(Event(APPROVAL_REQUESTED, time.time(), node, attempt,
+                              data=redact_data({**data, "carried_from": carried[0]})))
+                self.records[aid] = Approval(
+                    id=aid, run_id=ex.run_id, node=node, attempt=attempt, question=question,
+                    payload=payload, digest=digest, status=PENDING, requested_at=time.time(),
+                    kind=kind, deadline=deadline, schema=schema, policy=policy)
+                self.deliver(aid, carried[1].as_data(digest))
+                return dataclasses.replace(carried[1], id=aid)
         self._watch()
         waiter: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         self._waiters[aid] = waiter
@@ -178,6 +189,29 @@ class ApprovalDesk:
             if timer is not None:
                 timer.cancel()
         return dataclasses.replace(answer, id=aid)
+
+    async def _answered_before(self, node: NodeId, key: str, digest: str
+                               ) -> tuple[str, Answer] | None:
+        """In a sub-run that retries its sub-graph node (``run/node~N``), the approval the
+        same ask (node, key, content) got answered in the sub-run of an earlier attempt of
+        that node, and its answer: a retry does not ask people again what they answered,
+        as a step's own retry does not. ``None`` anywhere else."""
+        ex = self._execution
+        base, tilde, tries = ex.run_id.rpartition("~")
+        if not tilde or not tries.isdigit() or "/" not in base:
+            return None
+        await ex.store.flush()  # the earlier sub-run's last events may be on their way
+        for n in range(int(tries) - 1, 0, -1):
+            earlier = RunId(base if n == 1 else f"{base}~{n}")
+            try:
+                events = ex.store.events(earlier)
+            except RunNotFound:
+                continue
+            aid = approval_id(earlier, node, key, digest)
+            found = project(earlier, events, ex.store.approval_answers(earlier)).get(aid)
+            if found is not None and found.answer is not None:
+                return aid, found.answer
+        return None
 
     # ------------------------------------------------------------------ answers
     def deliver(self, aid: str, data: dict[str, Any]) -> None:
