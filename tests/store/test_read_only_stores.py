@@ -52,7 +52,19 @@ from counterpoint.store import SQLiteStore
 store = SQLiteStore(sys.argv[1])
 store.append_many(RUN, [created(), node_event(2), finished(3)])
 store.flush_sync()
-os._exit(0)  # as a killed process: no checkpoint, the -wal keeps the run
+# as a machine that lost power: this process and its store's writer process die at once,
+# so nothing checkpoints and the -wal keeps the run (the writer, left alive, would commit
+# and close its connection, the last one, which checkpoints it into the file)
+import signal
+for pid in os.listdir("/proc"):
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        continue
+    if parent == os.getpid():
+        os.kill(int(pid), signal.SIGKILL)
+os._exit(0)
 """
 
 
