@@ -62,3 +62,13 @@ def test_json_of_a_waiting_run_is_json(tmp_path: Path, waiting_run: str,
     assert [a["node"] for a in data["approvals"]] == ["deploy"]
     assert (data["run_id"] == waiting_run) is (command == "resume")
     assert "is waiting for approvals" in done.stderr
+
+
+def test_runs_shows_no_duration_for_a_run_that_is_waiting(tmp_path: Path,
+                                                          waiting_run: str) -> None:
+    """`runs` said "took 0.000s" for it: a waiting run has not ended."""
+    listed = run_cli("runs", "--db", "runs.db", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    [row] = [line.split() for line in listed.stdout.splitlines()
+             if line.startswith(waiting_run)]
+    assert (row[2], row[-1]) == ("waiting", "-"), listed.stdout
