@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from .. import __version__
-from ..errors import StoreError
+from ..errors import StoreError, StoreWriterLost
 from ..garbage import tune_gc
 from ..ids import RunId
 from . import approvals as approvals_cli
@@ -396,11 +396,13 @@ def _run(graph: Graph, options: RunOptions, inputs: dict[str, Any], store: RunSt
 
 
 def _store_failed(exc: StoreError, run_id: str, db: str | None) -> StoreError:
-    """A store that failed while a run wrote to it (a full disk, a lost server): the run's
-    log keeps everything recorded before the failure, and a resume goes on from there."""
-    return type(exc)(f"{exc}; run {run_id} stopped, its log whole up to the failure: fix "
-                     f"the cause (e.g. free disk space), then continue it with "
-                     f"`counterpoint resume {run_id}{db_flag(db)}`")
+    """A store that failed while a run wrote to it (a full disk, a lost server, its writer
+    process killed): the run's log keeps everything recorded before the failure, and a
+    resume goes on from there."""
+    # a writer process that ended says nothing of the disk: there is no cause to fix
+    fix = "" if isinstance(exc, StoreWriterLost) else "fix the cause (e.g. free disk space), then "
+    return type(exc)(f"{exc}; run {run_id} stopped, its log whole up to the failure: "
+                     f"{fix}continue it with `counterpoint resume {run_id}{db_flag(db)}`")
 
 
 # ------------------------------------------------------------------ resume
