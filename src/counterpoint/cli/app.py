@@ -414,10 +414,15 @@ def resume(
     as_json: AsJson = False,
     backend: cluster_cli.BackendName = None,
     ray_address: cluster_cli.RayAddress = None,
+    graph: Annotated[str | None, typer.Option(
+        "--graph", metavar="FILE[:GRAPH]",
+        help="Load the run's graph from here, not from where the log says (a moved file), "
+             "checked against the nodes the log recorded.")] = None,
 ) -> None:
     """Continue a run whose process died; nodes that finished do not run again.
 
     --backend ray runs the nodes left on Ray, whatever backend the run started on."""
+    from ..loader import load_target
     from ..state import RunStatus
     from .recorded import log_report, resolve_run, sub_run_events
     out = make_console()
@@ -438,10 +443,11 @@ def resume(
                 code = _finish(report, db=db, as_json=as_json, out=out)
             else:
                 check_writable(db)  # before the graph's code is imported again
+                given = load_target(graph, record.source.get("graph")) if graph else None
                 chosen = cluster_cli.choose_backend(backend, ray_address)
                 try:
                     code = _resume(run_id, store, db=db, quiet=quiet, as_json=as_json,
-                                   out=out, progress=progress, backend=chosen)
+                                   out=out, progress=progress, backend=chosen, graph=given)
                 finally:
                     if chosen is not None:
                         chosen.close()
@@ -449,7 +455,8 @@ def resume(
 
 
 def _resume(run_id: str, store: RunStore, *, db: str | None, quiet: bool, as_json: bool,
-            out: Console, progress: Console, backend: RayBackend | None = None) -> int:
+            out: Console, progress: Console, backend: RayBackend | None = None,
+            graph: Graph | None = None) -> int:
     from .. import api, loop
     from .live import follow
     from .recorded import sub_run_events
@@ -458,7 +465,7 @@ def _resume(run_id: str, store: RunStore, *, db: str | None, quiet: bool, as_jso
 
     async def resume_and_follow() -> RunResult:
         stop_on_sigterm(stopped)
-        handle = await api.start_resume(run_id, store=store, backend=backend)
+        handle = await api.start_resume(run_id, store=store, backend=backend, graph=graph)
         return await follow(handle, display)
 
     if not quiet:
