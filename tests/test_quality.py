@@ -114,7 +114,8 @@ def test_public_api_is_pinned() -> None:
         "NodeTiming", "OutputNotSerializable", "Patch", "PatchError", "Policy", "Retry",
         "RunFailure", "RunHandle", "RunId", "RunNotFound", "RunOptions", "RunRecord",
         "RunResult", "RunStatus", "RunStore", "SQLiteStore", "SourceError", "StoreCorrupt",
-        "StoreError", "StoreLocked", "StoreTooNew", "UpstreamFailed", "UserError",
+        "StoreError", "StoreLocked", "StoreTooNew", "StoreWriterLost", "UpstreamFailed",
+        "UserError",
         "__version__", "open_store", "ref", "resume", "run", "run_sync", "start",
         "start_resume", "step",
         # the model layer (counterpoint.models holds the rest)

@@ -88,12 +88,28 @@ def find(store: RunStore, approval_id: str) -> Approval:
     for record in [r for r in records if r.status != "running"][:FINISHED_LIMIT]:
         found = _of_run(store, record.run_id).get(approval_id)
         if found is not None:
-            error = ApprovalAnswered if found.answer is not None else ApprovalError
-            raise error(f"approval {approval_id} (run {found.run_id}, node {found.node!r}) "
-                        f"was {found.status} already, and its run finished "
-                        f"({record.status}); nothing waits for an answer")
+            raise _too_late(found, record.status)
     raise ApprovalNotFound(f"no approval {approval_id} in store {store.location}; list the "
                            "pending ones with `counterpoint approvals`")
+
+
+_ENDED = {"cancelled": "was cancelled", "timed_out": "timed out (its deadline passed)"}
+"""How a run's end is said, where its status alone does not read as a sentence."""
+
+
+def _too_late(approval: Approval, run_status: str) -> ApprovalError:
+    """The error for an answer to ``approval`` of a run that ended (``run_status``)."""
+    where = f"approval {approval.id} (run {approval.run_id}, node {approval.node!r})"
+    ended = _ENDED.get(run_status, run_status)
+    if approval.answer is not None:
+        by = f" by {approval.answer.by}" if approval.answer.by else ""
+        return ApprovalAnswered(f"{where} was {approval.status}{by} already, and its run "
+                                f"{ended}; nothing waits for another answer")
+    # pending, or withdrawn when the run ended: nobody answered it, so "was pending
+    # already" would say nothing true
+    return ApprovalError(f"{where} takes no answer: its run {ended} before it was "
+                         "answered, and nothing waits for it; a new run of the graph asks "
+                         "again")
 
 
 def check_edit(approval: Approval, edit: Any) -> None:

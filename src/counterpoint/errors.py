@@ -23,7 +23,8 @@
     │   └── StoreError                the store cannot be used (nothing in it was modified)
     │       ├── StoreLocked           another process holds the database lock
     │       ├── StoreCorrupt          the file is not a counterpoint database
-    │       └── StoreTooNew           written by a newer counterpoint (unknown migrations)
+    │       ├── StoreTooNew           written by a newer counterpoint (unknown migrations)
+    │       └── StoreWriterLost       the store's writer process ended while a run wrote
     ├── RunFailure                    failures during a run (recorded as events, never lost)
     │   ├── NodeFailed                a node's own code raised (application failure)
     │   │   └── FallbackFailed        the node's fallback failed too (never retried)
@@ -149,6 +150,11 @@ class StoreCorrupt(StoreError):
 
 class StoreTooNew(StoreError):
     """The database carries migrations this version of counterpoint does not know."""
+
+
+class StoreWriterLost(StoreError):
+    """The store's writer process ended (killed, or crashed) while a run wrote to it. The
+    log is whole up to its last commit, and a resume goes on from there."""
 
 
 class RunFailure(CounterpointError):

@@ -255,15 +255,16 @@ def split_target(target: str) -> tuple[str, str | None]:
     return path, attr or None
 
 
-def load_target(target: str) -> Graph:
-    """Load ``FILE.py[:ATTR]`` or ``package.module[:ATTR]``."""
+def load_target(target: str, name: str | None = None) -> Graph:
+    """Load ``FILE.py[:ATTR]`` or ``package.module[:ATTR]``; without ``ATTR``, the only
+    graph there, else the one called ``name`` (as :func:`find_graph` chooses)."""
     path, attr = split_target(target)
     if not path.strip():
         raise SourceError(f"{target!r} names no file or module; give FILE.py[:GRAPH], "
                           "package.module[:GRAPH], a workflow file or a goal in quotes")
     if path.endswith(".py") or "/" in path or Path(path).is_file():
-        return find_graph(load_file(path), attr or None, where=path)
-    return find_graph(_import_module(path), attr or None, where=path)
+        return find_graph(load_file(path), attr or None, name=name, where=path)
+    return find_graph(_import_module(path), attr or None, name=name, where=path)
 
 
 def _import_module(name: str) -> ModuleType:
@@ -348,7 +349,8 @@ def load_recorded(source: Mapping[str, Any], run: str,
     if module is None and file:
         if not Path(file).is_file():
             raise SourceError(f"{where}: its graph came from {file}, which no longer exists; "
-                              "restore the file or resume from Python with graph=")
+                              f"restore the file, or give it with `counterpoint resume {run} "
+                              "--graph FILE[:GRAPH]` (from Python: resume(run_id, graph=...))")
         module = load_file(file)
     if module is None:
         raise SourceError(f"{where}: the log does not say where its graph was defined; resume "

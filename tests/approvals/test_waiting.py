@@ -145,7 +145,8 @@ async def test_a_cancelled_run_withdraws_its_pending_approvals() -> None:
     result = await handle.result()
     assert result.status is cp.RunStatus.CANCELLED
     assert [a.status for a in cp.approvals(store, result.run_id)] == ["withdrawn"]
-    with pytest.raises(cp.ApprovalError, match="withdrawn already, and its run finished"):
+    with pytest.raises(cp.ApprovalError,
+                       match="takes no answer: its run was cancelled before it was answered"):
         cp.approve(store, pending.id)  # a finished run's approvals take no answers
 
 

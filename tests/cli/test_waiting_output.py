@@ -62,3 +62,31 @@ def test_json_of_a_waiting_run_is_json(tmp_path: Path, waiting_run: str,
     assert [a["node"] for a in data["approvals"]] == ["deploy"]
     assert (data["run_id"] == waiting_run) is (command == "resume")
     assert "is waiting for approvals" in done.stderr
+
+
+def test_runs_shows_no_duration_for_a_run_that_is_waiting(tmp_path: Path,
+                                                          waiting_run: str) -> None:
+    """`runs` said "took 0.000s" for it: a waiting run has not ended."""
+    listed = run_cli("runs", "--db", "runs.db", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    [row] = [line.split() for line in listed.stdout.splitlines()
+             if line.startswith(waiting_run)]
+    assert (row[2], row[-1]) == ("waiting", "-"), listed.stdout
+
+
+@pytest.mark.parametrize("answer", [("approve",), ("reject", "--reason", "not now")])
+def test_answering_an_approval_of_a_cancelled_run_says_the_run_was_cancelled(
+        tmp_path: Path, waiting_run: str, answer: tuple[str, ...]) -> None:
+    """It said the approval "was pending already": nothing was answered, the run was
+    cancelled (by `counterpoint cancel`, its process gone) and nothing waits any more."""
+    cancelled = run_cli("cancel", waiting_run, "--db", "runs.db", cwd=tmp_path)
+    assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+    listed = run_cli("approvals", waiting_run, "--all", "--db", "runs.db", cwd=tmp_path)
+    approval = listed.stdout.splitlines()[1].split()[0]
+    done = run_cli(*answer, approval, "--db", "runs.db", cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    error = " ".join(done.stderr.split())
+    assert error == (f"error: approval {approval} (run {waiting_run}, node 'deploy') takes no "
+                     "answer: its run was cancelled before it was answered, and nothing waits "
+                     "for it; a new run of the graph asks again"), done.stderr
+    assert "already" not in error and "Traceback" not in done.stderr

@@ -17,6 +17,8 @@ from counterpoint.ids import NodeId, RunId
 from counterpoint.store import RunStore, SharedStore, SQLiteStore
 
 RUN = RunId("r-test")
+KILLED_WRITER = r"its writer process \(pid \d+\) ended \(killed by signal 9, SIGKILL\)"
+"""What a store says once its writer process was SIGKILLed."""
 HOST = socket.gethostname()
 
 

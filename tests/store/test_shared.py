@@ -15,7 +15,7 @@ import pytest
 import counterpoint as cp
 from counterpoint.store import SharedStore, SQLiteStore, close_idle_stores, open_store, shared
 
-from .helpers import RUN, created, gone, node_event
+from .helpers import KILLED_WRITER, RUN, created, gone, node_event
 
 
 def _handle(path: Path | str) -> SharedStore:
@@ -158,7 +158,7 @@ def test_a_store_whose_writer_failed_is_not_handed_out_again(tmp_path: Path) -> 
     with pytest.raises(cp.StoreError, match="writer"):
         first.append(RUN, node_event(2))  # raises here if the death was seen already
         first.flush_sync()
-    with pytest.raises(cp.StoreError, match="writer process ended unexpectedly"):
+    with pytest.raises(cp.StoreWriterLost, match=KILLED_WRITER):
         first.close()
     second = _handle(path)
     try:

@@ -21,7 +21,15 @@ from counterpoint.ids import NodeId, RunId
 from counterpoint.store import SQLiteStore
 from counterpoint.store.sqlite import WriterMode
 
-from .helpers import RUN, created, finished, gone, node_event, writer_children
+from .helpers import (
+    KILLED_WRITER,
+    RUN,
+    created,
+    finished,
+    gone,
+    node_event,
+    writer_children,
+)
 
 
 @pytest.mark.parametrize("writer", ["process", "thread"])
@@ -200,7 +208,7 @@ def test_sqlite_writer_process_killed_fails_flush_and_keeps_the_log(tmp_path: Pa
     os.kill(writer, signal.SIGKILL)
 
     async def scenario() -> None:
-        with pytest.raises(cp.StoreError, match="writer process ended unexpectedly"):
+        with pytest.raises(cp.StoreWriterLost, match=KILLED_WRITER):
             store.append(RUN, node_event(2))  # raises here if the death was seen already
             await asyncio.wait_for(store.flush(), timeout=30)
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from .. import __version__
-from ..errors import StoreError
+from ..errors import StoreError, StoreWriterLost
 from ..garbage import tune_gc
 from ..ids import RunId
 from . import approvals as approvals_cli
@@ -396,11 +396,13 @@ def _run(graph: Graph, options: RunOptions, inputs: dict[str, Any], store: RunSt
 
 
 def _store_failed(exc: StoreError, run_id: str, db: str | None) -> StoreError:
-    """A store that failed while a run wrote to it (a full disk, a lost server): the run's
-    log keeps everything recorded before the failure, and a resume goes on from there."""
-    return type(exc)(f"{exc}; run {run_id} stopped, its log whole up to the failure: fix "
-                     f"the cause (e.g. free disk space), then continue it with "
-                     f"`counterpoint resume {run_id}{db_flag(db)}`")
+    """A store that failed while a run wrote to it (a full disk, a lost server, its writer
+    process killed): the run's log keeps everything recorded before the failure, and a
+    resume goes on from there."""
+    # a writer process that ended says nothing of the disk: there is no cause to fix
+    fix = "" if isinstance(exc, StoreWriterLost) else "fix the cause (e.g. free disk space), then "
+    return type(exc)(f"{exc}; run {run_id} stopped, its log whole up to the failure: "
+                     f"{fix}continue it with `counterpoint resume {run_id}{db_flag(db)}`")
 
 
 # ------------------------------------------------------------------ resume
@@ -412,10 +414,15 @@ def resume(
     as_json: AsJson = False,
     backend: cluster_cli.BackendName = None,
     ray_address: cluster_cli.RayAddress = None,
+    graph: Annotated[str | None, typer.Option(
+        "--graph", metavar="FILE[:GRAPH]",
+        help="Load the run's graph from here, not from where the log says (a moved file), "
+             "checked against the nodes the log recorded.")] = None,
 ) -> None:
     """Continue a run whose process died; nodes that finished do not run again.
 
     --backend ray runs the nodes left on Ray, whatever backend the run started on."""
+    from ..loader import load_target
     from ..state import RunStatus
     from .recorded import log_report, resolve_run, sub_run_events
     out = make_console()
@@ -436,10 +443,11 @@ def resume(
                 code = _finish(report, db=db, as_json=as_json, out=out)
             else:
                 check_writable(db)  # before the graph's code is imported again
+                given = load_target(graph, record.source.get("graph")) if graph else None
                 chosen = cluster_cli.choose_backend(backend, ray_address)
                 try:
                     code = _resume(run_id, store, db=db, quiet=quiet, as_json=as_json,
-                                   out=out, progress=progress, backend=chosen)
+                                   out=out, progress=progress, backend=chosen, graph=given)
                 finally:
                     if chosen is not None:
                         chosen.close()
@@ -447,7 +455,8 @@ def resume(
 
 
 def _resume(run_id: str, store: RunStore, *, db: str | None, quiet: bool, as_json: bool,
-            out: Console, progress: Console, backend: RayBackend | None = None) -> int:
+            out: Console, progress: Console, backend: RayBackend | None = None,
+            graph: Graph | None = None) -> int:
     from .. import api, loop
     from .live import follow
     from .recorded import sub_run_events
@@ -456,7 +465,7 @@ def _resume(run_id: str, store: RunStore, *, db: str | None, quiet: bool, as_jso
 
     async def resume_and_follow() -> RunResult:
         stop_on_sigterm(stopped)
-        handle = await api.start_resume(run_id, store=store, backend=backend)
+        handle = await api.start_resume(run_id, store=store, backend=backend, graph=graph)
         return await follow(handle, display)
 
     if not quiet:

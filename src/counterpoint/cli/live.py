@@ -51,9 +51,11 @@ class Tally:
     live view looks at for its running rows instead of every node of the run."""
 
     def reused(self, state: RunState) -> None:
-        """Count as done the nodes a fork reused: they end in no event of this run; and
-        take in the nodes running already (a resumed run's)."""
-        self.done.update(n for n, ns in state.nodes.items() if ns.reused)
+        """Count as done the nodes that ended before this execution: a fork's reused ones
+        and a resumed run's finished ones end in no event of it (a resume counted "[1/3]"
+        for the run's second node); and take in the nodes running already (a resumed
+        run's)."""
+        self.done.update(n for n, ns in state.nodes.items() if ns.reused or ns.status.terminal)
         self.started.update((n, None) for n, ns in state.nodes.items() if ns.status in _ACTIVE)
 
     def active(self, state: RunState) -> list[NodeState]:

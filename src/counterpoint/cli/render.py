@@ -18,7 +18,7 @@ from ..ids import NodeId
 from ..metrics import Metrics
 from ..plan_text import plan_tree as plan_tree  # re-exported: the CLI prints them
 from ..plan_text import round_lines as round_lines
-from ..state import ModelTally, NodeState, NodeStatus, RunState, in_added_order
+from ..state import ModelTally, NodeState, NodeStatus, RunState, RunStatus, in_added_order
 from ..store import ForkPoint, RunRecord
 from ..texts import some
 from .blocks import OUTPUT_CHARS as OUTPUT_CHARS  # re-exported: tests pin it
@@ -388,8 +388,10 @@ def runs_table(records: Iterable[RunRecord], status: Callable[[RunRecord], str])
     table.add_column("took", no_wrap=True, justify="right")
     for record in records:
         shown = status(record)
+        # only an ended run took a time: a waiting one (shown "waiting", recorded as
+        # running) has not ended, and its row's update time is not when it did
         took = record.updated_at - record.created_at \
-            if record.updated_at and shown not in ("running", "interrupted") else None
+            if record.updated_at and record.status != RunStatus.RUNNING else None
         table.add_row(Text(record.run_id), Text(record.graph), styled(shown),
                       clock(record.created_at),
                       seconds(took) if took is not None else "-")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -27,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import StoreError
+from ..errors import StoreError, StoreWriterLost
 from ..ids import RunId
 from . import owners
 from . import writer as _writer
@@ -40,7 +41,8 @@ GATHER_SECONDS = 0.002
 """How long the shipping thread lets a burst of events gather before it sends them,
 unless a flush is waiting: fewer, larger batches and transactions. A crash still
 leaves a prefix of every run's events."""
-_ENDED = "the writer process ended unexpectedly"
+_REAP_SECONDS = 5.0
+"""How long a writer whose pipes closed is waited for, to say how it ended."""
 _WRITER_SCRIPT = _writer.__file__
 _Waiter = tuple[asyncio.AbstractEventLoop, "asyncio.Future[None]", int]
 
@@ -209,7 +211,8 @@ class Shipper:
         """A new error for a caller of the store once writing failed (``None`` before)."""
         if self._failure is None:
             return None
-        return StoreError(f"store {self.path}: writing failed: {self._failure}")
+        lost = StoreWriterLost if isinstance(self._failure, _WriterEnded) else StoreError
+        return lost(f"store {self.path}: writing failed: {self._failure}")
 
     def _ship_loop(self, started: threading.Event) -> None:
         """The shipping thread: hand what gathers to the writer as batches (sent to the
@@ -290,7 +293,8 @@ class Shipper:
                             while data:
                                 data = data[os.write(fd, data):]
                         except BrokenPipeError:
-                            raise _WriterFailed(_ENDED) from None
+                            assert process is not None  # no committer: a writer process
+                            raise _ended(process) from None
                 self._release_waiters()  # a flush may have come just after its commit
                 now = time.monotonic()
                 if self._cancel_watch and now >= next_poll:
@@ -339,7 +343,7 @@ class Shipper:
                     raise _WriterFailed(f"the writer process answered {line[:200]!r}") from None
                 self._acknowledge(number)
             if not self._closing or self._committed < self._appended:
-                raise _WriterFailed(_ENDED)
+                raise _ended(process)
         except BaseException as exc:  # the writer must never fail silently
             if self._failure is None:
                 self._failure = exc
@@ -386,6 +390,27 @@ class Shipper:
 
 class _WriterFailed(RuntimeError):
     """What the writer process reported, or how it ended."""
+
+
+class _WriterEnded(_WriterFailed):
+    """The writer process ended before it committed everything (killed, or crashed)."""
+
+
+def _ended(process: subprocess.Popen[bytes]) -> _WriterEnded:
+    """How ``process``, the writer, ended: its pid and its exit status or signal."""
+    with contextlib.suppress(subprocess.TimeoutExpired):  # its pipes closed: it is exiting
+        process.wait(timeout=_REAP_SECONDS)
+    code = process.returncode
+    if code is None:
+        how = "unexpectedly"
+    elif code < 0:
+        try:
+            how = f"(killed by signal {-code}, {signal.Signals(-code).name})"
+        except ValueError:
+            how = f"(killed by signal {-code})"
+    else:
+        how = f"(exit code {code}) before it committed everything"
+    return _WriterEnded(f"its writer process (pid {process.pid}) ended {how}")
 
 
 def _resolve_all(futures: list[asyncio.Future[None]]) -> None:
