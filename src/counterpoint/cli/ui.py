@@ -7,6 +7,7 @@ The server (Starlette under uvicorn) is imported when the command runs, never by
 from __future__ import annotations
 
 import secrets
+import signal
 import webbrowser
 from typing import Annotated
 
@@ -15,6 +16,7 @@ import typer
 from ..errors import ConfigError
 from .args import Db
 from .console import make_console, reported
+from .signals import TERMINATED
 from .stores import missing_file
 
 UI_HELP = ("Serve a live web view of the runs in the store: runs list, each run's DAG, "
@@ -68,9 +70,22 @@ def ui_command(
         out.print(f"  from other machines: {there.geturl()}", soft_wrap=True)
     if open_browser:
         webbrowser.open(server.url)
+    signal.signal(signal.SIGTERM, _terminated)  # uvicorn raises it again once it stopped
     try:
         server.run()
     except KeyboardInterrupt:
         pass
+    except _Terminated:
+        raise typer.Exit(TERMINATED) from None
     finally:
         store.close()
+
+
+class _Terminated(Exception):
+    """SIGTERM (``kill``, ``docker stop``) ended the server: the store is closed, then the
+    command exits 143. Without a handler the process died of the signal uvicorn raised
+    again after its shutdown, the store left open (SQLite's -wal and -shm files stayed)."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise _Terminated

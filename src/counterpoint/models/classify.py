@@ -119,6 +119,11 @@ def unreachable(model: str, cause: BaseException | str,
     if url is None:
         return ModelUnavailable(f"model {model}: cannot connect: {redact(str(cause))}",
                                 model=model)
+    if type(cause).__name__ == "RemoteProtocolError":  # httpx's (either SDK's copy of it)
+        return ModelUnavailable(
+            f"model {model}: the server at {shown_url(url)} closed the connection before "
+            f"its answer was complete: {redact(str(cause))}; its own log says why",
+            model=model)
     return ModelUnavailable(
         f"model {model}: cannot connect to {shown_url(url)}: {redact(str(cause))}; start "
         "the server, or fix the model's base_url (counterpoint models checks every "

@@ -138,8 +138,8 @@ class OpenAIProvider(Provider):
             choice = raw.choices[0]
             message = choice.message
         except (AttributeError, IndexError, TypeError) as exc:
-            raise MalformedResponse(f"model {self.name}: the answer has no choices: "
-                                    f"{str(raw)[:200]}", model=self.name) from exc
+            raise MalformedResponse(f"model {self.name}: {_no_choices(raw)}",
+                                    model=self.name) from exc
         refusal = getattr(message, "refusal", None)
         if refusal:
             raise ModelRefused(f"model {self.name} refused: {refusal}", model=self.name)
@@ -277,3 +277,14 @@ def _message(exc: openai.APIStatusError) -> str:
             return str(inner["message"])
         return json.dumps(body)[:500]
     return exc.message
+
+
+def _no_choices(raw: Any) -> str:
+    """What an answer without choices said: a server that reports an error with HTTP 200
+    (``{"error": {"message": ...}}``) gets its message quoted, not the SDK object's repr."""
+    error = getattr(raw, "error", None)
+    if isinstance(error, dict):
+        error = error.get("message") or error
+    if error:
+        return f"the server answered HTTP 200 with an error instead of an answer: {error}"[:300]
+    return f"the answer has no choices: {str(raw)[:200]}"

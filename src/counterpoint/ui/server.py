@@ -58,7 +58,15 @@ class Server:
 
     def run(self) -> None:
         """Serve until interrupted (Ctrl-C) or :meth:`stop`."""
-        self._server.run(sockets=[self.socket])
+        # uvicorn's own run() made the coroutine before it picked its event loop: a Ctrl-C
+        # in between left it never awaited, and Python said so on stderr at exit
+        loop_factory = self._server.config.get_loop_factory()
+        serving = self._server.serve(sockets=[self.socket])
+        try:
+            with asyncio.Runner(loop_factory=loop_factory) as runner:
+                runner.run(serving)
+        finally:
+            serving.close()  # nothing when it ran; quiet when an interrupt came first
 
     def start(self) -> Server:
         """Serve in a daemon thread; returns once the server accepts connections."""
