@@ -252,5 +252,5 @@ async def test_an_approval_is_listed_and_answered_and_its_ended_run_resumed(
         assert shown["status"] == "succeeded" and shown["outputs"] == {"deploy": "deployed"}
         again = await _error(client, "answer_approval", approval_id=pending["id"],
                              approved=False, reason="too late")
-        assert "was approved already" in again
+        assert "was approved by ana already" in again
         assert await _call(client, "list_approvals") == []

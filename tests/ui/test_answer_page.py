@@ -128,4 +128,4 @@ def test_an_answer_from_the_page_resumes_a_run_that_ended_to_wait(
     assert said.startswith(f"approved {approval} (node 'deploy'); run {run_id} resumed")
     page.wait_for_selector('#run-head .badge[data-status="succeeded"]', timeout=60_000)
     status, said = _post(served, path, b'{"approved": false, "reason": "too late"}')
-    assert status == 409 and "was approved already" in said
+    assert status == 409 and "was approved by web view already" in said
