@@ -128,7 +128,7 @@ def reject_command(
 def _answer(db: str | None, approval_id: str, given: Answer, *, resume: bool,
             quiet: bool) -> int:
     from ..answering import answer
-    from ..store.owners import run_owner_alive
+    from ..store.owners import run_owner_alive, tree_root
     from .stores import open_for_writing
     out = make_console()
     store = open_for_writing(db)  # the answer is recorded first: refused before it
@@ -136,9 +136,7 @@ def _answer(db: str | None, approval_id: str, given: Answer, *, resume: bool,
         approval_id = _approval_id(store, approval_id)
         answered = answer(store, approval_id, given)
         verb = "approved" if given.approved else "rejected"
-        record = store.run(answered.run_id)
-        while record.parent is not None:  # a sub-run goes on with the run it is part of
-            record = store.run(record.parent)
+        record = tree_root(store, store.run(answered.run_id))  # (goes on with its tree)
         where = f"run {answered.run_id}, node {answered.node!r}"
         if run_owner_alive(record):
             out.print(f"{verb} {approval_id} ({where}); process {record.owner_pid} "

@@ -32,6 +32,7 @@ from ..options import RunOptions, first_warning, unheld_limits
 from ..results import RunResult
 from ..state import RunState
 from ..store import RunStore, open_store
+from ..store.owners import tree_root
 from .attempts import Attempts
 from .capacity import Capacity
 from .handle import RunHandle
@@ -362,9 +363,7 @@ def prepare_resume(rid: RunId, store: RunStore, graph: Graph | None,
     record = store.run(rid)
     if claim:  # a sub-run's parent holds the claim for the whole tree
         if record.parent is not None:  # resumed alone, it could run beside its tree's resume
-            root = record
-            while root.parent is not None:
-                root = store.run(root.parent)
+            root = tree_root(store, record)
             raise UserError(f"run {rid} is a sub-run of run {root.run_id}, which resumes it "
                             "with the rest of its run tree: `counterpoint resume "
                             f"{root.run_id}`")

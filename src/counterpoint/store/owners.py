@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import RunClaimed
-from .index import RunRecord
+from .index import RunIndex, RunRecord
 
 _BOOT_ID = "/proc/sys/kernel/random/boot_id"
 _STARTTIME = 19
@@ -92,6 +92,14 @@ def owner_of(record: RunRecord) -> Owner | None:
         return None
     return Owner(pid=record.owner_pid, host=record.owner_host or socket.gethostname(),
                  token=record.owner_token)
+
+
+def tree_root(store: RunIndex, record: RunRecord) -> RunRecord:
+    """The top-level run of ``record``'s run tree (``record`` itself when it is not a
+    sub-run): the run whose process runs, claims and resumes the whole tree."""
+    while record.parent is not None:
+        record = store.run(record.parent)
+    return record
 
 
 def run_owner_alive(record: RunRecord) -> bool:

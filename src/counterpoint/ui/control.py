@@ -20,7 +20,7 @@ from ..history import mark_cancelled, shown_status
 from ..ids import RunId
 from ..state import RunStatus
 from ..store import RunStore, is_file_location, paths
-from ..store.owners import run_owner_alive
+from ..store.owners import run_owner_alive, tree_root
 
 RESUME_SETTLE_SECONDS = 5.0
 """How long a resume request waits for the new process to take the run over (or fail)."""
@@ -151,9 +151,7 @@ def answer(store: RunStore, run_id: RunId, approval_id: str, body: object, *,
     except (ApprovalError, StoreError) as exc:  # answered already: the first answer stands
         return Outcome(status=409, message=str(exc))
     done = f"{'approved' if approved else 'rejected'} {approval_id} (node {asked.node!r})"
-    root = store.run(run_id)
-    while root.parent is not None:  # a sub-run goes on with the run it is part of
-        root = store.run(root.parent)
+    root = tree_root(store, store.run(run_id))  # a sub-run goes on with its run tree
     if run_owner_alive(root):
         return Outcome(status=200, message=f"{done}; process {root.owner_pid} continues the "
                                            "run")
