@@ -78,3 +78,31 @@ def run_cli(*args: str, cwd: Path, timeout: float = 120) -> subprocess.Completed
         environment.pop(name, None)
     return subprocess.run([sys.executable, "-m", "counterpoint.cli", *args], cwd=cwd,
                           capture_output=True, text=True, env=environment, timeout=timeout)
+
+
+DIES_ONCE = '''
+import os
+from pathlib import Path
+
+import counterpoint as cp
+
+HERE = Path(__file__).parent
+
+
+async def first() -> int:
+    return 1
+
+
+async def dies(ctx: cp.NodeContext, x: int) -> int:
+    """Ends its process the first time (as a crash would), once what came before is
+    durable; then returns."""
+    await ctx.flush()
+    if not (HERE / "died").exists():
+        (HERE / "died").touch()
+        os._exit(9)
+    return x + 1
+
+'''
+"""The start of a flow file for resume tests: ``first`` returns 1; ``dies(x)`` ends its
+process (exit 9, as a crash would) the first time, once what came before is durable, and
+returns ``x + 1`` when run again."""

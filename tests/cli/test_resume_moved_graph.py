@@ -7,31 +7,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from support import run_cli
+from support import DIES_ONCE, run_cli
 
-FLOW = '''
-import os
-from pathlib import Path
-
-import counterpoint as cp
-
-HERE = Path(__file__).parent
-
-
-async def first() -> int:
-    return 1
-
-
-async def dies(ctx: cp.NodeContext, x: int) -> int:
-    """Ends its process the first time (as a crash would), once what came before is
-    durable; then returns."""
-    await ctx.flush()
-    if not (HERE / "died").exists():
-        (HERE / "died").touch()
-        os._exit(9)
-    return x + 1
-
-
+FLOW = DIES_ONCE + '''
 graph = cp.Graph("flow")
 graph.add("last", dies, x=graph.add("first", first))
 other = cp.Graph("other")
