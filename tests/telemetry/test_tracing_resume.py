@@ -26,8 +26,10 @@ async def first() -> str:
     return "first"
 
 
-async def second(before: str) -> str:
+async def second(before: str, ctx: cp.NodeContext) -> str:
     if not (HERE / "resumed").exists():
+        await ctx.flush()  # first's success is on disk: the resume does not run it again
+        print("recorded", flush=True)
         await asyncio.sleep(600)  # killed here
     return before + " then second"
 
@@ -45,8 +47,11 @@ def test_a_killed_and_resumed_run_is_one_trace(receiver: OTLPReceiver, tmp_path:
     db = str(tmp_path / "runs.db")
     run = subprocess.Popen([sys.executable, "-m", "counterpoint.cli", "run", "crashing.py",
                             "--db", db, "--quiet"], cwd=tmp_path, env=env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
+        # Spans are exported as events are recorded, before the log commits them; a kill
+        # between the two would (rightly) run ``first`` again in the resume.
+        assert run.stdout is not None and run.stdout.readline() == "recorded\n"
         receiver.wait_for(lambda spans: any(s.name == "node first" for s in spans), timeout=60)
     finally:
         run.send_signal(signal.SIGKILL)
