@@ -52,7 +52,11 @@ class Metrics:
     """Most nodes running at once (an attempt counted from when it had its thread)."""
     total_run_time: float
     retries: int
-    """Attempts that were retries (a fallback's call is not one)."""
+    """Attempts that were retries (a fallback's call is not one, nor is an attempt run
+    again after its process ended: those are :attr:`rerun`)."""
+    rerun: int = 0
+    """Attempts cut short by the end of their process (a crash, a Ctrl-C) and run again
+    by a resume."""
     queue_wait: float = 0.0
     """Seconds nodes waited, ready, for a slot or resource before starting, summed."""
     waited: dict[str, float] = field(default_factory=dict)
@@ -99,7 +103,7 @@ def compute(state: RunState, now: float,
     waited: dict[str, float] = {}
     timings: dict[str, NodeTiming] = {}
     queue = 0.0
-    retries = 0
+    retries = rerun = 0
     for k, ns in nodes.items():
         run_time = ns.run_time
         total += run_time
@@ -126,14 +130,16 @@ def compute(state: RunState, now: float,
         queue += queued or 0.0
         timings[k] = _timing(queued, run_time, ns.attempt, own, busy)
         if ns.attempt > 1:
-            retries += max(0, ns.attempt - 1 - ns.fell_back)
+            retries += max(0, ns.attempt - 1 - ns.fell_back - ns.interrupted)
+            rerun += ns.interrupted
     busy = max(0.0, total - sum(waited.values()))
     return Metrics(
         makespan=makespan, critical_path=critical,
         critical_path_nodes=tuple(reversed(path)),
         makespan_over_critical_path=makespan / critical if critical > 0 else None,
         mean_parallel_width=busy / makespan if makespan > 0 else 0.0,
-        peak_parallel_width=_peak(starts, stops), total_run_time=total, retries=retries,
+        peak_parallel_width=_peak(starts, stops), total_run_time=total,
+        retries=retries, rerun=rerun,
         failures={k: f"{(ns.error or {}).get('type', 'Error')}: "
                      f"{(ns.error or {}).get('message', '')}"
                   for k, ns in nodes.items() if ns.status is NodeStatus.FAILED},

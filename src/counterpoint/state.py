@@ -13,9 +13,8 @@ argument):
   path first, within the concurrency and resource limits, and
   :func:`~counterpoint.rules.check_patch` validates a live edit against the state.
 
-This module builds states (:meth:`RunState.new`, :meth:`RunState.fresh`) and ranks
-their nodes (upward rank, HEFT). The functions mutate the state in place for speed;
-the state is owned by one run loop.
+This module builds states (:meth:`RunState.new`, :meth:`RunState.fresh`) and ranks their
+nodes (upward rank, HEFT). The functions mutate the state, owned by one run loop, in place.
 """
 
 from __future__ import annotations
@@ -109,6 +108,8 @@ class NodeState:
     """Attempts started so far (including attempts interrupted by a crash)."""
     failures: int = 0
     """Attempts that failed; compared against the policy's retries."""
+    interrupted: int = 0
+    """Attempts cut short by their process's end (a crash, a Ctrl-C), re-run on resume."""
     ready_at: float | None = None
     started_at: float | None = None
     first_started_at: float | None = None

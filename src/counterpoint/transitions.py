@@ -280,6 +280,7 @@ def _interrupt(state: RunState) -> None:
     for ns in state.nodes.values():
         if ns.status in (RUNNING, READY, WAITING):
             if ns.status is RUNNING:
+                ns.interrupted += 1
                 for name, units in ns.spec.policy.resources.items():
                     in_use[name] -= units
             ns.status = PENDING

@@ -362,7 +362,11 @@ def metrics_table(metrics: Metrics, *, deps_known: bool = True) -> RenderableTyp
     grid.add_row("waiting", Text(
         f"{seconds(metrics.queue_wait)} ready for a slot or resource"
         + (f"; inside attempts {wait_text(metrics.waited)}" if metrics.waited else "")))
-    grid.add_row("retries", str(metrics.retries))
+    rerun = metrics.rerun
+    grid.add_row("retries", str(metrics.retries) + (
+        f"; {rerun} attempt{'s' if rerun != 1 else ''} cut short by "
+        f"{'its' if rerun == 1 else 'their'} process's end ran again on resume"
+        if rerun else ""))
     return grid
 
 
