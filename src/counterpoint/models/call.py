@@ -240,6 +240,9 @@ class _Call:
                 self.record_error(binding, sent, exc, latency, attempt, wait,
                                   budgeting.settle_failed(reservation, exc))
                 if wait is None:
+                    if exc.retryable:  # out of retries: say so, or a user retries by hand
+                        exc.args = (f"{str(exc).rstrip('.')}; gave up after {attempt} "
+                                    f"attempt(s) (the model's retries={config.retries})",)
                     raise
                 self.restart(binding, f"{exc}; asking again (attempt {attempt + 1} of "
                                       f"{attempts})")
