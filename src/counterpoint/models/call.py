@@ -132,10 +132,12 @@ class _Call:
             except (pydantic.ValidationError, ValueError) as exc:
                 problems = _problems(exc)
                 raw = response.text
-                self.record_invalid(binding, ask, problems)
+                self.record_invalid(binding, ask, problems, final=ask == re_asks)
                 native_tools = bool(response.tool_calls) and not emulated
                 cut = response.finish_reason == "length"  # the token limit ended it
-                what = "tool calls" if native_tools or emulated else "output schema"
+                what = "tool calls" if native_tools or emulated else \
+                    f"output schema ({self.shape.spec.name})" if self.shape is not None \
+                    else "output schema"
                 if ask == re_asks:
                     hint = (f"; the last answer was cut off at the token limit (max_tokens="
                             f"{request.max_tokens}): raise max_tokens or ask for less"
@@ -380,9 +382,13 @@ class _Call:
             "request": self._blob(request.model_dump_json(by_alias=True)),
             **({"purpose": self.purpose} if self.purpose else {}), **(booked or {})})
 
-    def record_invalid(self, binding: _Binding, ask: int, problems: str) -> None:
+    def record_invalid(self, binding: _Binding, ask: int, problems: str, *,
+                       final: bool) -> None:
+        """The answer did not validate: ``re_ask`` numbers the re-ask that follows, or
+        ``gave_up`` says none does (the re-asks are used up)."""
         self._node_event(EventKind.MODEL_CALL, {
-            "model": binding.config.name, "invalid_output": problems, "re_ask": ask + 1})
+            "model": binding.config.name, "invalid_output": problems,
+            **({"gave_up": True} if final else {"re_ask": ask + 1})})
 
 
 def _calls_text(response: Response) -> str:
