@@ -380,6 +380,7 @@ class _Call:
             "error_type": type(exc).__name__, "status": exc.status,
             "retryable": exc.retryable, "retry_in": retry_in, "latency": round(latency, 6),
             "request": self._blob(request.model_dump_json(by_alias=True)),
+            **({"endpoint": binding.config.base_url} if binding.config.base_url else {}),
             **({"purpose": self.purpose} if self.purpose else {}), **(booked or {})})
 
     def record_invalid(self, binding: _Binding, ask: int, problems: str, *,
