@@ -50,7 +50,8 @@ def _result(d: Mapping[str, Any]) -> Text:
     if "error" in d:
         return Text(f"{d.get('error_type', 'error')}: {d['error']}"[:90], style="red")
     if "invalid_output" in d:
-        return Text(f"invalid output, re-asked: {d['invalid_output']}"[:90], style="yellow")
+        done = "gave up" if d.get("gave_up") else "re-asked"
+        return Text(f"invalid output, {done}: {d['invalid_output']}"[:90], style="yellow")
     if d.get("reused"):  # a fork's copy of its parent's call: not sent, not paid again
         return Text(f"reused from {d['reused'].get('run')}", style="cyan")
     if d.get("cache_hit"):

@@ -132,10 +132,12 @@ class _Call:
             except (pydantic.ValidationError, ValueError) as exc:
                 problems = _problems(exc)
                 raw = response.text
-                self.record_invalid(binding, ask, problems)
+                self.record_invalid(binding, ask, problems, final=ask == re_asks)
                 native_tools = bool(response.tool_calls) and not emulated
                 cut = response.finish_reason == "length"  # the token limit ended it
-                what = "tool calls" if native_tools or emulated else "output schema"
+                what = "tool calls" if native_tools or emulated else \
+                    f"output schema ({self.shape.spec.name})" if self.shape is not None \
+                    else "output schema"
                 if ask == re_asks:
                     hint = (f"; the last answer was cut off at the token limit (max_tokens="
                             f"{request.max_tokens}): raise max_tokens or ask for less"
@@ -240,6 +242,9 @@ class _Call:
                 self.record_error(binding, sent, exc, latency, attempt, wait,
                                   budgeting.settle_failed(reservation, exc))
                 if wait is None:
+                    if exc.retryable:  # out of retries: say so, or a user retries by hand
+                        exc.args = (f"{str(exc).rstrip('.')}; gave up after {attempt} "
+                                    f"attempt(s) (the model's retries={config.retries})",)
                     raise
                 self.restart(binding, f"{exc}; asking again (attempt {attempt + 1} of "
                                       f"{attempts})")
@@ -375,11 +380,16 @@ class _Call:
             "error_type": type(exc).__name__, "status": exc.status,
             "retryable": exc.retryable, "retry_in": retry_in, "latency": round(latency, 6),
             "request": self._blob(request.model_dump_json(by_alias=True)),
+            **({"endpoint": binding.config.base_url} if binding.config.base_url else {}),
             **({"purpose": self.purpose} if self.purpose else {}), **(booked or {})})
 
-    def record_invalid(self, binding: _Binding, ask: int, problems: str) -> None:
+    def record_invalid(self, binding: _Binding, ask: int, problems: str, *,
+                       final: bool) -> None:
+        """The answer did not validate: ``re_ask`` numbers the re-ask that follows, or
+        ``gave_up`` says none does (the re-asks are used up)."""
         self._node_event(EventKind.MODEL_CALL, {
-            "model": binding.config.name, "invalid_output": problems, "re_ask": ask + 1})
+            "model": binding.config.name, "invalid_output": problems,
+            **({"gave_up": True} if final else {"re_ask": ask + 1})})
 
 
 def _calls_text(response: Response) -> str:

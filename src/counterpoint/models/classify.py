@@ -107,9 +107,19 @@ def from_status(model: str, status: int, message: str,
                          model=model, status=status)
 
 
-def timed_out(model: str, timeout: float | None) -> ModelUnavailable:
-    after = "" if timeout is None else f" after {timeout:g}s"
-    return ModelUnavailable(f"model {model}: no answer{after} (timeout)", model=model)
+def timed_out(model: str, timeout: float | None, url: str | None = None, *,
+              received: int = 0) -> ModelUnavailable:
+    """The error for an attempt that ran out of time: names the server (``url``, without
+    any password in it), the time limit, how much of a streamed answer had come
+    (``received`` characters: it stalled, rather than never answered) and what to set."""
+    at = "" if url is None else f" from {shown_url(url)}"
+    within = "" if timeout is None else f" within {timeout:g}s"
+    what = (f"the answer{at} stalled after {received} characters: it was not complete"
+            if received else f"no answer{at}")
+    return ModelUnavailable(
+        f"model {model}: {what}{within} (the timeout of one attempt); if the server is "
+        "only slow, raise the model's timeout (Model(timeout=...), or timeout = ... in its "
+        "counterpoint.toml entry)", model=model)
 
 
 def unreachable(model: str, cause: BaseException | str,

@@ -83,7 +83,8 @@ class OpenAIProvider(Provider):
             raise classify.from_status(self.name, exc.status_code, _message(exc),
                                        dict(exc.response.headers)) from exc
         except (openai.APITimeoutError, TimeoutError) as exc:
-            raise classify.timed_out(self.name, limit) from exc
+            raise classify.timed_out(self.name, limit, self.base_url,
+                                     received=len("".join(progress))) from exc
         except openai.APIConnectionError as exc:
             if progress:
                 raise ModelUnavailable(

@@ -401,11 +401,12 @@ class OpenAIServer:
             else:
                 await respond.send(200, reply.body, [_JSON, *headers])
         elif isinstance(reply, TextReply | ToolCallsReply | RefusalReply | TruncatedReply):
-            await self._message(reply, record, respond, headers)
+            await self._message(reply, record, reader, respond, headers)
         else:
             raise TypeError(f"unknown reply {reply!r}")
 
-    async def _message(self, reply: MessageReply, record: RecordedRequest, respond: Responder,
+    async def _message(self, reply: MessageReply, record: RecordedRequest,
+                       reader: asyncio.StreamReader, respond: Responder,
                        headers: list[tuple[str, str]]) -> None:
         completion_id = f"chatcmpl-cp{next(self._ids):08d}"
         created = int(time.time())
@@ -422,6 +423,9 @@ class OpenAIServer:
         for chunk in stream_chunks(reply, record, completion_id=completion_id, created=created):
             await respond.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
         if isinstance(reply, TruncatedReply):
+            if reply.stall > 0:
+                with contextlib.suppress(TimeoutError):  # or the client gave up first
+                    await asyncio.wait_for(reader.read(), timeout=reply.stall)
             if reply.abort:
                 raise _Close
         else:

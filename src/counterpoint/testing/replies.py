@@ -184,15 +184,18 @@ class Reply:
         return HangReply(seconds=seconds)
 
     @staticmethod
-    def truncated_stream(content: str, *, chunks: int = 2, abort: bool = True) -> TruncatedReply:
+    def truncated_stream(content: str, *, chunks: int = 2, abort: bool = True,
+                         stall: float = 0.0) -> TruncatedReply:
         """Start answering ``content``, then stop after ``chunks`` content pieces.
 
         With ``abort`` (the default) the connection is closed mid-body: a streamed answer
         ends without its terminating chunk, a plain one short of its ``Content-Length``, so
         the client sees a protocol error. With ``abort=False`` a streamed answer is framed
-        correctly but never sends a ``finish_reason`` nor ``[DONE]``.
+        correctly but never sends a ``finish_reason`` nor ``[DONE]``. With ``stall``, a
+        streamed answer first sends nothing more for that many seconds, as a server stuck
+        mid-answer does (the wait ends early if the client gives up and closes its side).
         """
-        return TruncatedReply(content=content, chunks=chunks, abort=abort)
+        return TruncatedReply(content=content, chunks=chunks, abort=abort, stall=stall)
 
     @staticmethod
     def malformed() -> MalformedReply:
@@ -259,6 +262,7 @@ class TruncatedReply(Reply):
     content: str
     chunks: int = 2
     abort: bool = True
+    stall: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True)
