@@ -134,3 +134,39 @@ def test_a_resume_while_the_original_still_runs_is_refused(tmp_path: Path, db: s
         out, err = original.communicate(timeout=120)
     assert original.returncode == 0, err
     assert len((tmp_path / "second.txt").read_text().split()) == 1
+
+
+HOLDER = """
+import asyncio, sys
+import counterpoint as cp
+
+try:
+    asyncio.run(cp.resume(sys.argv[1], store=sys.argv[2]))
+except cp.CounterpointError as exc:
+    print(f"resume failed: {exc}", flush=True)
+sys.stdin.read()  # lives on, as a notebook or an MCP server does, until its input ends
+"""
+
+
+def test_a_failed_resume_gives_back_its_claim(tmp_path: Path, db: str) -> None:
+    """Regression: a resume that failed after claiming the run (here its graph file no
+    longer imports) left the claim in the store; while its process lived on, every other
+    resume was refused with "being resumed by process P", P resuming nothing."""
+    run_id = _interrupted_run(tmp_path, db)
+    graph = (tmp_path / "claimed.py").read_text()
+    (tmp_path / "claimed.py").write_text(graph + "\nraise RuntimeError('broken')\n")
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, run_id, db], cwd=tmp_path,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None
+        said = holder.stdout.readline()  # once its resume failed; it lives on
+        assert said.startswith("resume failed: ") and "importing it raised RuntimeError" \
+            in said, said
+        (tmp_path / "claimed.py").write_text(graph)
+        (tmp_path / "release").touch()
+        resumed = _cli(tmp_path, db, "resume", run_id)
+        out, err = resumed.communicate(timeout=120)
+    finally:
+        holder.communicate("", timeout=60)
+    assert resumed.returncode == 0, (out, err)
+    assert len((tmp_path / "second.txt").read_text().split()) == 2

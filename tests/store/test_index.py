@@ -92,6 +92,20 @@ class TestRunIndex:
         finally:
             _kill(other)
 
+    def test_a_released_claim_puts_the_owner_back(self, store: RunStore) -> None:
+        store.append(RUN, created())
+        store.flush_sync()
+        before = store.run(RUN)
+        store.claim(RUN, pid=os.getpid(), host=HOST)
+        store.release(RUN, pid=os.getpid() + 1, host=HOST, previous=before)  # not its claim
+        assert store.run(RUN).claimed_at is not None
+        store.release(RUN, pid=os.getpid(), host=HOST, previous=before)
+        after = store.run(RUN)
+        assert (after.owner_pid, after.owner_host, after.owner_token, after.claimed_at) == (
+            before.owner_pid, before.owner_host, before.owner_token, None)
+        store.release(RUN, pid=os.getpid(), host=HOST, previous=before)  # idempotent
+        assert store.run(RUN) == after
+
     def test_a_claim_from_another_host_is_refused(self, store: RunStore) -> None:
         store.append(RUN, created())
         store.flush_sync()

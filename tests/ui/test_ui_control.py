@@ -53,5 +53,6 @@ def test_a_resume_that_fails_after_claiming_the_run_reports_its_error(
 
 
 def test_the_exit_code_of_a_resume_that_waits_is_the_commands() -> None:
+    from counterpoint import exits
     from counterpoint.cli.approvals import WAITING_EXIT
-    assert control.WAITING_EXIT == WAITING_EXIT
+    assert WAITING_EXIT == exits.WAITING == 3

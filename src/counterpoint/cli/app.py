@@ -17,6 +17,7 @@ import typer
 
 from .. import __version__
 from ..errors import StoreError, StoreWriterLost
+from ..exits import INTERRUPTED, TERMINATED
 from ..garbage import tune_gc
 from ..ids import RunId
 from . import approvals as approvals_cli
@@ -30,8 +31,8 @@ from .mcp import MCP_HELP, mcp_command
 from .models import ASK_HELP, MODELS_HELP, ask_command, models_command
 from .pictures import GRAPH_HELP, TRACE_HELP, graph_command, trace_command
 from .retention import DELETE_HELP, PRUNE_HELP, delete_command, prune_command
-from .signals import TERMINATED, quit_without_waiting, stop_on_sigterm
 from .signals import interrupted as _interrupted
+from .signals import quit_without_waiting, stop_on_sigterm
 from .stores import check_writable, closing_quietly_on_error, db_flag
 from .stores import importable_cwd as _importable_cwd
 from .stores import open_existing as open_existing
@@ -91,7 +92,7 @@ def main() -> None:
     try:
         app(prog_name="counterpoint")
     except SystemExit as exc:
-        if exc.code in (130, TERMINATED):  # a run stopped: its steps in threads may not
+        if exc.code in (INTERRUPTED, TERMINATED):  # a run stopped: its steps in threads may not
             quit_without_waiting(exc.code)
         raise
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from ..exits import WAITING
 from ..texts import some
 from .args import Db
 from .console import fail, make_console, reported
@@ -28,8 +29,9 @@ if TYPE_CHECKING:
     from ..results import RunResult
     from ..store import RunStore
 
-WAITING_EXIT = 3
-"""Exit code of a run that ended its process to wait for approvals."""
+WAITING_EXIT = WAITING
+"""Exit code of a run that ended its process to wait for approvals
+(:data:`counterpoint.exits.WAITING`)."""
 
 APPROVALS_HELP = "List approvals: pending ones of every unfinished run, or all of RUN."
 APPROVE_HELP = "Approve an approval (a tool call: --edit replaces its arguments)."

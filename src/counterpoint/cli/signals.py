@@ -18,8 +18,7 @@ import sys
 import threading
 from collections.abc import Callable
 
-TERMINATED = 128 + signal.SIGTERM
-"""The exit code of a command stopped by SIGTERM (as a shell reports a process it ended)."""
+from ..exits import INTERRUPTED, TERMINATED
 
 
 def stop_on_sigterm(stopped: list[int]) -> None:
@@ -52,7 +51,7 @@ def interrupted(run_id: str | None, db: str | None, *, terminated: bool = False)
         message += (f": run {run_id} stopped; continue it with `counterpoint resume "
                     f"{run_id}{db_flag(db)}`")
     make_console(stderr=True).print(Text(message, style="yellow"), soft_wrap=True)
-    return TERMINATED if terminated else 130
+    return TERMINATED if terminated else INTERRUPTED
 
 
 STEP_THREADS = "counterpoint-step"

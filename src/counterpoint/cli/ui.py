@@ -14,9 +14,9 @@ from typing import Annotated
 import typer
 
 from ..errors import ConfigError
+from ..exits import TERMINATED
 from .args import Db
 from .console import make_console, reported
-from .signals import TERMINATED
 from .stores import missing_file
 
 UI_HELP = ("Serve a live web view of the runs in the store: runs list, each run's DAG, "

@@ -31,7 +31,7 @@ from ..observers import observers_for
 from ..options import RunOptions, first_warning, unheld_limits
 from ..results import RunResult
 from ..state import RunState
-from ..store import RunStore, open_store
+from ..store import RunRecord, RunStore, open_store
 from ..store.owners import tree_root
 from .attempts import Attempts
 from .capacity import Capacity
@@ -358,16 +358,32 @@ def prepare_resume(rid: RunId, store: RunStore, graph: Graph | None,
 
     The run is claimed first, in one transaction of the store: if another live process
     runs it or is resuming it, :class:`~counterpoint.errors.RunClaimed` says which, and
-    nothing runs. A sub-run is resumed by its parent's process, which holds the claim.
+    nothing runs. A resume that fails after its claim (a graph that no longer loads, or
+    changed) gives the claim back, so that the next resume, from any process, is not
+    refused in its name. A sub-run is resumed by its parent's process, which holds the
+    claim.
     """
     record = store.run(rid)
-    if claim:  # a sub-run's parent holds the claim for the whole tree
-        if record.parent is not None:  # resumed alone, it could run beside its tree's resume
-            root = tree_root(store, record)
-            raise UserError(f"run {rid} is a sub-run of run {root.run_id}, which resumes it "
-                            "with the rest of its run tree: `counterpoint resume "
-                            f"{root.run_id}`")
-        store.claim(rid, pid=os.getpid(), host=socket.gethostname())
+    if not claim:  # a sub-run's parent holds the claim for the whole tree
+        return _rebuilt(rid, record, store, graph, options, backend, capacity)
+    if record.parent is not None:  # resumed alone, it could run beside its tree's resume
+        root = tree_root(store, record)
+        raise UserError(f"run {rid} is a sub-run of run {root.run_id}, which resumes it "
+                        "with the rest of its run tree: `counterpoint resume "
+                        f"{root.run_id}`")
+    pid, host = os.getpid(), socket.gethostname()
+    store.claim(rid, pid=pid, host=host)
+    try:
+        return _rebuilt(rid, record, store, graph, options, backend, capacity)
+    except BaseException:
+        with contextlib.suppress(StoreError):  # a store that failed: its error is told
+            store.release(rid, pid=pid, host=host, previous=record)
+        raise
+
+
+def _rebuilt(rid: RunId, record: RunRecord, store: RunStore, graph: Graph | None,
+             options: RunOptions | None, backend: Backend | None,
+             capacity: Capacity | None) -> Execution:
     events = store.events(rid)
     shape = (events[0].data or {}).get("deps")
     the_graph = check_given(graph, shape, f"run {rid}") if graph is not None \

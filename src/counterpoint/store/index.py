@@ -12,7 +12,8 @@ Contract for every implementation:
   log is never rewritten; :meth:`~RunIndex.sub_runs` finds the runs under a run (ids
   ``RUN/...``) the same way.
 * :meth:`~RunIndex.claim` is synchronous and decisive: it checks and takes ownership in
-  one step that no other claim, in any process, interleaves with.
+  one step that no other claim, in any process, interleaves with;
+  :meth:`~RunIndex.release` gives back a claim a process took and could not use.
 """
 
 from __future__ import annotations
@@ -157,4 +158,13 @@ class RunIndex(abc.ABC):
         every event this store appended before the call. Blocks (up to the store's lock
         timeout, then :class:`~counterpoint.errors.StoreLocked`); safe to call from any
         thread; raises :class:`~counterpoint.errors.RunNotFound`.
+        """
+
+    @abc.abstractmethod
+    def release(self, run_id: RunId, *, pid: int, host: str, previous: RunRecord) -> None:
+        """Undo a :meth:`claim` by process ``pid`` on ``host`` that nothing came of (a
+        resume that failed before it ran anything): the run's owner is put back as
+        ``previous`` (its record read before the claim) recorded it. Does nothing if
+        ``pid`` on ``host`` does not own the run. Blocks, is safe from any thread and
+        idempotent, as :meth:`claim` is.
         """

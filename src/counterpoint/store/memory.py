@@ -131,6 +131,14 @@ class MemoryStore(RunStore):
                     record, owner_pid=by.pid, owner_host=by.host, owner_token=by.token,
                     claimed_at=time.time())
 
+    def release(self, run_id: RunId, *, pid: int, host: str, previous: RunRecord) -> None:
+        with self._lock:
+            record = self._records.get(run_id)
+            if record is not None and (record.owner_pid, record.owner_host) == (pid, host):
+                self._records[run_id] = dataclasses.replace(
+                    record, owner_pid=previous.owner_pid, owner_host=previous.owner_host,
+                    owner_token=previous.owner_token, claimed_at=previous.claimed_at)
+
     def estimates(self) -> Mapping[str, float]:
         return self._steps.published()
 

@@ -161,6 +161,21 @@ def check_claim(run_id: str, row: tuple[Any, ...], by: Owner) -> bool:
     return bool(status == "running")
 
 
+def release_update(table: str, mark: str) -> str:
+    """The statement that puts back a run's owner as it was before a claim by a process
+    that could not use it (:meth:`.RunIndex.release`), with ``mark`` for each parameter
+    of :func:`release_values`."""
+    return (f"UPDATE {table} SET owner_pid = {mark}, owner_host = {mark}, "
+            f"owner_token = {mark}, claimed_at = {mark} "
+            f"WHERE run_id = {mark} AND owner_pid = {mark} AND owner_host = {mark}")
+
+
+def release_values(run_id: str, pid: int, host: str, previous: RunRecord) -> tuple[Any, ...]:
+    """The parameters of :func:`release_update`."""
+    return (previous.owner_pid, previous.owner_host, previous.owner_token,
+            previous.claimed_at, run_id, pid, host)
+
+
 def _stat(pid: int) -> list[str] | None:
     """The fields of ``/proc/PID/stat`` after the command name (state first)."""
     try:

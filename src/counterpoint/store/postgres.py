@@ -312,6 +312,11 @@ class PostgresStore(RunStore):
 
         self._transaction(run_id, take)
 
+    def release(self, run_id: RunId, *, pid: int, host: str, previous: RunRecord) -> None:
+        values = owners.release_values(run_id, pid, host, previous)
+        self._transaction(run_id, lambda conn: conn.execute(
+            owners.release_update("cp_runs", "%s"), values))
+
     def delete_runs(self, run_ids: Iterable[RunId], *,
                     blob_grace: float = BLOB_GRACE) -> Deletion:
         """See :meth:`.RunDeletion.delete_runs`: one transaction, the runs' rows read ``FOR

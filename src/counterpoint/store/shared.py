@@ -237,6 +237,9 @@ class SharedStore(RunStore):
     def claim(self, run_id: RunId, *, pid: int, host: str) -> None:
         self._store.claim(run_id, pid=pid, host=host)
 
+    def release(self, run_id: RunId, *, pid: int, host: str, previous: RunRecord) -> None:
+        self._store.release(run_id, pid=pid, host=host, previous=previous)
+
     def delete_runs(self, run_ids: Iterable[RunId], *,
                     blob_grace: float = BLOB_GRACE) -> Deletion:
         return self._store.delete_runs(run_ids, blob_grace=blob_grace)
@@ -341,6 +344,9 @@ class _Closed(RunStore):
         raise self._closed()
 
     def claim(self, run_id: RunId, *, pid: int, host: str) -> None:
+        raise self._closed()
+
+    def release(self, run_id: RunId, *, pid: int, host: str, previous: RunRecord) -> None:
         raise self._closed()
 
     def put_blob(self, text: str) -> str:

@@ -54,7 +54,7 @@ from ..ids import NodeId, RunId
 from . import answer_rows, owners, paths, schema, sqlite_access, sqlite_deletion
 from . import writer as _writer
 from .answers import AnswerCallback
-from .base import RunningMeans, RunStore
+from .base import RunningMeans, RunRecord, RunStore
 from .deletion import BLOB_GRACE, Deletion
 from .schema import MIGRATIONS
 from .shipping import GATHER_SECONDS, Shipper
@@ -410,6 +410,11 @@ class SQLiteStore(Shipper, SQLiteIndex, RunStore):
                              (by.pid, by.host, by.token, time.time(), run_id))
 
         self._transaction(run_id, take)
+
+    def release(self, run_id: RunId, *, pid: int, host: str, previous: RunRecord) -> None:
+        values = owners.release_values(run_id, pid, host, previous)
+        self._transaction(run_id, lambda conn: conn.execute(
+            owners.release_update("runs", "?"), values))
 
     def delete_runs(self, run_ids: Iterable[RunId], *,
                     blob_grace: float = BLOB_GRACE) -> Deletion:

@@ -16,6 +16,7 @@ from ..answering import approvals, find, record_answer
 from ..approval import Answer
 from ..errors import ApprovalError, ApprovalNotFound, StoreError
 from ..events import EventKind
+from ..exits import WAITING
 from ..history import mark_cancelled, shown_status
 from ..ids import RunId
 from ..state import RunStatus
@@ -24,9 +25,6 @@ from ..store.owners import run_owner_alive, tree_root
 
 RESUME_SETTLE_SECONDS = 5.0
 """How long a resume request waits for the new process to take the run over (or fail)."""
-WAITING_EXIT = 3
-"""The exit code of ``counterpoint resume`` that ended to wait for a person (its
-``--detach-waiting``): ``counterpoint.cli.approvals.WAITING_EXIT``."""
 LOG_POLL_SECONDS = 0.25
 """How often, once the run is claimed, the log is read for the resumed process's start."""
 
@@ -95,7 +93,7 @@ def resume(store: RunStore, run_id: RunId, *, cwd: Path,
         next_read = 0.0
         while time.monotonic() < until:
             code = proc.poll()
-            if code == WAITING_EXIT:  # it went on to the same wait, and ended to wait there
+            if code == WAITING:  # it went on to the same wait, and ended to wait there
                 asking = [a.id for a in approvals(store, run_id) if a.status == "pending"]
                 return Outcome(status=202, message=f"run {run_id} resumed in process "
                                                    f"{proc.pid}, and waits again for "
