@@ -295,11 +295,13 @@ class RunSpans:
     # ----------------------------------------------------------------- models
     def model_call(self, event: Event) -> None:
         data = event.data or {}
-        if "invalid_output" in data:  # a re-ask: the answer did not validate
+        if "invalid_output" in data:  # the answer did not validate: re-asked, or given up
             span = self._model_parent(event, data, event.at)
+            outcome = {"counterpoint.gave_up": True} if data.get("gave_up") else \
+                {"counterpoint.re_ask": int(data.get("re_ask", 0))}
             span.add_event("counterpoint.invalid_output", {
                 "counterpoint.problems": redact(str(data["invalid_output"]))[:2000],
-                "counterpoint.re_ask": int(data.get("re_ask", 0))}, timestamp=_ns(event.at))
+                **outcome}, timestamp=_ns(event.at))
             return
         latency = float(data.get("latency") or 0.0)
         requested = str(data.get("requested") or data.get("model") or "")
