@@ -32,13 +32,19 @@ import os
 import signal
 import sys
 
+import uvicorn
 
-def ctrl_c_as_uvicorn_picks_its_loop(event: str, args: tuple[object, ...]) -> None:
-    if event == "import" and args[0] == "uvloop":  # its first try is in get_loop_factory
-        os.kill(os.getpid(), signal.SIGINT)
+picks_its_loop = uvicorn.Config.get_loop_factory
 
 
-sys.addaudithook(ctrl_c_as_uvicorn_picks_its_loop)
+def ctrl_c_as_uvicorn_picks_its_loop(config):
+    # (not from an import audit hook: an interrupt inside importlib's own code could
+    # leave an import lock held, and the process hung in one CI run)
+    os.kill(os.getpid(), signal.SIGINT)
+    return picks_its_loop(config)
+
+
+uvicorn.Config.get_loop_factory = ctrl_c_as_uvicorn_picks_its_loop
 from counterpoint.cli.app import main
 
 sys.argv = ["counterpoint", *sys.argv[1:]]
