@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, NoReturn
 import typer
 
 from ..errors import UserError
+from ..exits import MISUSE
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -33,7 +34,7 @@ def fail(message: str) -> NoReturn:
     """Print ``error: message`` on stderr and exit with code 2."""
     from rich.text import Text
     make_console(stderr=True).print(Text(f"error: {message}", style="red"), soft_wrap=True)
-    raise typer.Exit(2)
+    raise typer.Exit(MISUSE)
 
 
 @contextlib.contextmanager

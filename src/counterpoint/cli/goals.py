@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..errors import RunFailure
+from ..exits import FAILED
 
 # The options below are all `counterpoint --help` needs from this module; planning,
 # models and agents are imported by the functions that use them (see cli/app.py).
@@ -307,7 +308,7 @@ def plan_command(
         except RunFailure as exc:  # the planner or its model gave up
             make_console(stderr=True).print(Text(f"error: {exc}", style="red"),
                                             soft_wrap=True)
-            raise typer.Exit(1) from None
+            raise typer.Exit(FAILED) from None
     data = plan.model_dump(mode="json")
     if as_json:
         typer.echo(json.dumps({**data, "repairs": repairs}, indent=2))

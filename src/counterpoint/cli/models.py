@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..errors import CounterpointError, ModelError
+from ..exits import FAILED
 
 # The commands' signatures are all `counterpoint --help` needs from this module; the
 # providers, pydantic and jsonschema are imported when a command runs (see cli/app.py).
@@ -70,7 +71,7 @@ def models_command(
         out.print_json(json.dumps({"models": rows, "config_files": [
             str(f) for f in registry.files]}))
         if failed:
-            raise typer.Exit(1)
+            raise typer.Exit(FAILED)
         return
     table = Table(box=None, pad_edge=False)
     for column in ("name", "provider", "model", "profile", "price $/M in/out", "limits",
@@ -91,7 +92,7 @@ def models_command(
         "none (looked for ./counterpoint.toml and ~/.config/counterpoint/counterpoint.toml)"
     out.print(Text(f"config files: {files}", style="dim"))
     if failed:
-        raise typer.Exit(1)
+        raise typer.Exit(FAILED)
 
 
 def _yes_no(value: bool | None) -> Text:
@@ -179,7 +180,7 @@ def ask_command(
         except ModelError as exc:
             make_console(stderr=True).print(Text(f"error: {redact(str(exc))}{_check_hint(model)}",
                                                  style="red"), soft_wrap=True)
-            raise typer.Exit(1) from None
+            raise typer.Exit(FAILED) from None
         elapsed = time.perf_counter() - started
     usage = result.usage
     cut = result.response.finish_reason == "length"
